@@ -1,0 +1,8 @@
+from django.contrib import admin
+
+from .models import WorkerHeartbeat
+
+
+@admin.register(WorkerHeartbeat)
+class WorkerHeartbeatAdmin(admin.ModelAdmin):
+    list_display = ("hostname", "seen")

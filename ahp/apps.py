@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class AhpConfig(AppConfig):
+    name = "ahp"
+    verbose_name = "Host"

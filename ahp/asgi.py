@@ -1,0 +1,21 @@
+import os
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ahp.settings")
+
+from django.core.asgi import get_asgi_application  # noqa: E402
+
+django_http = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+from django.urls import path  # noqa: E402
+
+from ahp.protocol.consumer import AhpConsumer  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        # Static files (the admin's CSS) are served in process so one command runs everything.
+        "http": ASGIStaticFilesHandler(django_http),
+        "websocket": URLRouter([path("ahp", AhpConsumer.as_asgi())]),
+    }
+)

@@ -1,0 +1,77 @@
+"""Start the whole host: the ASGI server (HTTP, admin, REST, WebSocket) and a Celery worker with
+beat, as child processes. Ctrl-C (or SIGTERM) stops them all."""
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from grants.actions import do_add_member, do_create_tenant, do_mint_token
+from grants.models import Tenant
+
+DEMO_TENANT = "demo"
+
+
+@transaction.atomic
+def create_demo_tenant():
+    """On first start: tenant `demo`, its admin person, and a token for that person."""
+    tenant = do_create_tenant(DEMO_TENANT, "Demo")
+    do_add_member(tenant, "admin", "admin")
+    password = secrets.token_urlsafe(12)
+    person = get_user_model().objects.get(username="admin")
+    person.is_staff = person.is_superuser = True
+    person.set_password(password)
+    person.save()
+    _, token = do_mint_token(tenant, person=person, name="demo-admin")
+    return password, token
+
+
+class Command(BaseCommand):
+    help = "Run the AHP host: ASGI server and Celery worker with beat."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+        parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+
+    def handle(self, host, port, **options):
+        if not Tenant.objects.filter(slug=DEMO_TENANT).exists():
+            password, token = create_demo_tenant()
+            self.stdout.write(
+                f"First start: tenant '{DEMO_TENANT}' created.\n"
+                f"  admin login:       http://{host}:{port}/admin/  user admin  password {password}\n"
+                f"  connection token:  {token}\n"
+                f"  connect a client:  ws://{host}:{port}/ahp?tkn={token}\n"
+            )
+        children = [
+            subprocess.Popen([sys.executable, "-m", "daphne", "-b", host, "-p", str(port), "ahp.asgi:application"]),
+            subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "ahp", "worker", "--beat", "--pool", "solo",
+                 "--loglevel", "INFO"]
+            ),
+        ]
+        self.stdout.write(f"AHP host on http://{host}:{port}/ (WebSocket ws://{host}:{port}/ahp)")
+
+        def stop(*_):
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            while all(child.poll() is None for child in children):
+                time.sleep(0.5)
+            self.stderr.write("A child process exited; stopping the host.")
+        except KeyboardInterrupt:
+            pass
+        finally:
+            for child in children:
+                if child.poll() is None:
+                    child.terminate()
+            for child in children:
+                try:
+                    child.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    child.kill()

@@ -1,0 +1,35 @@
+"""AHP's JSON-RPC error codes, and the one exception handlers raise to answer with one."""
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+NO_AGENT_FOR_PROVIDER = -32002
+SESSION_ALREADY_EXISTS = -32003
+UNSUPPORTED_PROTOCOL_VERSION = -32005
+AUTH_REQUIRED = -32007
+NOT_FOUND = -32008
+PERMISSION_DENIED = -32009
+ALREADY_EXISTS = -32010
+CONFLICT = -32011
+
+
+class RpcError(Exception):
+    def __init__(self, code, message, data=None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+_TYPE_WORDS = {str: "a string", list: "an array", dict: "an object", int: "a number", bool: "a boolean"}
+
+
+def require(params, name, kind):
+    """params[name], which must be present and of `kind`; otherwise -32602 naming the field."""
+    if name not in params:
+        raise RpcError(INVALID_PARAMS, f"Invalid params: {name} is required.")
+    value = params[name]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise RpcError(INVALID_PARAMS, f"Invalid params: {name} must be {_TYPE_WORDS[kind]}.")
+    return value

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class GrantsConfig(AppConfig):
+    name = "grants"
+    verbose_name = "Tenants, people and grants"

@@ -1,0 +1,178 @@
+import hashlib
+import hmac
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from .algebra import holds
+
+BUILTIN_ROLES = {
+    "admin": ("*:*",),
+    "member": ("session:read", "session:write", "terminal:read", "terminal:write"),
+    "guest": ("session:read",),
+}
+
+
+class Tenant(models.Model):
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=200)
+    created = models.DateTimeField(default=timezone.now)
+
+    def __str__(self):
+        return self.slug
+
+    def role_grants(self, role_name):
+        """A tenant-defined role replaces the built-in role of the same name."""
+        role = self.roles.filter(name=role_name).first()
+        if role is not None:
+            return tuple(role.grants)
+        return BUILTIN_ROLES.get(role_name, ())
+
+
+class TenantScopedQuerySet(models.QuerySet):
+    """Every tenant-owned model is reached through `for_tenant`; `tenant_path` names the hop."""
+
+    def for_tenant(self, tenant):
+        return self.filter(**{self.model.tenant_path: tenant})
+
+
+TenantScopedManager = models.Manager.from_queryset(TenantScopedQuerySet)
+
+
+class Role(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="roles")
+    name = models.SlugField()
+    grants = models.JSONField(default=list, help_text='Grant strings, e.g. ["session:read", "chat:tool"].')
+
+    tenant_path = "tenant"
+    objects = TenantScopedManager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="role_unique_per_tenant")]
+
+    def __str__(self):
+        return f"{self.tenant.slug}/{self.name}"
+
+
+class Membership(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    person = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.SlugField(default="member")
+
+    tenant_path = "tenant"
+    objects = TenantScopedManager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "person"], name="membership_unique")]
+
+    def __str__(self):
+        return f"{self.person} in {self.tenant} as {self.role}"
+
+
+class ApiToken(models.Model):
+    """A connection token. Only the sha256 of its secret is kept; the token is shown once."""
+
+    PREFIX = "ahp"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="tokens")
+    person = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="api_tokens",
+        help_text="Empty for the tenant's root token, which holds every grant in its tenant.",
+    )
+    name = models.CharField(max_length=100)
+    key_id = models.CharField(max_length=16, unique=True, editable=False)
+    secret_sha256 = models.CharField(max_length=64, editable=False)
+    created = models.DateTimeField(default=timezone.now)
+    last_used = models.DateTimeField(null=True, blank=True)
+    revoked = models.DateTimeField(null=True, blank=True)
+
+    tenant_path = "tenant"
+    objects = TenantScopedManager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="token_name_unique_per_tenant")]
+
+    def __str__(self):
+        return f"{self.tenant.slug}/{self.name}"
+
+    @staticmethod
+    def _digest(secret):
+        return hashlib.sha256(secret.encode()).hexdigest()
+
+    @classmethod
+    def mint(cls, tenant, person=None, name=None):
+        """Create a token and answer (row, plaintext); the plaintext is never stored."""
+        key_id = secrets.token_hex(8)
+        secret = secrets.token_urlsafe(32)
+        row = cls.objects.create(
+            tenant=tenant, person=person, key_id=key_id, secret_sha256=cls._digest(secret),
+            name=name or f"{person.username if person else 'root'}-{key_id[:6]}",
+        )
+        return row, f"{cls.PREFIX}_{key_id}_{secret}"
+
+    @classmethod
+    def authenticate(cls, plaintext):
+        """The live token row for `plaintext`, or None. The secret is compared in constant time."""
+        prefix, _, rest = (plaintext or "").partition("_")
+        key_id, _, secret = rest.partition("_")
+        if prefix != cls.PREFIX or not key_id or not secret:
+            return None
+        row = cls.objects.select_related("tenant", "person").filter(key_id=key_id, revoked__isnull=True).first()
+        if row is None or not hmac.compare_digest(row.secret_sha256, cls._digest(secret)):
+            return None
+        if row.person is not None and not row.person.is_active:
+            return None
+        return row
+
+    def principal(self):
+        return Principal.for_token(self)
+
+
+class Principal:
+    """Who is acting: a tenant's root, or a person of the tenant with their role's grants."""
+
+    def __init__(self, tenant, person=None, grants=()):
+        self.tenant = tenant
+        self.person = person
+        self.grants = tuple(grants)
+
+    @classmethod
+    def root(cls, tenant):
+        return cls(tenant, None, ("*:*",))
+
+    @classmethod
+    def for_person(cls, tenant, person):
+        membership = Membership.objects.filter(tenant=tenant, person=person).first()
+        return cls(tenant, person, tenant.role_grants(membership.role) if membership else ())
+
+    @classmethod
+    def for_token(cls, token):
+        if token.person is None:
+            return cls.root(token.tenant)
+        return cls.for_person(token.tenant, token.person)
+
+    is_authenticated = True  # lets DRF's IsAuthenticated accept a principal as request.user
+
+    @property
+    def is_root(self):
+        return self.person is None
+
+    @property
+    def name(self):
+        return self.person.username if self.person else "root"
+
+    def object_grants(self, obj):
+        """Per-object grants (django-guardian) this person holds on `obj`."""
+        if self.person is None or obj is None:
+            return ()
+        from guardian.shortcuts import get_perms
+
+        return tuple(get_perms(self.person, obj))
+
+    def may(self, needed, obj=None):
+        return holds(self.grants, needed) or holds(self.object_grants(obj), needed)
+
+    def __repr__(self):
+        return f"<Principal {self.name}@{self.tenant.slug}>"

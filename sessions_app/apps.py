@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class SessionsAppConfig(AppConfig):
+    name = "sessions_app"
+    verbose_name = "Sessions"

@@ -1,0 +1,201 @@
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from grants.algebra import holds, known_grants
+from grants.models import Tenant, TenantScopedManager, TenantScopedQuerySet
+
+SESSION_URI_PREFIX = "ahp-session:/"
+CHAT_URI_PREFIX = "ahp-chat:/"
+
+
+class SessionQuerySet(TenantScopedQuerySet):
+    def visible_to(self, principal):
+        """The sessions of the principal's tenant it may read: all of them with a role grant
+        covering session:read, otherwise those it holds a per-object grant on."""
+        mine = self.for_tenant(principal.tenant)
+        if holds(principal.grants, "session:read"):
+            return mine
+        if principal.person is None:
+            return mine.none()
+        from guardian.shortcuts import get_objects_for_user
+
+        codenames = [f"sessions_app.{g}" for g in known_grants() if holds([g], "session:read")]
+        return get_objects_for_user(
+            principal.person, codenames, klass=mine, any_perm=True, accept_global_perms=False
+        )
+
+
+SessionManager = models.Manager.from_queryset(SessionQuerySet)
+
+
+class Session(models.Model):
+    # AHP SessionStatus bits. The activity bits live in `status`; read and archived are columns.
+    IDLE = 1
+    ERROR = 1 << 1
+    IN_PROGRESS = 1 << 3
+    INPUT_NEEDED = (1 << 3) | (1 << 4)
+    IS_READ = 1 << 5
+    IS_ARCHIVED = 1 << 6
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="sessions")
+    provider = models.CharField(max_length=64, default="echo")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="owned_sessions"
+    )
+    title = models.CharField(max_length=200, blank=True)
+    status = models.PositiveSmallIntegerField(default=IDLE)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children",
+        help_text="The session whose create tool made this one.",
+    )
+    depth = models.PositiveSmallIntegerField(default=0, help_text="Spawn depth below the root of its tree.")
+    root = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="tree",
+        help_text="The session nothing started, at the top of this one's tree.",
+    )
+    working_directories = models.JSONField(default=list, blank=True)
+    archived = models.BooleanField(default=False)
+    read = models.BooleanField(default=True)
+    config = models.JSONField(default=dict, blank=True)
+    meta = models.JSONField(default=dict, blank=True, help_text="The session's AHP _meta.")
+    created = models.DateTimeField(default=timezone.now)
+    modified = models.DateTimeField(default=timezone.now, db_index=True)
+
+    tenant_path = "tenant"
+    objects = SessionManager()
+
+    class Meta:
+        permissions = [(g, f"May {g}") for g in known_grants() if g.split(":")[0] in ("session", "chat")]
+        indexes = [models.Index(fields=["tenant", "-modified"], name="session_tenant_modified")]
+
+    def __str__(self):
+        return self.title or str(self.id)
+
+    def save(self, *args, **kwargs):
+        if self.root_id is None and self.parent_id is None:
+            self.root_id = self.id
+        super().save(*args, **kwargs)
+
+    @property
+    def uri(self):
+        return f"{SESSION_URI_PREFIX}{self.id}"
+
+    @property
+    def wire_status(self):
+        return self.status | (self.IS_READ if self.read else 0) | (self.IS_ARCHIVED if self.archived else 0)
+
+    def summary(self):
+        """The AHP SessionSummary of this session."""
+        return {
+            "resource": self.uri,
+            "provider": self.provider,
+            "title": self.title,
+            "status": self.wire_status,
+            "createdAt": int(self.created.timestamp() * 1000),
+            "modifiedAt": int(self.modified.timestamp() * 1000),
+            "workingDirectories": list(self.working_directories),
+        }
+
+
+class Chat(models.Model):
+    ORIGIN_KINDS = [("user", "user"), ("fork", "fork"), ("sideChat", "side chat"), ("tool", "tool")]
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="chats")
+    title = models.CharField(max_length=200, blank=True)
+    is_default = models.BooleanField(default=False)
+    archived = models.BooleanField(default=False)
+    origin_kind = models.CharField(max_length=16, choices=ORIGIN_KINDS, default="user")
+    origin_chat = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="spawned_chats"
+    )
+    origin_turn_id = models.CharField(max_length=64, blank=True)
+    origin_tool_call_id = models.CharField(max_length=64, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+    modified = models.DateTimeField(default=timezone.now)
+
+    tenant_path = "session__tenant"
+    objects = TenantScopedManager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session"], condition=models.Q(is_default=True), name="one_default_chat_per_session"
+            )
+        ]
+
+    def __str__(self):
+        return self.title or str(self.id)
+
+    @property
+    def uri(self):
+        return f"{CHAT_URI_PREFIX}{self.id}"
+
+    def origin(self):
+        """The AHP ChatOrigin of this chat."""
+        if self.origin_kind == "user":
+            return {"kind": "user"}
+        origin = {"kind": self.origin_kind, "chat": f"{CHAT_URI_PREFIX}{self.origin_chat_id}"}
+        if self.origin_kind == "tool":
+            origin["toolCallId"] = self.origin_tool_call_id
+        else:
+            origin["turnId"] = self.origin_turn_id
+        return origin
+
+
+class Turn(models.Model):
+    STATES = [("active", "active"), ("complete", "complete"), ("cancelled", "cancelled"), ("error", "error")]
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="turns")
+    sender = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    text = models.TextField(blank=True)
+    response = models.TextField(blank=True)
+    state = models.CharField(max_length=16, choices=STATES, default="active")
+    started = models.DateTimeField(default=timezone.now)
+    ended = models.DateTimeField(null=True, blank=True)
+
+    tenant_path = "chat__session__tenant"
+    objects = TenantScopedManager()
+
+    class Meta:
+        indexes = [models.Index(fields=["chat", "started"], name="turn_chat_started")]
+
+
+class ToolCall(models.Model):
+    STATUSES = [
+        ("streaming", "streaming"), ("pending", "pending confirmation"), ("running", "running"),
+        ("completed", "completed"), ("failed", "failed"), ("cancelled", "cancelled"),
+    ]
+    TERMINAL = ("completed", "failed", "cancelled")
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="tool_calls")
+    tool_name = models.CharField(max_length=128)
+    input = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=STATUSES, default="streaming")
+    contributor_client_id = models.CharField(max_length=128, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    deadline = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+    completed = models.DateTimeField(null=True, blank=True)
+
+    tenant_path = "turn__chat__session__tenant"
+    objects = TenantScopedManager()
+
+    class Meta:
+        indexes = [
+            # The timeout sweep reads only open calls with a deadline.
+            models.Index(
+                fields=["deadline"], name="toolcall_open_deadline",
+                condition=models.Q(deadline__isnull=False, completed__isnull=True),
+            )
+        ]
+
+    @property
+    def is_terminal(self):
+        return self.status in self.TERMINAL

@@ -1,0 +1,105 @@
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection
+
+from grants.actions import do_add_member, do_create_tenant, do_mint_token
+from grants.models import Principal
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class People:
+    """A tenant with one person of each built-in role, their tokens, and the tenant's root token."""
+
+    def __init__(self, slug):
+        self.tenant = do_create_tenant(slug)
+        User = get_user_model()
+        self.tokens = {}
+        for role in ("admin", "member", "guest"):
+            username = f"{slug}-{role}"
+            do_add_member(self.tenant, username, role)
+            setattr(self, role, User.objects.get(username=username))
+            _, self.tokens[role] = do_mint_token(self.tenant, person=getattr(self, role), name=username)
+        _, self.tokens["root"] = do_mint_token(self.tenant, name=f"{slug}-root")
+
+    def principal(self, role):
+        if role == "root":
+            return Principal.root(self.tenant)
+        return Principal.for_person(self.tenant, getattr(self, role))
+
+
+@pytest.fixture
+def acme(db):
+    return People("acme")
+
+
+@pytest.fixture
+def globex(db):
+    return People("globex")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port, process, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"nothing listened on {port} within {timeout}s")
+
+
+def child_env(**overrides):
+    """Environment for a host process a test starts: the test database, this repo on the path."""
+    env = dict(os.environ)
+    settings = connection.settings_dict
+    if settings["ENGINE"].endswith("sqlite3"):
+        env["DATABASE_URL"] = f"sqlite:///{settings['NAME']}"
+    else:
+        env["DATABASE_URL"] = (
+            f"postgres://{settings['USER']}:{settings['PASSWORD'] or ''}@{settings['HOST']}:{settings['PORT']}"
+            f"/{settings['NAME']}"
+        )
+    env["PYTHONPATH"] = str(ROOT)
+    env.update(overrides)
+    return env
+
+
+def stop(process):
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture
+def live_server_process(transactional_db):
+    """A real daphne serving the host against the test database; yields its port."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "ahp.asgi:application"],
+        env=child_env(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, process)
+        yield port
+    finally:
+        stop(process)

@@ -1,0 +1,53 @@
+import pytest
+from django.test import Client
+
+from sessions_app.models import Session
+
+
+@pytest.fixture
+def tenant_admin(acme):
+    person = acme.admin
+    person.is_staff = True
+    person.save()
+    client = Client()
+    client.force_login(person)
+    return client
+
+
+def test_a_tenant_admin_sees_only_their_tenants_sessions(acme, globex, tenant_admin):
+    Session.objects.create(tenant=acme.tenant, title="acme work")
+    Session.objects.create(tenant=globex.tenant, title="globex secret")
+    page = tenant_admin.get("/admin/sessions_app/session/").content.decode()
+    assert "acme work" in page and "globex secret" not in page
+
+
+def test_a_tenant_admin_cannot_open_another_tenants_session(acme, globex, tenant_admin):
+    theirs = Session.objects.create(tenant=globex.tenant, title="globex secret")
+    response = tenant_admin.get(f"/admin/sessions_app/session/{theirs.pk}/change/")
+    assert response.status_code == 302  # the admin's "does not exist" redirect
+    assert "globex secret" not in tenant_admin.get(response["Location"]).content.decode()
+
+
+def test_a_tenant_admin_sees_only_their_tenant(acme, globex, tenant_admin):
+    page = tenant_admin.get("/admin/grants/tenant/").content.decode()
+    assert "acme" in page and "globex" not in page
+
+
+def test_a_tenant_admin_can_edit_their_tenants_session(acme, tenant_admin):
+    mine = Session.objects.create(tenant=acme.tenant, title="acme work")
+    assert tenant_admin.get(f"/admin/sessions_app/session/{mine.pk}/change/").status_code == 200
+
+
+def test_a_member_with_staff_flag_but_no_admin_role_sees_nothing(acme):
+    acme.member.is_staff = True
+    acme.member.save()
+    client = Client()
+    client.force_login(acme.member)
+    assert client.get("/admin/sessions_app/session/").status_code == 403
+
+
+def test_a_superuser_sees_every_tenant(acme, globex, admin_client):
+    Session.objects.create(tenant=acme.tenant, title="acme work")
+    Session.objects.create(tenant=globex.tenant, title="globex secret")
+    page = admin_client.get("/admin/sessions_app/session/").content.decode()
+    assert "acme work" in page and "globex secret" in page

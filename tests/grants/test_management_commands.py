@@ -1,0 +1,67 @@
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from grants.models import ApiToken, Membership, Tenant
+
+
+def run(*args):
+    out = StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+def test_createtenant_creates_a_tenant(db):
+    run("createtenant", "initech", "--name", "Initech")
+    assert Tenant.objects.get(slug="initech").name == "Initech"
+
+
+def test_createtenant_refuses_a_duplicate(db):
+    run("createtenant", "initech")
+    with pytest.raises(CommandError, match="Tenant initech already exists."):
+        run("createtenant", "initech")
+
+
+def test_addmember_creates_the_person_if_missing(db):
+    run("createtenant", "initech")
+    run("addmember", "initech", "milton", "--role", "guest")
+    assert Membership.objects.get(person__username="milton").role == "guest"
+
+
+def test_addmember_refuses_an_unknown_role(db):
+    run("createtenant", "initech")
+    with pytest.raises(CommandError, match="Tenant initech has no role boss."):
+        run("addmember", "initech", "milton", "--role", "boss")
+
+
+def test_minttoken_prints_only_a_working_token(db):
+    run("createtenant", "initech")
+    run("addmember", "initech", "milton", "--role", "member")
+    printed = run("minttoken", "initech", "milton")
+    token = printed.strip()
+    assert printed == token + "\n"
+    assert ApiToken.authenticate(token).person.username == "milton"
+
+
+def test_minttoken_root_prints_a_root_token(db):
+    run("createtenant", "initech")
+    token = run("minttoken", "initech", "--root").strip()
+    assert ApiToken.authenticate(token).principal().is_root
+
+
+def test_minttoken_refuses_a_person_outside_the_tenant(db):
+    run("createtenant", "initech")
+    run("createtenant", "initrode")
+    run("addmember", "initrode", "bob", "--role", "member")
+    with pytest.raises(CommandError, match="bob is not a member of initech."):
+        run("minttoken", "initech", "bob")
+
+
+def test_revoketoken_revokes_by_name(db):
+    run("createtenant", "initech")
+    token = run("minttoken", "initech", "--root", "--name", "ci").strip()
+    run("revoketoken", "initech", "ci")
+    assert ApiToken.authenticate(token) is None
+    with pytest.raises(CommandError, match="Tenant initech has no live token named ci."):
+        run("revoketoken", "initech", "ci")

@@ -1,0 +1,64 @@
+"""The /ahp endpoint over a real socket: token on the upgrade, initialize first, ping."""
+import json
+
+import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+
+def url(port, token=None):
+    return f"ws://127.0.0.1:{port}/ahp" + (f"?tkn={token}" if token else "")
+
+
+def call(ws, method, params, request_id=1):
+    ws.send(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}))
+    return json.loads(ws.recv(timeout=10))
+
+
+INIT = {"channel": "ahp-root://", "protocolVersions": ["1.0"], "clientId": "test-client"}
+
+
+def test_it_refuses_an_upgrade_without_a_token(live_server_process):
+    with pytest.raises(InvalidStatus) as refused:
+        connect(url(live_server_process))
+    assert refused.value.response.status_code == 403
+
+
+def test_it_refuses_an_upgrade_with_a_wrong_token(acme, live_server_process):
+    with pytest.raises(InvalidStatus):
+        connect(url(live_server_process, acme.tokens["member"] + "x"))
+
+
+def test_it_answers_initialize_and_ping_with_a_query_token(acme, live_server_process):
+    with connect(url(live_server_process, acme.tokens["member"])) as ws:
+        reply = call(ws, "initialize", INIT)
+        assert reply["result"]["protocolVersion"] == "1.0"
+        assert reply["result"]["serverInfo"]["name"] == "ahp-host"
+        assert call(ws, "ping", {"channel": "ahp-root://"}, 2) == {"jsonrpc": "2.0", "id": 2, "result": None}
+
+
+def test_it_accepts_a_bearer_header(acme, live_server_process):
+    headers = {"Authorization": f"Bearer {acme.tokens['root']}"}
+    with connect(url(live_server_process), additional_headers=headers) as ws:
+        assert call(ws, "initialize", INIT)["result"]["protocolVersion"] == "1.0"
+
+
+def test_anything_before_initialize_is_refused_and_the_connection_kept(acme, live_server_process):
+    with connect(url(live_server_process, acme.tokens["member"])) as ws:
+        reply = call(ws, "ping", {"channel": "ahp-root://"})
+        assert reply["error"] == {"code": -32600, "message": "ping before initialize: send initialize first."}
+        assert "result" in call(ws, "initialize", INIT, 2)
+
+
+def test_no_acceptable_version_answers_32005_with_the_supported_ones(acme, live_server_process):
+    with connect(url(live_server_process, acme.tokens["member"])) as ws:
+        reply = call(ws, "initialize", {**INIT, "protocolVersions": ["0.1", "2.0"]})
+        assert reply["error"]["code"] == -32005
+        assert reply["error"]["data"] == {"supportedVersions": ["1.0"]}
+
+
+def test_a_non_json_frame_answers_32700_and_the_connection_survives(acme, live_server_process):
+    with connect(url(live_server_process, acme.tokens["member"])) as ws:
+        ws.send("{not json")
+        assert json.loads(ws.recv(timeout=10))["error"]["code"] == -32700
+        assert "result" in call(ws, "initialize", INIT)

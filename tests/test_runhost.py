@@ -1,0 +1,85 @@
+"""`manage.py runhost` (what `make run` calls) on a fresh embedded install, as a newcomer runs it."""
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+from websockets.sync.client import connect
+
+from ahp import settings as host_settings
+
+from .conftest import ROOT, free_port, wait_for_port
+
+
+def embedded_env(var_dir):
+    env = {k: v for k, v in os.environ.items() if k not in host_settings.ENVIRONMENT_KEYS}
+    return {**env, "AHP_VAR_DIR": str(var_dir), "PYTHONPATH": str(ROOT)}
+
+
+def start(env, port):
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "runhost", "--host", "127.0.0.1", "--port", str(port)],
+        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        start_new_session=True,
+    )
+
+
+def interrupt(process):
+    """Ctrl-C, as a person at the terminal sends it, to the whole process group."""
+    os.killpg(process.pid, signal.SIGINT)
+    return process.wait(timeout=20)
+
+
+def port_closed(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+        return False
+    except OSError:
+        return True
+
+
+def test_runhost_starts_everything_on_a_fresh_install_and_ctrl_c_stops_it(tmp_path):
+    env = embedded_env(tmp_path)
+    subprocess.run([sys.executable, "manage.py", "migrate", "--no-input"], env=env, cwd=ROOT, check=True,
+                   capture_output=True)
+    port = free_port()
+    host = start(env, port)
+    try:
+        banner = ""
+        while "connection token" not in banner:
+            banner += host.stdout.readline()
+        token = re.search(r"connection token:\s+(\S+)", banner).group(1)
+        assert re.search(r"user admin\s+password \S+", banner)
+        wait_for_port(port, host)
+
+        with connect(f"ws://127.0.0.1:{port}/ahp?tkn={token}") as ws:
+            ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "channel": "ahp-root://", "protocolVersions": ["1.0"], "clientId": "newcomer"}}))
+            assert json.loads(ws.recv(timeout=10))["result"]["protocolVersion"] == "1.0"
+
+        # The worker with beat records its heartbeat at start, so /healthz names it.
+        deadline = time.monotonic() + 60
+        health = {}
+        while time.monotonic() < deadline and not health.get("workerSeen"):
+            health = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz"))
+            time.sleep(0.5)
+        assert health["database"] == "ok" and health["workerSeen"]
+        assert urllib.request.urlopen(f"http://127.0.0.1:{port}/admin/login/").status == 200
+    finally:
+        if host.poll() is None:
+            interrupt(host)
+    assert port_closed(port)
+    assert host.returncode is not None
+
+    # A second start keeps the demo tenant and prints no new credentials.
+    host = start(env, port)
+    try:
+        wait_for_port(port, host)
+    finally:
+        interrupt(host)
+    assert "First start" not in host.stdout.read()
