@@ -7,4 +7,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", views.healthz, name="healthz"),
     path("api/v1/", include("sessions_app.urls")),
+    path("api/v1/", include("tools_app.urls")),
 ]

@@ -1,3 +1,5 @@
+import json
+from datetime import timezone as dt_timezone
 import uuid
 
 from django.conf import settings
@@ -9,6 +11,11 @@ from grants.models import Tenant, TenantScopedManager, TenantScopedQuerySet
 
 SESSION_URI_PREFIX = "ahp-session:/"
 CHAT_URI_PREFIX = "ahp-chat:/"
+
+
+def iso(moment):
+    """AHP timestamps: ISO 8601 in UTC with milliseconds and a Z."""
+    return moment.astimezone(dt_timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class SessionQuerySet(TenantScopedQuerySet):
@@ -62,6 +69,9 @@ class Session(models.Model):
     read = models.BooleanField(default=True)
     config = models.JSONField(default=dict, blank=True)
     meta = models.JSONField(default=dict, blank=True, help_text="The session's AHP _meta.")
+    server_tools = models.JSONField(
+        default=list, blank=True, help_text="The serverTools last published to this session's subscribers."
+    )
     created = models.DateTimeField(default=timezone.now)
     modified = models.DateTimeField(default=timezone.now, db_index=True)
 
@@ -95,8 +105,8 @@ class Session(models.Model):
             "provider": self.provider,
             "title": self.title,
             "status": self.wire_status,
-            "createdAt": int(self.created.timestamp() * 1000),
-            "modifiedAt": int(self.modified.timestamp() * 1000),
+            "createdAt": iso(self.created),
+            "modifiedAt": iso(self.modified),
             "workingDirectories": list(self.working_directories),
         }
 
@@ -154,7 +164,10 @@ class Turn(models.Model):
     chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="turns")
     sender = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     text = models.TextField(blank=True)
-    response = models.TextField(blank=True)
+    client_id = models.CharField(max_length=128, blank=True, help_text="The client that started the turn.")
+    response_parts = models.JSONField(
+        default=list, blank=True, help_text="Markdown parts ({kind, id, content}) and tool call ids, in order."
+    )
     state = models.CharField(max_length=16, choices=STATES, default="active")
     started = models.DateTimeField(default=timezone.now)
     ended = models.DateTimeField(null=True, blank=True)
@@ -167,15 +180,15 @@ class Turn(models.Model):
 
 
 class ToolCall(models.Model):
-    STATUSES = [
-        ("streaming", "streaming"), ("pending", "pending confirmation"), ("running", "running"),
-        ("completed", "completed"), ("failed", "failed"), ("cancelled", "cancelled"),
-    ]
-    TERMINAL = ("completed", "failed", "cancelled")
+    # A failed call is `completed` with `success: false` in its result, as on the wire.
+    STATUSES = [("streaming", "streaming"), ("running", "running"), ("completed", "completed"),
+                ("cancelled", "cancelled")]
+    TERMINAL = ("completed", "cancelled")
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="tool_calls")
     tool_name = models.CharField(max_length=128)
+    display_name = models.CharField(max_length=200, blank=True)
     input = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=16, choices=STATUSES, default="streaming")
     contributor_client_id = models.CharField(max_length=128, blank=True)
@@ -199,3 +212,97 @@ class ToolCall(models.Model):
     @property
     def is_terminal(self):
         return self.status in self.TERMINAL
+
+    @property
+    def contributor(self):
+        return {"kind": "client", "clientId": self.contributor_client_id} if self.contributor_client_id else None
+
+    def invocation_message(self):
+        return f"Running {self.display_name or self.tool_name}"
+
+    def state(self):
+        """The AHP ToolCallState of this call."""
+        state = {"toolCallId": str(self.id), "toolName": self.tool_name, "displayName": self.display_name or self.tool_name}
+        if self.contributor:
+            state["contributor"] = self.contributor
+        if self.status == "streaming":
+            return {**state, "status": "streaming"}
+        state.update(invocationMessage=self.invocation_message(), toolInput=json.dumps(self.input))
+        if self.status == "cancelled":
+            return {**state, "status": "cancelled", "reason": (self.result or {}).get("reason", "skipped")}
+        state["confirmed"] = "not-needed"
+        if self.status == "running":
+            return {**state, "status": "running"}
+        return {**state, "status": "completed", **(self.result or {})}
+
+
+class ActiveClient(models.Model):
+    """A client providing tools to a session (AHP SessionActiveClient). While all its
+    connections are gone it keeps its place until `release_at`."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="active_clients")
+    client_id = models.CharField(max_length=128)
+    display_name = models.CharField(max_length=200, blank=True)
+    tools = models.JSONField(default=list, blank=True)
+    customizations = models.JSONField(null=True, blank=True)
+    release_at = models.DateTimeField(null=True, blank=True)
+    modified = models.DateTimeField(default=timezone.now)
+
+    tenant_path = "session__tenant"
+    objects = TenantScopedManager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "client_id"], name="active_client_unique")]
+        indexes = [models.Index(fields=["release_at"], name="active_client_release",
+                                condition=models.Q(release_at__isnull=False))]
+
+    def to_wire(self):
+        wire = {"clientId": self.client_id, "tools": self.tools}
+        if self.display_name:
+            wire["displayName"] = self.display_name
+        if self.customizations is not None:
+            wire["customizations"] = self.customizations
+        return wire
+
+
+class ServerSeq(models.Model):
+    """The single host-wide action counter. Locked while an action is written, so serverSeq is
+    gap-free and a snapshot taken under the same lock is consistent with it."""
+
+    value = models.BigIntegerField(default=0)
+
+
+class ActionLog(models.Model):
+    """Every published action, kept (bounded) so `reconnect` can replay what a client missed."""
+
+    seq = models.BigIntegerField(primary_key=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    channel = models.CharField(max_length=200)
+    envelope = models.JSONField()
+    process = models.CharField(max_length=64, help_text="The process that published it.")
+    created = models.DateTimeField(default=timezone.now)
+
+    tenant_path = "tenant"
+    objects = TenantScopedManager()
+
+    class Meta:
+        indexes = [models.Index(fields=["channel", "seq"], name="actionlog_channel_seq")]
+
+
+class ClientConnection(models.Model):
+    """One open WebSocket. Its process refreshes `seen`; a row not seen for a while belongs to
+    a process that died, and the sweep treats it as closed."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    client_id = models.CharField(max_length=128, blank=True)
+    process = models.CharField(max_length=64)
+    seen = models.DateTimeField(default=timezone.now)
+    subscriptions = models.JSONField(default=list, blank=True)
+
+    tenant_path = "tenant"
+    objects = TenantScopedManager()
+
+    class Meta:
+        indexes = [models.Index(fields=["client_id"], name="connection_client"),
+                   models.Index(fields=["seen"], name="connection_seen")]

@@ -103,3 +103,12 @@ def live_server_process(transactional_db):
         yield port
     finally:
         stop(process)
+
+
+@pytest.fixture
+def host(transactional_db):
+    """A real AHP server in this process, for tests that also act on it in process."""
+    from .protocol.harness import ServerThread
+
+    with ServerThread() as server:
+        yield server

@@ -59,8 +59,8 @@ def test_runhost_starts_everything_on_a_fresh_install_and_ctrl_c_stops_it(tmp_pa
 
         with connect(f"ws://127.0.0.1:{port}/ahp?tkn={token}") as ws:
             ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "channel": "ahp-root://", "protocolVersions": ["1.0"], "clientId": "newcomer"}}))
-            assert json.loads(ws.recv(timeout=10))["result"]["protocolVersion"] == "1.0"
+                "channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": "newcomer"}}))
+            assert json.loads(ws.recv(timeout=10))["result"]["protocolVersion"] == "1.0.0"
 
         # The worker with beat records its heartbeat at start, so /healthz names it.
         deadline = time.monotonic() + 60

@@ -1,6 +1,9 @@
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import models
 
 from grants.models import Tenant, TenantScopedManager
+
+from .agent_definitions import AgentDefinitionInvalid, builtin_tool_policy, validate_definition
 
 
 class HostConfig(models.Model):
@@ -53,3 +56,78 @@ class HostConfig(models.Model):
 
     def to_wire(self):
         return {key: getattr(self, field) for key, field in self.WIRE_KEYS.items()}
+
+
+class AgentDefinition(models.Model):
+    """An agent a tenant defines. The schema in tools_app/schemas/agent_definition.json is the
+    gate: a definition is checked when it is saved and again whenever it is loaded for use."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="agent_definitions")
+    name = models.CharField(max_length=100)
+    provider = models.CharField(max_length=64, help_text='Who runs the agent, e.g. "github-copilot".')
+    model = models.CharField(max_length=200, blank=True)
+    instructions = models.TextField(blank=True)
+    tools = models.JSONField(
+        default=list, blank=True,
+        help_text='Tool entries, each with a "kind"; see tools_app/schemas/agent_definition.json.',
+    )
+    modified = models.DateTimeField(auto_now=True)
+
+    tenant_path = "tenant"
+    objects = TenantScopedManager()
+
+    DOCUMENT_KEYS = ("name", "provider", "model", "instructions", "tools")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="agent_definition_unique_per_tenant")]
+
+    def __str__(self):
+        return f"{self.tenant.slug}/{self.name}"
+
+    @classmethod
+    def load(cls, tenant, **lookup):
+        """The tenant's definition matching `lookup`, refused if it no longer passes the gate
+        (rows written around the model, or a schema that has since tightened)."""
+        definition = cls.objects.for_tenant(tenant).get(**lookup)
+        definition.validated_document()
+        return definition
+
+    def document(self):
+        """The definition as the schema sees it; empty optional fields are left out."""
+        document = {"name": self.name, "provider": self.provider}
+        if self.model:
+            document["model"] = self.model
+        if self.instructions:
+            document["instructions"] = self.instructions
+        document["tools"] = self.tools
+        return document
+
+    def set_document(self, document):
+        self.name = document.get("name", "")
+        self.provider = document.get("provider", "")
+        self.model = document.get("model") or ""
+        self.instructions = document.get("instructions") or ""
+        self.tools = document.get("tools", [])
+
+    def validated_document(self):
+        """The document, or AgentDefinitionInvalid naming the offending value by JSON pointer."""
+        document = validate_definition(self.document())
+        builtin_tool_policy(document)  # the client-mode interlock, for definitions that bypassed the schema
+        return document
+
+    def clean(self):
+        try:
+            self.validated_document()
+        except AgentDefinitionInvalid as error:
+            field = error.field if error.field in self.DOCUMENT_KEYS else NON_FIELD_ERRORS
+            raise ValidationError({field: str(error)}) from error
+
+    def save(self, *args, **kwargs):
+        self.validated_document()
+        super().save(*args, **kwargs)
+
+    def builtin_tool_policy(self):
+        return builtin_tool_policy(self.validated_document())
+
+    def to_dict(self):
+        return {"id": self.pk, **self.document(), "modified": self.modified.isoformat()}

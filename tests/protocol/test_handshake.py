@@ -15,7 +15,7 @@ def call(ws, method, params, request_id=1):
     return json.loads(ws.recv(timeout=10))
 
 
-INIT = {"channel": "ahp-root://", "protocolVersions": ["1.0"], "clientId": "test-client"}
+INIT = {"channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": "test-client"}
 
 
 def test_it_refuses_an_upgrade_without_a_token(live_server_process):
@@ -32,7 +32,7 @@ def test_it_refuses_an_upgrade_with_a_wrong_token(acme, live_server_process):
 def test_it_answers_initialize_and_ping_with_a_query_token(acme, live_server_process):
     with connect(url(live_server_process, acme.tokens["member"])) as ws:
         reply = call(ws, "initialize", INIT)
-        assert reply["result"]["protocolVersion"] == "1.0"
+        assert reply["result"]["protocolVersion"] == "1.0.0"
         assert reply["result"]["serverInfo"]["name"] == "ahp-host"
         assert call(ws, "ping", {"channel": "ahp-root://"}, 2) == {"jsonrpc": "2.0", "id": 2, "result": None}
 
@@ -40,21 +40,22 @@ def test_it_answers_initialize_and_ping_with_a_query_token(acme, live_server_pro
 def test_it_accepts_a_bearer_header(acme, live_server_process):
     headers = {"Authorization": f"Bearer {acme.tokens['root']}"}
     with connect(url(live_server_process), additional_headers=headers) as ws:
-        assert call(ws, "initialize", INIT)["result"]["protocolVersion"] == "1.0"
+        assert call(ws, "initialize", INIT)["result"]["protocolVersion"] == "1.0.0"
 
 
-def test_anything_before_initialize_is_refused_and_the_connection_kept(acme, live_server_process):
+def test_anything_but_ping_before_initialize_is_refused_and_the_connection_kept(acme, live_server_process):
     with connect(url(live_server_process, acme.tokens["member"])) as ws:
-        reply = call(ws, "ping", {"channel": "ahp-root://"})
-        assert reply["error"] == {"code": -32600, "message": "ping before initialize: send initialize first."}
-        assert "result" in call(ws, "initialize", INIT, 2)
+        reply = call(ws, "listSessions", {"channel": "ahp-root://"})
+        assert reply["error"] == {"code": -32600, "message": "listSessions before initialize: send initialize first."}
+        assert call(ws, "ping", {"channel": "ahp-root://"}, 2)["result"] is None
+        assert "result" in call(ws, "initialize", INIT, 3)
 
 
 def test_no_acceptable_version_answers_32005_with_the_supported_ones(acme, live_server_process):
     with connect(url(live_server_process, acme.tokens["member"])) as ws:
         reply = call(ws, "initialize", {**INIT, "protocolVersions": ["0.1", "2.0"]})
         assert reply["error"]["code"] == -32005
-        assert reply["error"]["data"] == {"supportedVersions": ["1.0"]}
+        assert reply["error"]["data"] == {"supportedVersions": ["1.0.0"]}
 
 
 def test_a_non_json_frame_answers_32700_and_the_connection_survives(acme, live_server_process):

@@ -1,0 +1,64 @@
+"""Per-process duties of a process holding WebSockets: refresh its connections' `seen` (so a
+sweep can tell this process is alive), and, without a shared channel layer, forward actions
+other processes (the Celery worker) logged to this process's subscribers."""
+import asyncio
+import logging
+
+from channels.db import database_sync_to_async
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.db.models import Max
+from django.utils import timezone
+
+from sessions_app.events import PROCESS, group_for
+from sessions_app.models import ActionLog, ClientConnection
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT_SECONDS = 5
+TAIL_SECONDS = 0.2
+_started = {}
+
+
+def ensure_started():
+    loop = asyncio.get_running_loop()
+    if _started.get("loop") is loop:
+        return
+    _started["loop"] = loop
+    _started["tasks"] = [loop.create_task(heartbeat())]
+    if isinstance(get_channel_layer(), InMemoryChannelLayer):
+        _started["tasks"].append(loop.create_task(tail_action_log()))
+
+
+async def heartbeat():
+    while True:
+        try:
+            await database_sync_to_async(
+                ClientConnection.objects.filter(process=PROCESS).update)(seen=timezone.now())
+        except Exception:
+            logger.exception("Could not refresh this process's connections")
+        await asyncio.sleep(HEARTBEAT_SECONDS)
+
+
+def _newest_seq():
+    return ActionLog.objects.aggregate(newest=Max("seq"))["newest"] or 0
+
+
+def _logged_after(seq):
+    return list(ActionLog.objects.filter(seq__gt=seq).order_by("seq").values("seq", "tenant_id", "envelope", "process")[:500])
+
+
+async def tail_action_log():
+    layer = get_channel_layer()
+    last = await database_sync_to_async(_newest_seq)()
+    while True:
+        await asyncio.sleep(TAIL_SECONDS)
+        try:
+            rows = await database_sync_to_async(_logged_after)(last)
+        except Exception:
+            logger.exception("Could not read the action log")
+            continue
+        for row in rows:
+            last = row["seq"]
+            if row["process"] != PROCESS:
+                env = row["envelope"]
+                await layer.group_send(group_for(env["channel"], row["tenant_id"]), {"type": "ahp.action", "envelope": env})

@@ -1,0 +1,405 @@
+"""Every change to sessions, chats, turns and tool calls: one `do_*` function each, which checks
+the grant, writes in one transaction and publishes the AHP action(s) clients see."""
+import json
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from . import events
+from .channels import ROOT
+from .models import ActiveClient, Chat, ClientConnection, Session, ToolCall, Turn, iso
+from .providers import get_provider
+
+MAX_TITLE_CHARS = 200
+
+
+class Refused(Exception):
+    """A refusal with the sentence the caller sees; `kind` picks the wire error code."""
+
+    def __init__(self, sentence, kind="permission"):
+        super().__init__(sentence)
+        self.sentence = sentence
+        self.kind = kind  # permission | not_found | conflict | exists | invalid | no_agent
+
+
+def require(principal, grant, session=None):
+    if not principal.may(grant, session):
+        raise Refused(f"{principal.name} may not {grant} here")
+
+
+def _touch(session, *fields):
+    session.modified = timezone.now()
+    session.save(update_fields=["modified", *fields])
+
+
+def _summary_changed(session, **changes):
+    events.notify(session.tenant_id, "root/sessionSummaryChanged", {
+        "channel": ROOT, "session": session.uri, "changes": {**changes, "modifiedAt": iso(session.modified)},
+    })
+
+
+# Sessions and chats ---------------------------------------------------------------------------
+
+@transaction.atomic
+def do_create_session(principal, session_id, provider="echo", working_directories=(), config=None, parent=None):
+    require(principal, "session:create")
+    if get_provider(provider) is None:
+        raise Refused(f"No agent for provider {provider}.", "no_agent")
+    if Session.objects.filter(id=session_id).exists():
+        raise Refused(f"Session ahp-session:/{session_id} already exists.", "exists")
+    session = Session.objects.create(
+        id=session_id, tenant=principal.tenant, provider=provider, owner=principal.person,
+        working_directories=list(working_directories), config=config or {},
+        parent=parent, depth=parent.depth + 1 if parent else 0, root_id=parent.root_id if parent else None,
+    )
+    Chat.objects.create(session=session, is_default=True)
+    events.notify(session.tenant_id, "root/sessionAdded", {"channel": ROOT, "summary": session.summary()})
+    events.publish(session.tenant_id, session.uri, {"type": "session/ready"})
+    return session
+
+
+@transaction.atomic
+def do_dispose_session(principal, session):
+    if not principal.may("session:*", session) and not (principal.person and session.owner_id == principal.person.pk):
+        raise Refused("Only the session's owner can delete it.")
+    uri, tenant_id = session.uri, session.tenant_id
+    session.delete()
+    events.notify(tenant_id, "root/sessionRemoved", {"channel": ROOT, "session": uri})
+
+
+@transaction.atomic
+def do_create_chat(principal, session, chat_id, title="", origin=None):
+    require(principal, "chat:create", session)
+    if Chat.objects.filter(id=chat_id).exists():
+        raise Refused(f"Chat ahp-chat:/{chat_id} already exists.", "exists")
+    origin = origin or {}
+    chat = Chat.objects.create(
+        id=chat_id, session=session, title=title[:MAX_TITLE_CHARS], origin_kind=origin.get("kind", "user"),
+        origin_chat_id=origin.get("chat_id"), origin_turn_id=origin.get("turn_id", ""),
+        origin_tool_call_id=origin.get("tool_call_id", ""),
+    )
+    _touch(session)
+    from .state import chat_summary
+
+    events.publish(session.tenant_id, session.uri, {"type": "session/chatAdded", "summary": chat_summary(chat)})
+    return chat
+
+
+@transaction.atomic
+def do_dispose_chat(principal, chat):
+    require(principal, "chat:dispose", chat.session)
+    if chat.is_default:
+        raise Refused("A session's default chat goes only with its session; dispose the session.", "conflict")
+    session = chat.session
+    uri = chat.uri
+    chat.delete()
+    _touch(session)
+    events.publish(session.tenant_id, session.uri, {"type": "session/chatRemoved", "chat": uri})
+
+
+@transaction.atomic
+def do_set_title(principal, session, title, origin=None):
+    require(principal, "session:rename", session)
+    if not isinstance(title, str) or len(title) > MAX_TITLE_CHARS:
+        raise Refused(f"A title is a string of at most {MAX_TITLE_CHARS} characters.", "invalid")
+    session.title = title
+    _touch(session, "title")
+    events.publish(session.tenant_id, session.uri, {"type": "session/titleChanged", "title": title}, origin)
+    _summary_changed(session, title=title)
+
+
+@transaction.atomic
+def do_set_flag(principal, session, flag, value, origin=None):
+    """session/isArchivedChanged and session/isReadChanged."""
+    require(principal, "session:mark", session)
+    if not isinstance(value, bool):
+        raise Refused(f"{flag} must be true or false.", "invalid")
+    field = {"isArchived": "archived", "isRead": "read"}[flag]
+    setattr(session, field, value)
+    _touch(session, field)
+    events.publish(session.tenant_id, session.uri, {"type": f"session/{flag}Changed", flag: value}, origin)
+    _summary_changed(session, status=session.wire_status)
+
+
+# Active clients ------------------------------------------------------------------------------
+
+def _check_active_client(active_client, client_id):
+    if not isinstance(active_client, dict):
+        raise Refused("activeClient must be an object.", "invalid")
+    if active_client.get("clientId") != client_id:
+        raise Refused(f"A client may announce only itself ({client_id}).", "invalid")
+    tools = active_client.get("tools")
+    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+        raise Refused("activeClient.tools must be an array of tool definitions.", "invalid")
+    display_name = active_client.get("displayName", "")
+    if not isinstance(display_name, str):
+        raise Refused("activeClient.displayName must be a string.", "invalid")
+
+
+@transaction.atomic
+def do_set_active_client(principal, session, client_id, active_client, origin=None):
+    require(principal, "session:attach", session)
+    _check_active_client(active_client, client_id)
+    row, _ = ActiveClient.objects.update_or_create(
+        session=session, client_id=client_id,
+        defaults={"display_name": active_client.get("displayName", ""), "tools": active_client["tools"],
+                  "customizations": active_client.get("customizations"), "release_at": None,
+                  "modified": timezone.now()},
+    )
+    events.publish(session.tenant_id, session.uri, {"type": "session/activeClientSet", "activeClient": row.to_wire()},
+                   origin)
+    return row
+
+
+def do_remove_active_client(principal, session, connection_client_id, client_id, origin=None):
+    require(principal, "session:attach", session)
+    if client_id != connection_client_id:
+        raise Refused(f"A client may remove only itself ({connection_client_id}).", "invalid")
+    row = ActiveClient.objects.filter(session=session, client_id=client_id).first()
+    if row is not None:
+        do_release_client(row.pk, origin=origin)
+
+
+@transaction.atomic
+def do_release_client(active_client_pk, origin=None, only_if_due=False):
+    """The client leaves the session: each call it still owes fails, its tools go with it."""
+    rows = ActiveClient.objects.select_for_update().filter(pk=active_client_pk)
+    if only_if_due:
+        rows = rows.filter(release_at__lte=timezone.now())
+    row = rows.select_related("session").first()
+    if row is None:
+        return False
+    session = row.session
+    alternatives = {
+        t.get("name"): other.client_id
+        for other in ActiveClient.objects.filter(session=session).exclude(pk=row.pk)
+        for t in other.tools if isinstance(t, dict)
+    }
+    owed = ToolCall.objects.select_for_update().filter(
+        turn__chat__session=session, contributor_client_id=row.client_id, completed__isnull=True
+    ).select_related("turn")
+    for call in owed:
+        announced = call.tool_name.split("__", 1)[-1]
+        message = f"Client {row.client_id} disconnected before completing {call.tool_name}"
+        text = message
+        if announced in alternatives:
+            text += (f". Client {alternatives[announced]} provides the same tool as "
+                     f"{alternatives[announced]}__{announced}; you may try the call again with it.")
+        _finish_call(call, failure(call.tool_name, message, text))
+    row.delete()
+    events.publish(session.tenant_id, session.uri,
+                   {"type": "session/activeClientRemoved", "clientId": row.client_id}, origin)
+    return True
+
+
+# Connections ---------------------------------------------------------------------------------
+
+def do_open_connection(tenant, client_id, process):
+    """A client (re)connected: any place it kept in a session is its again."""
+    with transaction.atomic():
+        connection = ClientConnection.objects.create(tenant=tenant, client_id=client_id, process=process)
+        ActiveClient.objects.for_tenant(tenant).filter(client_id=client_id).update(release_at=None)
+    return connection
+
+
+def do_close_connection(connection_id, disconnect_timeout_ms):
+    """A connection closed. When it was its client's last, the client's places in sessions are
+    kept for `disconnect_timeout_ms` (0: released at once); answers (active client pk, due) pairs
+    the caller schedules."""
+    with transaction.atomic():
+        connection = ClientConnection.objects.select_for_update().filter(id=connection_id).first()
+        if connection is None:
+            return []
+        connection.delete()
+        if not connection.client_id or ClientConnection.objects.filter(
+            tenant_id=connection.tenant_id, client_id=connection.client_id
+        ).exists():
+            return []
+        due = timezone.now() + timedelta(milliseconds=disconnect_timeout_ms)
+        rows = ActiveClient.objects.filter(session__tenant_id=connection.tenant_id, client_id=connection.client_id)
+        rows.update(release_at=due)
+        pending = [(pk, due) for pk in rows.values_list("pk", flat=True)]
+    if disconnect_timeout_ms == 0:
+        for pk, _ in pending:
+            do_release_client(pk)
+        return []
+    return pending
+
+
+# Turns ---------------------------------------------------------------------------------------
+
+@transaction.atomic
+def do_start_turn(principal, chat, turn_id, text, client_id="", origin=None):
+    session = chat.session
+    require(principal, "chat:send", session)
+    if not isinstance(text, str):
+        raise Refused("message.text must be a string.", "invalid")
+    if Turn.objects.filter(id=turn_id).exists():
+        raise Refused(f"Turn {turn_id} already exists.", "exists")
+    if Turn.objects.select_for_update().filter(chat=chat, state="active").exists():
+        raise Refused("A turn is already running in this chat.", "conflict")
+    turn = Turn.objects.create(id=turn_id, chat=chat, sender=principal.person, text=text, client_id=client_id)
+    session.status = Session.IN_PROGRESS
+    _touch(session, "status")
+    Chat.objects.filter(pk=chat.pk).update(modified=session.modified)
+    events.publish(session.tenant_id, chat.uri, {
+        "type": "chat/turnStarted", "turnId": str(turn.id), "startedAt": iso(turn.started),
+        "message": {"text": text, "origin": {"kind": "user"}},
+    }, origin)
+    _summary_changed(session, status=session.wire_status)
+    return turn
+
+
+@transaction.atomic
+def do_end_turn(turn_id, response_text=None, error=None):
+    """Finish a turn with the agent's reply (a markdown part) or an error."""
+    turn = Turn.objects.select_for_update().select_related("chat__session").get(id=turn_id)
+    if turn.state != "active":
+        return
+    chat, session = turn.chat, turn.chat.session
+    turn.ended = timezone.now()
+    duration = int((turn.ended - turn.started).total_seconds() * 1000)
+    if response_text is not None:
+        part = {"kind": "markdown", "id": f"{turn.id}-reply", "content": response_text}
+        turn.response_parts = [*turn.response_parts, part]
+        events.publish(session.tenant_id, chat.uri, {"type": "chat/responsePart", "turnId": str(turn.id), "part": part})
+    if error is None:
+        turn.state = "complete"
+        action = {"type": "chat/turnComplete", "turnId": str(turn.id), "duration": duration}
+    else:
+        turn.state = "error"
+        action = {"type": "chat/error", "turnId": str(turn.id), "duration": duration,
+                  "error": {"errorType": "agentError", "message": error}}
+    turn.save(update_fields=["state", "ended", "response_parts"])
+    events.publish(session.tenant_id, chat.uri, action)
+    if not Turn.objects.filter(chat__session=session, state="active").exists():
+        session.status = Session.ERROR if error else Session.IDLE
+    _touch(session, "status")
+    _summary_changed(session, status=session.wire_status)
+
+
+# Tool calls ----------------------------------------------------------------------------------
+
+def failure(tool_name, message, text=None):
+    return {"success": False, "pastTenseMessage": f"{tool_name} failed", "error": {"message": message},
+            "content": [{"type": "text", "text": text or message}]}
+
+
+def _publish_call(call, action_type, origin=None, **fields):
+    turn = call.turn
+    action = {"type": action_type, "turnId": str(turn.id), "toolCallId": str(call.id), **fields}
+    return events.publish(turn.chat.session.tenant_id, turn.chat.uri, action, origin)
+
+
+def _ready_fields(call):
+    fields = {"invocationMessage": call.invocation_message(), "toolInput": json.dumps(call.input),
+              "confirmed": "not-needed"}
+    if call.contributor:
+        fields["contributor"] = call.contributor
+    return fields
+
+
+@transaction.atomic
+def do_begin_tool_call(turn, tool_name, arguments, display_name="", client_id="", timeout_ms=0):
+    """The agent calls a tool: the call shows in the chat, running; a client's call is also
+    listed in the session's inputNeeded until it completes, or fails at its deadline."""
+    turn = Turn.objects.select_related("chat__session").get(pk=turn.pk)
+    now = timezone.now()
+    deadline = now + timedelta(milliseconds=timeout_ms) if client_id and timeout_ms else None
+    call = ToolCall.objects.create(turn=turn, tool_name=tool_name, display_name=display_name or tool_name,
+                                   input=arguments, contributor_client_id=client_id, deadline=deadline,
+                                   created=now)
+    turn.response_parts = [*turn.response_parts, {"kind": "toolCall", "toolCallId": str(call.id)}]
+    turn.save(update_fields=["response_parts"])
+    start = {"toolName": tool_name, "displayName": call.display_name}
+    if call.contributor:
+        start["contributor"] = call.contributor
+    _publish_call(call, "chat/toolCallStart", **start)
+    call.status = "running"
+    call.save(update_fields=["status"])
+    _publish_call(call, "chat/toolCallReady", **_ready_fields(call))
+    if client_id:
+        from .state import client_execution_request
+
+        session = turn.chat.session
+        events.publish(session.tenant_id, session.uri,
+                       {"type": "session/inputNeededSet", "request": client_execution_request(call)})
+    return call
+
+
+def _finish_call(call, result, origin=None):
+    """Complete a locked, open call (readying it first if it was still streaming)."""
+    if call.status == "streaming":
+        call.status = "running"
+        _publish_call(call, "chat/toolCallReady", **_ready_fields(call))
+    call.status = "completed"
+    call.result = result
+    call.completed = timezone.now()
+    call.save(update_fields=["status", "result", "completed"])
+    _publish_call(call, "chat/toolCallComplete", origin, result=result)
+    if call.contributor_client_id:
+        session = call.turn.chat.session
+        events.publish(session.tenant_id, session.uri, {"type": "session/inputNeededRemoved", "id": str(call.id)})
+    events.wake(f"toolcall.{call.id}")
+
+
+def _locked_open_call(call_id):
+    return (ToolCall.objects.select_for_update().select_related("turn__chat__session")
+            .filter(id=call_id, completed__isnull=True).first())
+
+
+@transaction.atomic
+def do_complete_tool_call(call_id, result):
+    """The host completes a call it ran. Answers False when the call was already complete."""
+    call = _locked_open_call(call_id)
+    if call is None:
+        return False
+    _finish_call(call, result)
+    return True
+
+
+@transaction.atomic
+def do_refuse_tool_call(turn, tool_name, arguments, sentence):
+    """A call the snapshot refused: shown complete and failed, naming no client, so the client
+    is never asked and the chat shows exactly what the model saw."""
+    call = do_begin_tool_call(turn, tool_name, arguments)
+    result = failure(tool_name, sentence)
+    _finish_call(_locked_open_call(call.id), result)
+    return result
+
+
+def _check_result(result):
+    if not isinstance(result, dict) or not isinstance(result.get("success"), bool):
+        raise Refused("result.success must be true or false.", "invalid")
+    message = result.get("pastTenseMessage")
+    if not isinstance(message, (str, dict)):
+        raise Refused("result.pastTenseMessage must be a string or {markdown}.", "invalid")
+
+
+@transaction.atomic
+def do_client_complete_tool_call(principal, client_id, chat, turn_id, tool_call_id, result, origin=None):
+    require(principal, "chat:tool", chat.session)
+    _check_result(result)
+    call = (ToolCall.objects.select_for_update().select_related("turn__chat__session")
+            .filter(id=tool_call_id, turn_id=turn_id, turn__chat=chat).first())
+    if call is None:
+        raise Refused(f"No tool call {tool_call_id} in turn {turn_id} of this chat.", "not_found")
+    if call.contributor_client_id != client_id:
+        raise Refused(f"Tool call {tool_call_id} belongs to {call.contributor_client_id or 'the host'}, "
+                      f"not {client_id}.")
+    if call.completed is not None:
+        raise Refused(f"Tool call {tool_call_id} is already complete.", "conflict")
+    _finish_call(call, result, origin)
+
+
+@transaction.atomic
+def do_expire_tool_call(call_id):
+    """At its deadline a client's call fails. Idempotent: fires once, and never before."""
+    call = _locked_open_call(call_id)
+    if call is None or call.deadline is None or call.deadline > timezone.now():
+        return False
+    seconds = (call.deadline - call.created).total_seconds()
+    message = f"{call.tool_name} got no answer from {call.contributor_client_id} in {seconds:g} s"
+    _finish_call(call, failure(call.tool_name, message))
+    return True

@@ -1,0 +1,84 @@
+"""AHP state snapshots of the root, a session and a chat, read from the rows."""
+from grants.algebra import holds
+
+from .models import ActiveClient, Session, ToolCall, Turn, iso
+from .providers import PROVIDERS
+
+
+def chat_status(chat):
+    return Session.IN_PROGRESS if chat.turns.filter(state="active").exists() else Session.IDLE
+
+
+def chat_summary(chat):
+    return {"resource": chat.uri, "title": chat.title, "status": chat_status(chat), "modifiedAt": iso(chat.modified),
+            "origin": chat.origin()}
+
+
+def input_needed(session):
+    """Client tool calls still owed, each a toolClientExecution entry."""
+    calls = ToolCall.objects.filter(
+        turn__chat__session=session, status="running", completed__isnull=True
+    ).exclude(contributor_client_id="").select_related("turn")
+    return [client_execution_request(call) for call in calls]
+
+
+def client_execution_request(call):
+    return {"kind": "toolClientExecution", "id": str(call.id), "chat": f"ahp-chat:/{call.turn.chat_id}",
+            "turnId": str(call.turn_id), "clientId": call.contributor_client_id, "toolCall": call.state()}
+
+
+def session_state(session):
+    chats = list(session.chats.filter(archived=False).order_by("created"))
+    default = next((c for c in chats if c.is_default), None)
+    state = {
+        **{k: v for k, v in session.summary().items() if k not in ("resource", "createdAt", "modifiedAt")},
+        "lifecycle": "ready",
+        "serverTools": session.server_tools,
+        "activeClients": [c.to_wire() for c in ActiveClient.objects.filter(session=session).order_by("id")],
+        "chats": [chat_summary(c) for c in chats],
+        "inputNeeded": input_needed(session),
+        "_meta": session.meta,
+    }
+    if default:
+        state["defaultChat"] = default.uri
+    return state
+
+
+def turn_parts(turn, calls):
+    parts = []
+    for part in turn.response_parts:
+        if part.get("kind") == "toolCall":
+            call = calls.get(part["toolCallId"])
+            if call is not None:
+                parts.append({"kind": "toolCall", "toolCall": call.state()})
+        else:
+            parts.append(part)
+    return parts
+
+
+def wire_turn(turn, calls):
+    wire = {"id": str(turn.id), "startedAt": iso(turn.started),
+            "message": {"text": turn.text, "origin": {"kind": "user"}}, "responseParts": turn_parts(turn, calls)}
+    if turn.state != "active":
+        wire["state"] = turn.state
+        if turn.ended:
+            wire["duration"] = int((turn.ended - turn.started).total_seconds() * 1000)
+    return wire
+
+
+def chat_state(chat):
+    turns = list(Turn.objects.filter(chat=chat).order_by("started"))
+    calls = {str(c.id): c for c in ToolCall.objects.filter(turn__chat=chat)}
+    state = {**chat_summary(chat), "turns": [wire_turn(t, calls) for t in turns if t.state != "active"]}
+    active = next((t for t in turns if t.state == "active"), None)
+    if active:
+        state["activeTurn"] = wire_turn(active, calls)
+    return state
+
+
+def root_state(principal, config_values):
+    """RootState; `config_values` (credentials already masked) only for those who may read them."""
+    state = {"agents": [p.agent_info() for p in PROVIDERS.values()]}
+    if holds(principal.grants, "config:settings"):
+        state["config"] = {"values": config_values}
+    return state

@@ -1,0 +1,38 @@
+"""Durable scheduled work. Each task re-reads its row and acts only if the row is still due, so
+a task that fires twice, late, or after the sweep already acted changes nothing."""
+from datetime import timedelta
+
+from celery import shared_task
+from django.utils import timezone
+
+from . import actions, events
+from .models import ActiveClient, ClientConnection, ToolCall
+
+# A connection whose process has not refreshed it for this long belongs to a dead process.
+STALE_CONNECTION_SECONDS = 20
+
+
+@shared_task
+def expire_tool_call(call_id):
+    actions.do_expire_tool_call(call_id)
+
+
+@shared_task
+def release_client(active_client_pk):
+    actions.do_release_client(active_client_pk, only_if_due=True)
+
+
+@shared_task
+def sweep_due_work():
+    """Catch whatever was due and missed: after downtime, or when a process died."""
+    now = timezone.now()
+    for call_id in ToolCall.objects.filter(completed__isnull=True, deadline__lte=now).values_list("id", flat=True):
+        actions.do_expire_tool_call(call_id)
+    stale = ClientConnection.objects.filter(seen__lt=now - timedelta(seconds=STALE_CONNECTION_SECONDS))
+    for connection in stale.select_related("tenant__host_config"):
+        timeout = getattr(getattr(connection.tenant, "host_config", None), "client_tool_call_disconnect_timeout_ms", 30000)
+        for pk, due in actions.do_close_connection(connection.id, timeout):
+            release_client.apply_async((pk,), eta=due)
+    for pk in ActiveClient.objects.filter(release_at__lte=now).values_list("pk", flat=True):
+        actions.do_release_client(pk, only_if_due=True)
+    events.prune_action_log()

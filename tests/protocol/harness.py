@@ -1,0 +1,149 @@
+"""A real AHP server in this test process (uvicorn in a thread, so tests can register tools and
+run sweeps in process) and a small synchronous AHP client over a real socket."""
+import itertools
+import json
+import threading
+import time
+import uuid
+
+import uvicorn
+from websockets.sync.client import connect
+
+from ..conftest import free_port
+
+INIT_VERSION = "1.0.0"
+
+
+class ServerThread:
+    def __init__(self):
+        from ahp.asgi import application
+
+        self.port = free_port()
+        config = uvicorn.Config(application, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off",
+                                ws="websockets-sansio")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the test server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+class RpcFailed(Exception):
+    def __init__(self, error):
+        super().__init__(f"{error['code']}: {error['message']}")
+        self.code = error["code"]
+        self.message = error["message"]
+        self.data = error.get("data")
+
+
+class AhpClient:
+    """One connection: requests wait for their answer; notifications are kept in arrival order."""
+
+    def __init__(self, port, token, client_id="test-client", initialize=True):
+        self._connection = connect(f"ws://127.0.0.1:{port}/ahp?tkn={token}", max_size=None)
+        self.ws = self._connection.__enter__()
+        self.client_id = client_id
+        self.ids = itertools.count(1)
+        self.client_seq = itertools.count(1)
+        self.notifications = []
+        self.init_result = None
+        if initialize:
+            self.init_result = self.call("initialize", {"channel": "ahp-root://", "protocolVersions": [INIT_VERSION],
+                                                        "clientId": client_id})
+
+    def close(self):
+        self._connection.__exit__(None, None, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def send(self, payload):
+        self.ws.send(payload if isinstance(payload, (str, bytes)) else json.dumps(payload))
+
+    def read(self, timeout):
+        frame = json.loads(self.ws.recv(timeout=timeout))
+        if "method" in frame and "id" not in frame:
+            self.notifications.append(frame)
+        return frame
+
+    def call(self, method, params=None, timeout=15):
+        request_id = next(self.ids)
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}})
+        deadline = time.monotonic() + timeout
+        while True:
+            frame = self.read(max(0.01, deadline - time.monotonic()))
+            if frame.get("id") == request_id and "method" not in frame:
+                if "error" in frame:
+                    raise RpcFailed(frame["error"])
+                return frame["result"]
+
+    def dispatch(self, channel, action):
+        seq = next(self.client_seq)
+        self.send({"jsonrpc": "2.0", "method": "dispatchAction",
+                   "params": {"channel": channel, "clientSeq": seq, "action": action}})
+        return seq
+
+    def subscribe(self, channel):
+        return self.call("subscribe", {"channel": channel})["snapshot"]["state"]
+
+    def wait_for(self, predicate, timeout=15, describe="a notification"):
+        """The first kept notification matching `predicate` (consumed), reading more as needed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for i, frame in enumerate(self.notifications):
+                if predicate(frame):
+                    return self.notifications.pop(i)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no {describe} within {timeout}s; got {self.notifications}")
+            try:
+                self.read(remaining)
+            except TimeoutError:
+                pass
+
+    def action(self, action_type, timeout=15, **fields):
+        """The next `action` envelope of `action_type` whose action has `fields`."""
+        def matches(frame):
+            if frame.get("method") != "action":
+                return False
+            action = frame["params"]["action"]
+            return action.get("type") == action_type and all(action.get(k) == v for k, v in fields.items())
+
+        return self.wait_for(matches, timeout, f"{action_type} {fields or ''}")["params"]
+
+    def notification(self, method, timeout=15):
+        return self.wait_for(lambda f: f.get("method") == method, timeout, method)["params"]
+
+    def create_session(self, provider="echo", **params):
+        uri = f"ahp-session:/{uuid.uuid4()}"
+        assert self.call("createSession", {"channel": uri, "provider": provider, **params}) is None
+        return uri
+
+    def start_turn(self, chat_uri, text):
+        turn_id = str(uuid.uuid4())
+        self.dispatch(chat_uri, {"type": "chat/turnStarted", "turnId": turn_id, "startedAt": "2026-11-29T00:00:00Z",
+                                 "message": {"text": text, "origin": {"kind": "user"}}})
+        return turn_id
+
+    def reply_to(self, turn_id, timeout=20):
+        """The agent's reply text for `turn_id` once the turn completes."""
+        part = self.action("chat/responsePart", timeout, turnId=turn_id)
+        self.action("chat/turnComplete", timeout, turnId=turn_id)
+        return part["action"]["part"]["content"]
+
+
+def default_chat(client, session_uri):
+    return client.subscribe(session_uri)["defaultChat"]

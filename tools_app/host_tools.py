@@ -1,0 +1,26 @@
+"""The process-wide tool registry and its sources, in the order the model sees them: the
+host's own tools, then plugins, then MCP servers' tools."""
+from .registry import McpTools, PluginTools, ToolRegistry
+
+REGISTRY = ToolRegistry()
+_HOST_TOOLS = []
+
+
+def _host_transform(editor):
+    for tool in _HOST_TOOLS:
+        editor.add(tool)
+
+
+REGISTRY.register(_host_transform, label="host")
+PLUGINS = PluginTools(REGISTRY)
+MCP = McpTools(REGISTRY)
+
+
+def register_host_tools(*tools):
+    """The host's own tools (session, artifact, comment, ... tools) register here at import."""
+    _HOST_TOOLS.extend(tools)
+    REGISTRY.reload()
+
+
+register_tool = PLUGINS.register_tool
+set_tools = PLUGINS.set_tools

@@ -1,0 +1,41 @@
+"""Loads the catalog's inputs for a chat from the rows, so `assemble_catalog` stays pure."""
+from collections import OrderedDict
+
+from sessions_app.models import ActiveClient
+
+from .catalog import CatalogInputs, HostSwitches, assemble_catalog, client_tools
+from .host_tools import REGISTRY
+from .models import HostConfig
+
+_CLIENT_TOOLS_CACHE = OrderedDict()
+_CLIENT_TOOLS_CACHE_SIZE = 2048
+
+
+def _bindings_of(active_client):
+    """A client's tools are turned into bindings once per announcement, not per model request."""
+    key = (active_client.pk, active_client.modified)
+    bindings = _CLIENT_TOOLS_CACHE.get(key)
+    if bindings is None:
+        bindings = client_tools([active_client.to_wire()])
+        _CLIENT_TOOLS_CACHE[key] = bindings
+        if len(_CLIENT_TOOLS_CACHE) > _CLIENT_TOOLS_CACHE_SIZE:
+            _CLIENT_TOOLS_CACHE.popitem(last=False)
+    return bindings
+
+
+def catalog_inputs(session, chat_origin_kind="user", host_config=None):
+    config = host_config or HostConfig.for_tenant(session.tenant)
+    clients = ActiveClient.objects.filter(session=session).order_by("id")
+    return CatalogInputs(
+        switches=HostSwitches.of(config),
+        provider=session.provider,
+        chat_origin_kind=chat_origin_kind,
+        tools=REGISTRY.tools,
+        client_tools=tuple(b for client in clients for b in _bindings_of(client)),
+        session=session,
+    )
+
+
+def catalog_for_chat(chat):
+    """The snapshot for one model request in `chat`."""
+    return assemble_catalog(catalog_inputs(chat.session, chat.origin_kind))

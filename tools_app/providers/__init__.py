@@ -1,0 +1,1 @@
+"""Agent backends that run an AgentDefinition, one module per provider id."""

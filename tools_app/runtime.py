@@ -1,0 +1,176 @@
+"""Running a turn: the session's provider answers it, calling tools through the chat's catalog.
+
+Every call, refused or not, shows in the chat as tool call actions. A host tool runs here; a
+client's tool is handed to that client and the agent waits for its result, which may arrive on
+any worker process: the row is the truth, the channel layer only wakes the waiter early.
+"""
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+
+from grants.models import Principal
+from sessions_app import actions
+from sessions_app.models import ToolCall, Turn
+from sessions_app.providers import get_provider
+
+from .catalog import ToolRefusal, bound_output
+from .loader import catalog_for_chat
+from .models import HostConfig
+
+logger = logging.getLogger(__name__)
+
+# How often a waiting agent re-reads its call's row when no wake-up arrives (another process
+# may have completed it without a shared channel layer).
+POLL_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class ToolCallContext:
+    """What a host tool's executor is handed: who calls, from where."""
+
+    principal: Any
+    session: Any
+    chat: Any
+    turn: Any
+    tool_call_id: str
+
+
+def result_text(result):
+    texts = [c.get("text", "") for c in result.get("content") or () if c.get("type") == "text"]
+    if texts:
+        return "\n".join(texts)
+    if not result.get("success"):
+        return (result.get("error") or {}).get("message", "")
+    message = result.get("pastTenseMessage", "")
+    return message if isinstance(message, str) else message.get("markdown", "")
+
+
+def as_result(tool_name, value):
+    """A host executor may answer text or a ToolCallResult-shaped dict."""
+    if isinstance(value, dict) and "success" in value:
+        return value
+    return {"success": True, "pastTenseMessage": f"Ran {tool_name}", "content": [{"type": "text", "text": str(value)}]}
+
+
+class ChatToolbox:
+    """The tools a provider may use in one turn; a fresh snapshot per model request."""
+
+    def __init__(self, turn):
+        self.turn = turn
+        self.chat = turn.chat
+        self.session = turn.chat.session
+
+    def principal(self):
+        if self.turn.sender_id is None:
+            return Principal(self.session.tenant, None, ("session:read",))
+        return Principal.for_person(self.session.tenant, self.turn.sender)
+
+    async def snapshot(self):
+        return await database_sync_to_async(catalog_for_chat)(self.chat)
+
+    async def names(self):
+        return (await self.snapshot()).names
+
+    async def call(self, name, arguments):
+        return result_text(await self.execute(await self.snapshot(), name, arguments))
+
+    async def execute(self, snapshot, name, arguments):
+        try:
+            binding = snapshot.check_input(name, arguments)
+        except ToolRefusal as refusal:
+            return await database_sync_to_async(actions.do_refuse_tool_call)(
+                self.turn, name, arguments if isinstance(arguments, dict) else {}, refusal.sentence)
+        if binding.client_id:
+            return await self.run_client_tool(binding, arguments)
+        return await self.run_host_tool(binding, arguments)
+
+    async def run_host_tool(self, binding, arguments):
+        tool = binding.tool
+        call = await database_sync_to_async(actions.do_begin_tool_call)(
+            self.turn, binding.name, arguments, display_name=tool.title or tool.name)
+        principal = await database_sync_to_async(self.principal)()
+        context = ToolCallContext(principal, self.session, self.chat, self.turn, str(call.id))
+        try:
+            if tool.executor is None:
+                raise RuntimeError(f"{binding.name} has nothing to run it")
+            if asyncio.iscoroutinefunction(tool.executor):
+                value = await tool.executor(context, arguments)
+            else:
+                value = await sync_to_async(tool.executor, thread_sensitive=False)(context, arguments)
+            result = as_result(binding.name, value)
+        except actions.Refused as refusal:
+            result = actions.failure(binding.name, refusal.sentence)
+        except Exception as exc:
+            logger.exception("Tool %s raised", binding.name)
+            result = actions.failure(binding.name, f"{binding.name} raised {exc.__class__.__name__}: {exc}")
+        result = bound_result(result, call.id)
+        await database_sync_to_async(actions.do_complete_tool_call)(call.id, result)
+        return result
+
+    async def run_client_tool(self, binding, arguments):
+        timeout_ms = (await database_sync_to_async(HostConfig.for_tenant)(self.session.tenant)).client_tool_timeout_ms
+        call = await database_sync_to_async(actions.do_begin_tool_call)(
+            self.turn, binding.name, arguments, display_name=binding.tool.title or binding.client_tool_name,
+            client_id=binding.client_id, timeout_ms=timeout_ms)
+        if call.deadline is not None:
+            from sessions_app.tasks import expire_tool_call
+
+            await sync_to_async(expire_tool_call.apply_async)((str(call.id),), eta=call.deadline)
+        return await wait_for_result(call.id, call.deadline)
+
+
+def bound_result(result, call_id):
+    """Cut over-long text content; the full text stays on the call's row for `ahp_resource`."""
+    content = []
+    for item in result.get("content") or ():
+        if item.get("type") == "text":
+            text, _ = bound_output(item["text"], f"ahp-tool-output:/{call_id}")
+            item = {**item, "text": text}
+        content.append(item)
+    return {**result, "content": content} if result.get("content") else result
+
+
+async def wait_for_result(call_id, deadline):
+    """Wait until the call's row is complete; at its deadline, expire it here if nobody else has."""
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    group = f"toolcall.{call_id}"
+    await layer.group_add(group, channel)
+    try:
+        while True:
+            call = await database_sync_to_async(ToolCall.objects.filter(id=call_id).first)()
+            if call is None:
+                return actions.failure("tool", "The tool call was removed with its session.")
+            if call.completed is not None:
+                return call.result
+            if deadline is not None:
+                from django.utils import timezone
+
+                if timezone.now() >= deadline:
+                    await database_sync_to_async(actions.do_expire_tool_call)(call_id)
+                    continue
+            try:
+                await asyncio.wait_for(layer.receive(channel), POLL_SECONDS)
+            except asyncio.TimeoutError:
+                pass
+    finally:
+        await layer.group_discard(group, channel)
+
+
+async def run_turn(turn_id):
+    """Answer a turn with its session's provider, then end it."""
+    turn = await database_sync_to_async(
+        Turn.objects.select_related("chat__session__tenant", "sender").get)(id=turn_id)
+    provider = get_provider(turn.chat.session.provider)
+    try:
+        reply = await provider.run_turn(turn.text, ChatToolbox(turn))
+    except Exception as exc:
+        logger.exception("Turn %s failed", turn_id)
+        await database_sync_to_async(actions.do_end_turn)(turn_id, error=f"{exc.__class__.__name__}: {exc}")
+        return
+    await database_sync_to_async(actions.do_end_turn)(turn_id, response_text=reply)

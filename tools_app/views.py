@@ -1,0 +1,66 @@
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.shortcuts import get_object_or_404
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from .actions import do_save_agent_definition
+from .agent_definitions import AgentDefinitionInvalid
+from .models import AgentDefinition
+
+MAY_NOT_READ_AGENT_DEFINITIONS = "You need config:settings to read agent definitions."
+READ_ONLY_KEYS = ("id", "modified", "invalid")  # what a client may echo back from a GET
+
+
+def _forbidden(sentence):
+    return Response({"error": sentence}, status=status.HTTP_403_FORBIDDEN)
+
+
+def _save(request, definition, success_status):
+    document = request.data
+    if isinstance(document, dict):
+        document = {key: value for key, value in document.items() if key not in READ_ONLY_KEYS}
+    try:
+        definition = do_save_agent_definition(request.auth.tenant, document, acting=request.auth, definition=definition)
+    except PermissionDenied as error:
+        return _forbidden(error.args[0])
+    except AgentDefinitionInvalid as error:
+        body = {"error": str(error), "pointer": error.pointer, "message": error.message}
+        return Response(body, status=status.HTTP_400_BAD_REQUEST)
+    except ValidationError as error:
+        return Response({"error": " ".join(error.messages)}, status=status.HTTP_400_BAD_REQUEST)
+    return Response(definition.to_dict(), status=success_status)
+
+
+def _shown(definition):
+    """A stored definition that no longer passes the gate is still shown, so it can be fixed."""
+    try:
+        definition.validated_document()
+    except AgentDefinitionInvalid as error:
+        return {**definition.to_dict(), "invalid": str(error)}
+    return definition.to_dict()
+
+
+class AgentDefinitionList(APIView):
+    def get(self, request):
+        if not request.auth.may("config:settings"):
+            return _forbidden(MAY_NOT_READ_AGENT_DEFINITIONS)
+        definitions = AgentDefinition.objects.for_tenant(request.auth.tenant).order_by("name")
+        return Response({"items": [_shown(d) for d in definitions]})
+
+    def post(self, request):
+        return _save(request, None, status.HTTP_201_CREATED)
+
+
+class AgentDefinitionDetail(APIView):
+    def _definition(self, request, definition_id):
+        # Another tenant's definition answers exactly like one that does not exist.
+        return get_object_or_404(AgentDefinition.objects.for_tenant(request.auth.tenant), id=definition_id)
+
+    def get(self, request, definition_id):
+        if not request.auth.may("config:settings"):
+            return _forbidden(MAY_NOT_READ_AGENT_DEFINITIONS)
+        return Response(_shown(self._definition(request, definition_id)))
+
+    def put(self, request, definition_id):
+        return _save(request, self._definition(request, definition_id), status.HTTP_200_OK)
