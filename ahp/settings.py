@@ -123,6 +123,8 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE = {
     "worker-heartbeat": {"task": "ahp.tasks.record_worker_heartbeat", "schedule": 30.0},
+    # Fires whatever scheduled work is due and was missed (downtime, a dead process).
+    "sweep-due-work": {"task": "sessions_app.tasks.sweep_due_work", "schedule": 5.0},
 }
 
 REST_FRAMEWORK = {

@@ -114,15 +114,16 @@ class AhpClient:
             except TimeoutError:
                 pass
 
-    def action(self, action_type, timeout=15, **fields):
-        """The next `action` envelope of `action_type` whose action has `fields`."""
+    def action(self, action_type, timeout=15, rejected=False, **fields):
+        """The next `action` envelope of `action_type` whose action has `fields`; a rejected one
+        (carrying rejectionReason) only when `rejected`."""
         def matches(frame):
-            if frame.get("method") != "action":
+            if frame.get("method") != "action" or ("rejectionReason" in frame["params"]) != rejected:
                 return False
             action = frame["params"]["action"]
             return action.get("type") == action_type and all(action.get(k) == v for k, v in fields.items())
 
-        return self.wait_for(matches, timeout, f"{action_type} {fields or ''}")["params"]
+        return self.wait_for(matches, timeout, f"{'rejected ' if rejected else ''}{action_type} {fields or ''}")["params"]
 
     def notification(self, method, timeout=15):
         return self.wait_for(lambda f: f.get("method") == method, timeout, method)["params"]
@@ -147,3 +148,11 @@ class AhpClient:
 
 def default_chat(client, session_uri):
     return client.subscribe(session_uri)["defaultChat"]
+
+
+def set_config(port, token, **config):
+    """Change the tenant's HostConfig as its root would, over the socket."""
+    with AhpClient(port, token, "operator") as operator:
+        operator.subscribe("ahp-root://")
+        operator.dispatch("ahp-root://", {"type": "root/configChanged", "config": config})
+        return operator.action("root/configChanged")["action"]["config"]
