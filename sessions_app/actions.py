@@ -309,7 +309,7 @@ def do_begin_tool_call(turn, tool_name, arguments, display_name="", client_id=""
     deadline = now + timedelta(milliseconds=timeout_ms) if client_id and timeout_ms else None
     call = ToolCall.objects.create(turn=turn, tool_name=tool_name, display_name=display_name or tool_name,
                                    input=arguments, contributor_client_id=client_id, deadline=deadline,
-                                   created=now)
+                                   timeout_ms=timeout_ms if deadline else 0, created=now)
     turn.response_parts = [*turn.response_parts, {"kind": "toolCall", "toolCallId": str(call.id)}]
     turn.save(update_fields=["response_parts"])
     start = {"toolName": tool_name, "displayName": call.display_name}
@@ -399,7 +399,6 @@ def do_expire_tool_call(call_id):
     call = _locked_open_call(call_id)
     if call is None or call.deadline is None or call.deadline > timezone.now():
         return False
-    seconds = (call.deadline - call.created).total_seconds()
-    message = f"{call.tool_name} got no answer from {call.contributor_client_id} in {seconds:g} s"
+    message = f"{call.tool_name} got no answer from {call.contributor_client_id} in {call.timeout_ms / 1000:g} s"
     _finish_call(call, failure(call.tool_name, message))
     return True

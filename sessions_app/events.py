@@ -85,7 +85,7 @@ def notify(tenant_id, method, params):
 def wake(group):
     """After commit, wake whoever waits on `group` (an agent waiting for a tool call's result)."""
     def send():
-        async_to_sync(get_channel_layer().group_send)(group, {"type": "wake"})
+        async_to_sync(get_channel_layer().group_send)(group, {"type": "wake", "group": group})
 
     transaction.on_commit(send)
 

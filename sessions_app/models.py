@@ -193,6 +193,7 @@ class ToolCall(models.Model):
     status = models.CharField(max_length=16, choices=STATUSES, default="streaming")
     contributor_client_id = models.CharField(max_length=128, blank=True)
     result = models.JSONField(null=True, blank=True)
+    timeout_ms = models.PositiveIntegerField(default=0, help_text="The client's time to answer; 0 is no limit.")
     deadline = models.DateTimeField(null=True, blank=True)
     created = models.DateTimeField(default=timezone.now)
     completed = models.DateTimeField(null=True, blank=True)

@@ -23,12 +23,12 @@ def release_client(active_client_pk):
 
 
 @shared_task
-def sweep_due_work():
+def sweep_due_work(stale_after_seconds=STALE_CONNECTION_SECONDS):
     """Catch whatever was due and missed: after downtime, or when a process died."""
     now = timezone.now()
     for call_id in ToolCall.objects.filter(completed__isnull=True, deadline__lte=now).values_list("id", flat=True):
         actions.do_expire_tool_call(call_id)
-    stale = ClientConnection.objects.filter(seen__lt=now - timedelta(seconds=STALE_CONNECTION_SECONDS))
+    stale = ClientConnection.objects.filter(seen__lt=now - timedelta(seconds=stale_after_seconds))
     for connection in stale.select_related("tenant__host_config"):
         timeout = getattr(getattr(connection.tenant, "host_config", None), "client_tool_call_disconnect_timeout_ms", 30000)
         for pk, due in actions.do_close_connection(connection.id, timeout):

@@ -29,3 +29,35 @@ def do_save_agent_definition(tenant, document, *, acting, definition=None):
     definition.save()  # the model checks the document again, with the client-mode interlock
     return definition
 
+
+def do_change_host_config(principal, changes, replace=False, origin=None):
+    """Set HostConfig keys of the principal's tenant (wire names; `replace` resets the rest),
+    tell root subscribers, and apply it live: every running session whose offered tools
+    changed gets `session/serverToolsChanged`."""
+    from sessions_app import events
+    from sessions_app.actions import Refused, require
+    from sessions_app.channels import ROOT
+
+    from .host_config import ConfigInvalid, checked_changes, kept_credentials, wire_values
+    from .live import refresh_live_sessions
+    from .models import HostConfig
+
+    require(principal, "config:change")
+    try:
+        fields = checked_changes(changes, replace)
+    except ConfigInvalid as exc:
+        raise Refused(str(exc), "invalid") from None
+    with transaction.atomic():
+        HostConfig.for_tenant(principal.tenant)
+        config = HostConfig.objects.select_for_update().get(tenant=principal.tenant)
+        if "mcp_servers" in fields:
+            fields["mcp_servers"] = kept_credentials(fields["mcp_servers"], config.mcp_servers)
+        for field, value in fields.items():
+            setattr(config, field, value)
+        config.save()
+        action = {"type": "root/configChanged", "config": wire_values(config)}
+        if replace:
+            action["replace"] = True
+        events.publish(principal.tenant.pk, ROOT, action, origin)
+        transaction.on_commit(lambda: refresh_live_sessions(principal.tenant))
+    return config

@@ -12,6 +12,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
+from django.utils import timezone
 
 from grants.models import Principal
 from sessions_app import actions
@@ -135,12 +136,51 @@ def bound_result(result, call_id):
     return {**result, "content": content} if result.get("content") else result
 
 
+class Waker:
+    """One channel-layer reader per process and event loop, setting the event of whichever
+    local waiter a `wake` names. A single reader that is never cancelled: cancelling layer
+    receives (as per-waiter timeouts would) stalls the Redis layer's shared receive loop."""
+
+    def __init__(self):
+        self.loop = None
+        self.channel = None
+        self.waiters = {}
+
+    async def ensure_started(self):
+        loop = asyncio.get_running_loop()
+        if self.loop is loop:
+            return
+        self.loop = loop
+        self.waiters = {}
+        self.channel = await get_channel_layer().new_channel()
+        loop.create_task(self.read())
+
+    async def read(self):
+        layer = get_channel_layer()
+        while True:
+            message = await layer.receive(self.channel)
+            event = self.waiters.get(message.get("group"))
+            if event is not None:
+                event.set()
+
+    async def register(self, group):
+        await self.ensure_started()
+        event = self.waiters.setdefault(group, asyncio.Event())
+        await get_channel_layer().group_add(group, self.channel)
+        return event
+
+    async def unregister(self, group):
+        self.waiters.pop(group, None)
+        await get_channel_layer().group_discard(group, self.channel)
+
+
+WAKER = Waker()
+
+
 async def wait_for_result(call_id, deadline):
     """Wait until the call's row is complete; at its deadline, expire it here if nobody else has."""
-    layer = get_channel_layer()
-    channel = await layer.new_channel()
     group = f"toolcall.{call_id}"
-    await layer.group_add(group, channel)
+    woken = await WAKER.register(group)
     try:
         while True:
             call = await database_sync_to_async(ToolCall.objects.filter(id=call_id).first)()
@@ -148,18 +188,16 @@ async def wait_for_result(call_id, deadline):
                 return actions.failure("tool", "The tool call was removed with its session.")
             if call.completed is not None:
                 return call.result
-            if deadline is not None:
-                from django.utils import timezone
-
-                if timezone.now() >= deadline:
-                    await database_sync_to_async(actions.do_expire_tool_call)(call_id)
-                    continue
+            if deadline is not None and timezone.now() >= deadline:
+                await database_sync_to_async(actions.do_expire_tool_call)(call_id)
+                continue
             try:
-                await asyncio.wait_for(layer.receive(channel), POLL_SECONDS)
+                await asyncio.wait_for(woken.wait(), POLL_SECONDS)
             except asyncio.TimeoutError:
                 pass
+            woken.clear()
     finally:
-        await layer.group_discard(group, channel)
+        await WAKER.unregister(group)
 
 
 async def run_turn(turn_id):

@@ -515,7 +515,12 @@ class AhpConsumer(AsyncWebsocketConsumer):
     # Sending -----------------------------------------------------------------------------------
 
     async def send_json(self, payload):
-        await self.send(text_data=json.dumps(payload))
+        try:
+            await self.send(text_data=json.dumps(payload))
+        except OSError:
+            # The client vanished while news for it was on its way (servers raise
+            # ClientDisconnected); its websocket.disconnect follows and cleans up.
+            logger.debug("Dropped a frame for a client that already left")
 
     async def send_notification(self, method, params):
         await self.send_json({"jsonrpc": "2.0", "method": method, "params": params})

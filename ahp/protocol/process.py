@@ -3,6 +3,7 @@ sweep can tell this process is alive), and, without a shared channel layer, forw
 other processes (the Celery worker) logged to this process's subscribers."""
 import asyncio
 import logging
+import os
 
 from channels.db import database_sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
@@ -14,7 +15,7 @@ from sessions_app.models import ActionLog, ClientConnection
 
 logger = logging.getLogger(__name__)
 
-HEARTBEAT_SECONDS = 5
+HEARTBEAT_SECONDS = float(os.environ.get("AHP_HEARTBEAT_SECONDS", "5"))
 TAIL_SECONDS = 0.2
 _started = {}
 

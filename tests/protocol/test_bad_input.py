@@ -1,0 +1,87 @@
+"""Malformed frames get a defined error; the connection and the worker survive every one."""
+import json
+
+import pytest
+from websockets.exceptions import ConnectionClosed
+
+from .harness import AhpClient
+
+
+def answer(client, raw):
+    client.send(raw)
+    return json.loads(client.ws.recv(timeout=10))
+
+
+def still_alive(client):
+    assert client.call("ping", {"channel": "ahp-root://"}) is None
+
+
+@pytest.mark.parametrize("raw,code,message", [
+    ("{nope", -32700, "Parse error: the frame is not JSON."),
+    ("[1, 2]", -32600, "Invalid request: not a JSON-RPC 2.0 message."),
+    ('{"jsonrpc": "1.0", "id": 1, "method": "ping"}', -32600, "Invalid request: not a JSON-RPC 2.0 message."),
+    ('{"jsonrpc": "2.0", "id": 1, "method": "teleport", "params": {}}', -32601, "Method not found: teleport"),
+    ('{"jsonrpc": "2.0", "id": 1, "method": "subscribe", "params": {}}', -32602,
+     "Invalid params: channel is required."),
+    ('{"jsonrpc": "2.0", "id": 1, "method": "subscribe", "params": {"channel": 7}}', -32602,
+     "Invalid params: channel must be a string."),
+    ('{"jsonrpc": "2.0", "id": 1, "method": "listSessions", "params": {"limit": "ten"}}', -32602,
+     "Invalid params: limit must be a positive number."),
+    ('{"jsonrpc": "2.0", "id": 1, "method": "subscribe", "params": [1]}', -32602,
+     "Invalid params: params must be an object."),
+    ('{"jsonrpc": "2.0", "id": 1, "method": "subscribe", "params": {"channel": "ahp-session:/not-a-uuid"}}',
+     -32008, "No channel ahp-session:/not-a-uuid here."),
+])
+def test_each_malformed_frame_gets_its_error_and_the_connection_survives(acme, host, raw, code, message):
+    with AhpClient(host.port, acme.tokens["member"]) as client:
+        error = answer(client, raw)["error"]
+        assert (error["code"], error["message"]) == (code, message)
+        still_alive(client)
+
+
+def test_a_malformed_dispatch_action_is_answered_with_id_null(acme, host):
+    with AhpClient(host.port, acme.tokens["member"]) as client:
+        reply = answer(client, json.dumps({"jsonrpc": "2.0", "method": "dispatchAction",
+                                           "params": {"channel": "ahp-root://", "action": {}}}))
+        assert reply == {"jsonrpc": "2.0", "id": None,
+                         "error": {"code": -32602, "message": "Invalid params: clientSeq is required."}}
+        still_alive(client)
+
+
+def test_a_binary_frame_is_an_error_not_a_disconnect(acme, host):
+    with AhpClient(host.port, acme.tokens["member"]) as client:
+        error = answer(client, b"\x00\x01")["error"]
+        assert (error["code"], error["message"]) == (-32600, "Invalid request: AHP messages are text frames.")
+        still_alive(client)
+
+
+def test_a_frame_over_one_mib_closes_with_1009_and_other_connections_carry_on(acme, host):
+    with AhpClient(host.port, acme.tokens["member"]) as big, AhpClient(host.port, acme.tokens["member"], "b") as other:
+        big.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "x" * (1024 * 1024)}}))
+        with pytest.raises(ConnectionClosed) as closed:
+            big.ws.recv(timeout=10)
+        assert closed.value.rcvd.code == 1009
+        still_alive(other)
+
+
+def test_actions_on_an_unknown_or_foreign_channel_are_rejected(acme, globex, host):
+    with AhpClient(host.port, acme.tokens["member"]) as alice, AhpClient(host.port, globex.tokens["root"]) as other:
+        theirs = other.create_session()
+        alice.dispatch(theirs, {"type": "session/titleChanged", "title": "mine now"})
+        rejected = alice.action("session/titleChanged", rejected=True)
+        assert rejected["rejectionReason"] == f"No session {theirs} here."
+        assert rejected["origin"] == {"clientId": "test-client", "clientSeq": 1}
+        alice.dispatch("ahp-root://", {"type": "session/teleported"})
+        assert alice.action("session/teleported", rejected=True)["rejectionReason"] == (
+            "This host does not accept 'session/teleported' from clients."
+        )
+        still_alive(alice)
+
+
+def test_a_client_may_send_only_user_messages(acme, host):
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        session = alice.create_session()
+        chat = alice.subscribe(session)["defaultChat"]
+        alice.dispatch(chat, {"type": "chat/turnStarted", "turnId": "8f0f8a8e-7a35-4c42-9f1e-2f0c9a3d3b11",
+                              "startedAt": "2026-01-01T00:00:00Z", "message": {"text": "hi", "origin": {"kind": "agent"}}})
+        assert alice.action("chat/turnStarted", rejected=True)["rejectionReason"] == "Clients may send only user messages."
