@@ -301,7 +301,7 @@ def _ready_fields(call):
 
 
 @transaction.atomic
-def do_begin_tool_call(turn, tool_name, arguments, display_name="", client_id="", timeout_ms=0):
+def do_begin_tool_call(turn, tool_name, arguments, display_name="", client_id="", timeout_ms=0, source=""):
     """The agent calls a tool: the call shows in the chat, running; a client's call is also
     listed in the session's inputNeeded until it completes, or fails at its deadline."""
     turn = Turn.objects.select_related("chat__session").get(pk=turn.pk)
@@ -309,7 +309,8 @@ def do_begin_tool_call(turn, tool_name, arguments, display_name="", client_id=""
     deadline = now + timedelta(milliseconds=timeout_ms) if client_id and timeout_ms else None
     call = ToolCall.objects.create(turn=turn, tool_name=tool_name, display_name=display_name or tool_name,
                                    input=arguments, contributor_client_id=client_id, deadline=deadline,
-                                   timeout_ms=timeout_ms if deadline else 0, created=now)
+                                   timeout_ms=timeout_ms if deadline else 0, created=now,
+                                   source=source or ("client" if client_id else ""))
     turn.response_parts = [*turn.response_parts, {"kind": "toolCall", "toolCallId": str(call.id)}]
     turn.save(update_fields=["response_parts"])
     start = {"toolName": tool_name, "displayName": call.display_name}

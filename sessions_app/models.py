@@ -187,8 +187,11 @@ class ToolCall(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="tool_calls")
+    SOURCES = [("host", "host"), ("plugin", "plugin"), ("client", "client"), ("mcp", "MCP")]
+
     tool_name = models.CharField(max_length=128)
     display_name = models.CharField(max_length=200, blank=True)
+    source = models.CharField(max_length=8, choices=SOURCES, blank=True, help_text="Who provides the tool; blank when refused.")
     input = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=16, choices=STATUSES, default="streaming")
     contributor_client_id = models.CharField(max_length=128, blank=True)

@@ -93,7 +93,7 @@ class ChatToolbox:
     async def run_host_tool(self, binding, arguments):
         tool = binding.tool
         call = await database_sync_to_async(actions.do_begin_tool_call)(
-            self.turn, binding.name, arguments, display_name=tool.title or tool.name)
+            self.turn, binding.name, arguments, display_name=tool.title or tool.name, source=tool.source)
         principal = await database_sync_to_async(self.principal)()
         context = ToolCallContext(principal, self.session, self.chat, self.turn, str(call.id))
         try:
