@@ -1,6 +1,7 @@
 """Every change to sessions, chats, turns and tool calls: one `do_*` function each, which checks
 the grant, writes in one transaction and publishes the AHP action(s) clients see."""
 import json
+import uuid
 from datetime import timedelta
 
 from django.db import transaction
@@ -8,7 +9,7 @@ from django.utils import timezone
 
 from . import events
 from .channels import ROOT
-from .models import ActiveClient, Chat, ClientConnection, Session, ToolCall, Turn, iso
+from .models import ActiveClient, Chat, ClientConnection, PendingMessage, Session, ToolCall, Turn, iso
 from .providers import get_provider
 
 MAX_TITLE_CHARS = 200
@@ -231,24 +232,67 @@ def do_close_connection(connection_id, disconnect_timeout_ms):
 
 @transaction.atomic
 def do_start_turn(principal, chat, turn_id, text, client_id="", origin=None):
-    session = chat.session
-    require(principal, "chat:send", session)
+    require(principal, "chat:send", chat.session)
     if not isinstance(text, str):
         raise Refused("message.text must be a string.", "invalid")
     if Turn.objects.filter(id=turn_id).exists():
         raise Refused(f"Turn {turn_id} already exists.", "exists")
-    if Turn.objects.select_for_update().filter(chat=chat, state="active").exists():
+    if _chat_busy(chat):
         raise Refused("A turn is already running in this chat.", "conflict")
-    turn = Turn.objects.create(id=turn_id, chat=chat, sender=principal.person, text=text, client_id=client_id)
+    return _begin_turn(chat, turn_id, text, principal.person, client_id=client_id, origin=origin)
+
+
+def _chat_busy(chat):
+    return Turn.objects.select_for_update().filter(chat=chat, state="active").exists()
+
+
+def _begin_turn(chat, turn_id, text, sender, client_id="", origin=None, origin_kind="user", queued_message_id=None):
+    session = chat.session
+    turn = Turn.objects.create(id=turn_id, chat=chat, sender=sender, text=text, client_id=client_id,
+                               origin_kind=origin_kind)
     session.status = Session.IN_PROGRESS
     _touch(session, "status")
     Chat.objects.filter(pk=chat.pk).update(modified=session.modified)
-    events.publish(session.tenant_id, chat.uri, {
-        "type": "chat/turnStarted", "turnId": str(turn.id), "startedAt": iso(turn.started),
-        "message": {"text": text, "origin": {"kind": "user"}},
-    }, origin)
+    action = {"type": "chat/turnStarted", "turnId": str(turn.id), "startedAt": iso(turn.started),
+              "message": {"text": text, "origin": {"kind": origin_kind}}}
+    if queued_message_id:
+        action["queuedMessageId"] = queued_message_id
+    events.publish(session.tenant_id, chat.uri, action, origin)
     _summary_changed(session, status=session.wire_status)
     return turn
+
+
+@transaction.atomic
+def do_send_message(principal, chat, text, sender_chat=None, origin_kind="user", delivery="queue"):
+    """Deliver `text` into `chat` for the person `principal`: a turn at once when the chat is free,
+    otherwise a queued message the chat takes as its next turn. Answers (turn, pending message),
+    one of them None. Whoever gets a turn back runs it (tools_app.runtime.launch_turn)."""
+    require(principal, "chat:send", chat.session)
+    if not _chat_busy(chat):
+        return _begin_turn(chat, uuid.uuid4(), text, principal.person, origin_kind=origin_kind), None
+    pending = PendingMessage.objects.create(chat=chat, sender=principal.person, sender_chat=sender_chat, text=text,
+                                            origin_kind=origin_kind, delivery=delivery)
+    events.publish(chat.session.tenant_id, chat.uri, {"type": "chat/pendingMessageSet", "kind": pending.wire_kind,
+                                                      **pending.to_wire()})
+    return None, pending
+
+
+@transaction.atomic
+def do_start_queued_turn(chat_id):
+    """When a chat falls free, its oldest pending message becomes its next turn (or None)."""
+    chat = Chat.objects.select_related("session").get(pk=chat_id)
+    if _chat_busy(chat):
+        return None
+    pending = (PendingMessage.objects.select_for_update().filter(chat=chat, status="pending")
+               .order_by("-delivery", "created").first())  # steering before queued
+    if pending is None:
+        return None
+    pending.status = "delivered"
+    pending.save(update_fields=["status"])
+    events.publish(chat.session.tenant_id, chat.uri,
+                   {"type": "chat/pendingMessageRemoved", "kind": pending.wire_kind, "id": str(pending.id)})
+    return _begin_turn(chat, uuid.uuid4(), pending.text, pending.sender, origin_kind=pending.origin_kind,
+                       queued_message_id=str(pending.id))
 
 
 @transaction.atomic

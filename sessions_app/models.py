@@ -164,6 +164,7 @@ class Turn(models.Model):
     chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="turns")
     sender = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     text = models.TextField(blank=True)
+    origin_kind = models.CharField(max_length=24, default="user", help_text="AHP message origin kind.")
     client_id = models.CharField(max_length=128, blank=True, help_text="The client that started the turn.")
     response_parts = models.JSONField(
         default=list, blank=True, help_text="Markdown parts ({kind, id, content}) and tool call ids, in order."
@@ -177,6 +178,40 @@ class Turn(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["chat", "started"], name="turn_chat_started")]
+
+
+class PendingMessage(models.Model):
+    """A message waiting for its chat to be free (AHP queued message), delivered as the next turn."""
+
+    DELIVERIES = [("steer", "steer"), ("queue", "queue")]
+    STATUSES = [("pending", "pending"), ("delivered", "delivered"), ("cancelled", "cancelled")]
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="pending_messages")
+    sender = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    sender_chat = models.ForeignKey(
+        Chat, null=True, blank=True, on_delete=models.SET_NULL, related_name="sent_messages",
+        help_text="The chat whose tool sent it, if a tool did.",
+    )
+    text = models.TextField()
+    origin_kind = models.CharField(max_length=24, default="user", help_text="AHP message origin kind.")
+    delivery = models.CharField(max_length=5, choices=DELIVERIES, default="queue")
+    status = models.CharField(max_length=9, choices=STATUSES, default="pending")
+    revision = models.PositiveIntegerField(default=1)
+    created = models.DateTimeField(default=timezone.now)
+
+    tenant_path = "chat__session__tenant"
+    objects = TenantScopedManager()
+
+    class Meta:
+        indexes = [models.Index(fields=["chat", "status", "created"], name="pending_message_queue")]
+
+    @property
+    def wire_kind(self):
+        return "steering" if self.delivery == "steer" else "queued"
+
+    def to_wire(self):
+        return {"id": str(self.id), "message": {"text": self.text, "origin": {"kind": self.origin_kind}}}
 
 
 class ToolCall(models.Model):

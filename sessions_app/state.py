@@ -1,7 +1,7 @@
 """AHP state snapshots of the root, a session and a chat, read from the rows."""
 from grants.algebra import holds
 
-from .models import ActiveClient, Session, ToolCall, Turn, iso
+from .models import ActiveClient, PendingMessage, Session, ToolCall, Turn, iso
 from .providers import PROVIDERS
 
 
@@ -58,7 +58,7 @@ def turn_parts(turn, calls):
 
 def wire_turn(turn, calls):
     wire = {"id": str(turn.id), "startedAt": iso(turn.started),
-            "message": {"text": turn.text, "origin": {"kind": "user"}}, "responseParts": turn_parts(turn, calls)}
+            "message": {"text": turn.text, "origin": {"kind": turn.origin_kind}}, "responseParts": turn_parts(turn, calls)}
     if turn.state != "active":
         wire["state"] = turn.state
         if turn.ended:
@@ -73,6 +73,13 @@ def chat_state(chat):
     active = next((t for t in turns if t.state == "active"), None)
     if active:
         state["activeTurn"] = wire_turn(active, calls)
+    pending = list(PendingMessage.objects.filter(chat=chat, status="pending").order_by("created"))
+    steering = next((p for p in pending if p.delivery == "steer"), None)
+    if steering:
+        state["steeringMessage"] = steering.to_wire()
+    queued = [p.to_wire() for p in pending if p.delivery == "queue"]
+    if queued:
+        state["queuedMessages"] = queued
     return state
 
 

@@ -200,15 +200,38 @@ async def wait_for_result(call_id, deadline):
         await WAKER.unregister(group)
 
 
+_LOOP = {}
+
+
 async def run_turn(turn_id):
-    """Answer a turn with its session's provider, then end it."""
-    turn = await database_sync_to_async(
-        Turn.objects.select_related("chat__session__tenant", "sender").get)(id=turn_id)
-    provider = get_provider(turn.chat.session.provider)
+    """Answer a turn with its session's provider, end it, then take the chat's next queued message."""
+    _LOOP["loop"] = asyncio.get_running_loop()
+    while turn_id is not None:
+        turn = await database_sync_to_async(
+            Turn.objects.select_related("chat__session__tenant", "sender").get)(id=turn_id)
+        provider = get_provider(turn.chat.session.provider)
+        try:
+            reply = await provider.run_turn(turn.text, ChatToolbox(turn))
+        except Exception as exc:
+            logger.exception("Turn %s failed", turn_id)
+            await database_sync_to_async(actions.do_end_turn)(turn_id, error=f"{exc.__class__.__name__}: {exc}")
+        else:
+            await database_sync_to_async(actions.do_end_turn)(turn_id, response_text=reply)
+        next_turn = await database_sync_to_async(actions.do_start_queued_turn)(turn.chat_id)
+        turn_id = next_turn.id if next_turn else None
+
+
+def launch_turn(turn_id):
+    """Run a turn the host began (a message a tool sent, a wakeup): on this process's running
+    event loop when called from one of its threads, otherwise here, to the end."""
+    loop = _LOOP.get("loop")
     try:
-        reply = await provider.run_turn(turn.text, ChatToolbox(turn))
-    except Exception as exc:
-        logger.exception("Turn %s failed", turn_id)
-        await database_sync_to_async(actions.do_end_turn)(turn_id, error=f"{exc.__class__.__name__}: {exc}")
-        return
-    await database_sync_to_async(actions.do_end_turn)(turn_id, response_text=reply)
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is not None:
+        running.create_task(run_turn(turn_id))
+    elif loop is not None and loop.is_running():
+        asyncio.run_coroutine_threadsafe(run_turn(turn_id), loop)
+    else:
+        asyncio.run(run_turn(turn_id))
