@@ -143,6 +143,11 @@ class Principal:
         return cls(tenant, None, ("*:*",))
 
     @classmethod
+    def nobody(cls, tenant):
+        """Behind a call nobody is behind (a turn the host began itself): the read half only."""
+        return cls(tenant, None, ("session:read",))
+
+    @classmethod
     def for_person(cls, tenant, person):
         membership = Membership.objects.filter(tenant=tenant, person=person).first()
         return cls(tenant, person, tenant.role_grants(membership.role) if membership else ())
@@ -161,7 +166,11 @@ class Principal:
 
     @property
     def name(self):
-        return self.person.username if self.person else "root"
+        if self.person is not None:
+            return self.person.username
+        # Without a person only a root token holds every grant; anything less is a turn nobody
+        # is behind, and refusals name it so.
+        return "root" if holds(self.grants, "*:*") else "this turn"
 
     def object_grants(self, obj):
         """Per-object grants (django-guardian) this person holds on `obj`."""

@@ -1,7 +1,9 @@
 """Every change to sessions, chats, turns and tool calls: one `do_*` function each, which checks
 the grant, writes in one transaction and publishes the AHP action(s) clients see."""
 import json
+import math
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import transaction
@@ -9,7 +11,10 @@ from django.utils import timezone
 
 from . import events
 from .channels import ROOT
-from .models import ActiveClient, Chat, ClientConnection, PendingMessage, Session, ToolCall, Turn, iso
+from .models import (
+    ActiveClient, Chat, ChatBackend, ClientConnection, OrchestrationCharge, PendingMessage, Session, SessionPlacement,
+    ToolCall, Turn, TurnEffect, iso,
+)
 from .providers import get_provider
 
 MAX_TITLE_CHARS = 200
@@ -447,3 +452,251 @@ def do_expire_tool_call(call_id):
     message = f"{call.tool_name} got no answer from {call.contributor_client_id} in {call.timeout_ms / 1000:g} s"
     _finish_call(call, failure(call.tool_name, message))
     return True
+
+
+# Session tools: orchestration limits ---------------------------------------------------------
+
+MAX_SPAWN_DEPTH = 3
+ORCHESTRATION_WINDOW = timedelta(minutes=60)
+ORCHESTRATION_LIMITS = {"session": 50, "chat": 50, "message": 100}
+LIMIT_VERBS = {"session": "create more sessions", "chat": "create more chats", "message": "send more messages"}
+
+
+@dataclass(frozen=True)
+class Orchestration:
+    """Where a session tool's call is charged: its calling session (None for a sessionless
+    call, which spends no budget) and the tenant's switches."""
+
+    session: Session | None = None
+    enabled: bool = True
+    scope: str = "tree"  # tree | session
+
+    @property
+    def counted(self):
+        return self.enabled and self.session is not None
+
+    @property
+    def tree_id(self):
+        return self.session.root_id or self.session.id
+
+
+def _check_depth(orchestration):
+    if orchestration.counted and orchestration.session.depth >= MAX_SPAWN_DEPTH:
+        raise Refused(
+            f"Refusing to create a session: recursion limit reached (max spawn depth {MAX_SPAWN_DEPTH}). "
+            f"This session was itself created {orchestration.session.depth} level(s) deep.", "conflict")
+
+
+def _check_budget(orchestration, kind):
+    """Refuse when the window is full. Locks the row the count belongs to (the tree's root, or
+    the session) until the caller's transaction ends, so concurrent callers count one by one."""
+    if not orchestration.counted:
+        return
+    per_session = orchestration.scope == "session"
+    anchor = orchestration.session.id if per_session else orchestration.tree_id
+    locked = Session.objects.select_for_update().filter(pk=anchor).values_list("pk", flat=True).first()
+    if locked is None:  # the root is gone: serialise on the calling session instead
+        Session.objects.select_for_update().filter(pk=orchestration.session.id).values_list("pk", flat=True).first()
+    since = timezone.now() - ORCHESTRATION_WINDOW
+    charges = OrchestrationCharge.objects.filter(kind=kind, created__gt=since,
+                                                 **({"session": anchor} if per_session else {"tree": anchor}))
+    used = charges.count()
+    limit = ORCHESTRATION_LIMITS[kind]
+    if used < limit:
+        return
+    oldest = charges.order_by("created").values_list("created", flat=True).first()
+    retry = max(1, math.ceil((oldest + ORCHESTRATION_WINDOW - timezone.now()).total_seconds()))
+    what = "session" if per_session else "session tree"
+    raise Refused(
+        f"Refusing to {LIMIT_VERBS[kind]}: this {what} already used {used} of {limit} allowed in the last 60 minutes. "
+        f"The limit applies to each {what} separately and frees up as older actions leave that window. "
+        f"Retry after {retry} seconds, or turn off agent orchestration limits in settings.", "conflict")
+
+
+def _charge(orchestration, kind):
+    if orchestration.counted:
+        OrchestrationCharge.objects.create(tenant_id=orchestration.session.tenant_id, tree=orchestration.tree_id,
+                                           session=orchestration.session.id, kind=kind)
+
+
+# Session tools: what they do -----------------------------------------------------------------
+
+@transaction.atomic
+def do_tool_create_session(principal, orchestration, provider, title, prompt, working_directories=(), config=None):
+    """create_session (independent): a session below the caller's, titled, its first turn the
+    prompt. Charged once it exists. Answers (session, its default chat, turn or pending)."""
+    _check_depth(orchestration)
+    _check_budget(orchestration, "session")
+    session = do_create_session(principal, uuid.uuid4(), provider, working_directories, config,
+                                parent=orchestration.session)
+    do_set_title(principal, session, title)
+    chat = session.chats.get(is_default=True)
+    Chat.objects.filter(pk=chat.pk).update(title=title)
+    turn, pending = do_send_message(principal, chat, prompt)
+    _charge(orchestration, "session")
+    return session, chat, turn or pending
+
+
+@transaction.atomic
+def do_tool_create_chat(principal, orchestration, session, title, prompt=None, provider=""):
+    """create_chat, or create_session with currentSession: a chat in `session`, on `provider`
+    when that is not the session's own, its first turn the prompt. Charged once it exists."""
+    _check_budget(orchestration, "chat")
+    chat = do_create_chat(principal, session, uuid.uuid4(), title)
+    if provider and provider != session.provider:
+        ChatBackend.objects.create(chat=chat, provider=provider)
+    started = None
+    if prompt:
+        turn, pending = do_send_message(principal, chat, prompt)
+        started = turn or pending
+    _charge(orchestration, "chat")
+    return chat, started
+
+
+@transaction.atomic
+def do_tool_send_message(principal, orchestration, chat, text, sender_chat=None):
+    """send_message: one message, charged once however it is delivered."""
+    _check_budget(orchestration, "message")
+    sent = do_send_message(principal, chat, text, sender_chat=sender_chat)
+    _charge(orchestration, "message")
+    return sent
+
+
+@transaction.atomic
+def do_rename_chat(principal, chat, title):
+    """A chat's title; the default chat's is also its session's."""
+    require(principal, "session:rename", chat.session)
+    if chat.is_default:
+        do_set_title(principal, chat.session, title)
+    elif not isinstance(title, str) or len(title) > MAX_TITLE_CHARS:
+        raise Refused(f"A title is a string of at most {MAX_TITLE_CHARS} characters.", "invalid")
+    Chat.objects.filter(pk=chat.pk).update(title=title, modified=timezone.now())
+    chat.title = title
+    session = chat.session
+    events.publish(session.tenant_id, session.uri,
+                   {"type": "session/chatUpdated", "chat": chat.uri, "changes": {"title": title}})
+
+
+@transaction.atomic
+def do_archive_chat(principal, chat):
+    """A nested chat leaves its session's list (its session's main chat goes with the session:
+    archive the session)."""
+    require(principal, "chat:mark", chat.session)
+    if chat.is_default:
+        raise Refused("A session's main chat is archived with its session; archive the session.", "conflict")
+    Chat.objects.filter(pk=chat.pk).update(archived=True, modified=timezone.now())
+    session = chat.session
+    _touch(session)
+    events.publish(session.tenant_id, session.uri, {"type": "session/chatRemoved", "chat": chat.uri})
+
+
+@transaction.atomic
+def do_add_turn_effect(principal, turn, kind, arguments):
+    """Remember a change for when `turn` completes."""
+    require(principal, "session:write", turn.chat.session)
+    return TurnEffect.objects.create(turn=turn, kind=kind, arguments=arguments)
+
+
+def pending_turn_effects(turn_id):
+    """(apply, effects): the effects of an ended turn and whether it completed. Dropped ones
+    are deleted here; applied ones by the caller once carried out."""
+    turn = Turn.objects.filter(pk=turn_id).first()
+    if turn is None or turn.state == "active":
+        return False, []
+    effects = list(TurnEffect.objects.filter(turn=turn).select_related("turn__chat__session").order_by("created"))
+    if turn.state != "complete":
+        TurnEffect.objects.filter(turn=turn).delete()
+        return False, []
+    return True, effects
+
+
+@transaction.atomic
+def do_set_session_workspace(effect, directory):
+    """set_workspace carried out: the session works in `directory` from now on."""
+    session = Session.objects.select_for_update().get(pk=effect.turn.chat.session_id)
+    old = list(session.working_directories)
+    session.working_directories = [directory]
+    _touch(session, "working_directories")
+    for gone in old:
+        if gone != directory:
+            events.publish(session.tenant_id, session.uri, {"type": "session/workingDirectoryRemoved", "directory": gone})
+    events.publish(session.tenant_id, session.uri, {"type": "session/workingDirectorySet", "directory": directory})
+    _summary_changed(session, workingDirectories=[directory])
+    TurnEffect.objects.filter(pk=effect.pk).delete()
+
+
+@transaction.atomic
+def do_set_chat_folder(effect, directory):
+    """isolate_session carried out: only the calling chat moves to `directory`, which the
+    session's workspace now includes."""
+    chat = effect.turn.chat
+    session = Session.objects.select_for_update().get(pk=chat.session_id)
+    ChatBackend.objects.update_or_create(chat=chat, defaults={"working_directory": directory})
+    events.publish(session.tenant_id, chat.uri, {"type": "chat/workingDirectorySet", "directory": directory})
+    if directory not in session.working_directories:
+        session.working_directories = [*session.working_directories, directory]
+        _touch(session, "working_directories")
+        events.publish(session.tenant_id, session.uri, {"type": "session/workingDirectorySet", "directory": directory})
+        _summary_changed(session, workingDirectories=list(session.working_directories))
+    TurnEffect.objects.filter(pk=effect.pk).delete()
+
+
+def drop_turn_effect(effect):
+    TurnEffect.objects.filter(pk=effect.pk).delete()
+
+
+def _subtree(session):
+    """`session` and every session nested below it."""
+    found, frontier = [session], [session.pk]
+    while frontier:
+        children = list(Session.objects.filter(parent_id__in=frontier))
+        found.extend(children)
+        frontier = [c.pk for c in children]
+    return found
+
+
+def _siblings(tenant, parent_id, excluding):
+    rows = (Session.objects.for_tenant(tenant).filter(parent_id=parent_id).exclude(pk=excluding.pk)
+            .select_related("placement"))
+    return sorted(rows, key=lambda s: (getattr(s, "placement", None) and s.placement.position or 0, s.created))
+
+
+@transaction.atomic
+def do_move_session(principal, session, into=None, after=None, independent=False, moves_enabled=True):
+    """Reorder a nested session among its siblings, nest it into another session (after one of
+    that session's nested sessions, or last), or make it independent."""
+    if not moves_enabled:
+        raise Refused("Moving chats and sessions is turned off (chatMoves.enabled is false).", "conflict")
+    require(principal, "session:write", session)
+    if into is not None:
+        require(principal, "session:write", into)
+    if independent and (into is not None or after is not None):
+        raise Refused("A session made independent has no place to go into or after.", "invalid")
+    if not independent and into is None and after is None:
+        raise Refused("Say where the session goes: into, after, or independent.", "invalid")
+    if not independent and into is None and session.parent_id is None:
+        raise Refused("Only a nested session can be reordered; name a session to move it into.", "conflict")
+    subtree = _subtree(session)
+    if into is not None and into.pk in {s.pk for s in subtree}:
+        raise Refused("A session cannot move into itself or a session nested in it.", "conflict")
+    parent = None if independent else (into if into is not None else session.parent)
+    if after is not None and (after.pk == session.pk or after.parent_id != (parent.pk if parent else None)):
+        raise Refused(f"{after.uri} is not nested in the session this one moves into.", "conflict")
+    # Re-root the moved subtree: depth and root follow the new parent.
+    shift = (parent.depth + 1 if parent else 0) - session.depth
+    root_id = (parent.root_id or parent.pk) if parent else session.pk
+    for row in subtree:
+        Session.objects.filter(pk=row.pk).update(depth=row.depth + shift, root_id=root_id)
+    Session.objects.filter(pk=session.pk).update(parent=parent)
+    session.refresh_from_db()
+    if parent is not None:
+        order = _siblings(session.tenant, parent.pk, session)
+        index = next((i + 1 for i, s in enumerate(order) if after and s.pk == after.pk), len(order))
+        order.insert(index, session)
+        for position, row in enumerate(order):
+            SessionPlacement.objects.update_or_create(session=row, defaults={"position": position})
+    else:
+        SessionPlacement.objects.filter(session=session).delete()
+    _touch(session)
+    _summary_changed(session)
+    return session

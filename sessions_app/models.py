@@ -345,3 +345,61 @@ class ClientConnection(models.Model):
     class Meta:
         indexes = [models.Index(fields=["client_id"], name="connection_client"),
                    models.Index(fields=["seen"], name="connection_seen")]
+
+
+class OrchestrationCharge(models.Model):
+    """One thing a session tool made happen (a session, a chat, a message), charged to the tree
+    (and session) that asked for it. Rows, so the sliding-hour counts survive a restart; plain
+    ids, so a charge outlives the sessions it names and deleting one frees nothing."""
+
+    KINDS = [("session", "session"), ("chat", "chat"), ("message", "message")]
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    tree = models.UUIDField(help_text="The root session of the caller's tree.")
+    session = models.UUIDField(help_text="The calling session.")
+    kind = models.CharField(max_length=8, choices=KINDS)
+    created = models.DateTimeField(default=timezone.now)
+
+    tenant_path = "tenant"
+    objects = TenantScopedManager()
+
+    class Meta:
+        indexes = [models.Index(fields=["tree", "kind", "created"], name="charge_tree_window"),
+                   models.Index(fields=["session", "kind", "created"], name="charge_session_window")]
+
+
+class ChatBackend(models.Model):
+    """A chat's own agent and folder, where they differ from its session's (a chat the create
+    tool made on another backend, a chat moved into its own worktree)."""
+
+    chat = models.OneToOneField(Chat, on_delete=models.CASCADE, primary_key=True, related_name="backend")
+    provider = models.CharField(max_length=64, blank=True, help_text="Empty: the session's provider.")
+    working_directory = models.CharField(max_length=1000, blank=True, help_text="Empty: the session's first.")
+
+    tenant_path = "chat__session__tenant"
+    objects = TenantScopedManager()
+
+
+class TurnEffect(models.Model):
+    """A change a tool asked for that happens only when its turn completes (set_workspace,
+    isolate_session); dropped when the turn is cancelled or fails."""
+
+    KINDS = [("set_workspace", "set workspace"), ("isolate_chat", "isolate chat")]
+
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="effects")
+    kind = models.CharField(max_length=16, choices=KINDS)
+    arguments = models.JSONField(default=dict, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+
+    tenant_path = "turn__chat__session__tenant"
+    objects = TenantScopedManager()
+
+
+class SessionPlacement(models.Model):
+    """Where a nested session sits among its siblings (move_session reorders them)."""
+
+    session = models.OneToOneField(Session, on_delete=models.CASCADE, primary_key=True, related_name="placement")
+    position = models.FloatField(default=0)
+
+    tenant_path = "session__tenant"
+    objects = TenantScopedManager()

@@ -12,6 +12,9 @@ class ToolsAppConfig(AppConfig):
     def ready(self):
         from .host_tools import REGISTRY
 
+        from .session_tools import register_session_tools
+
+        register_session_tools()  # before the live refresh hook: at start there is nobody to tell
         REGISTRY.on_change(refresh_after_registry_change)
 
 

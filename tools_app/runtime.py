@@ -217,6 +217,11 @@ async def run_turn(turn_id):
             await database_sync_to_async(actions.do_end_turn)(turn_id, error=f"{exc.__class__.__name__}: {exc}")
         else:
             await database_sync_to_async(actions.do_end_turn)(turn_id, response_text=reply)
+        # What the turn's tools asked for at its end (set_workspace, isolate_session): carried
+        # out when it completed, dropped otherwise.
+        from .session_tools.workspace import settle_turn_effects
+
+        await sync_to_async(settle_turn_effects, thread_sensitive=False)(turn_id)
         next_turn = await database_sync_to_async(actions.do_start_queued_turn)(turn.chat_id)
         turn_id = next_turn.id if next_turn else None
 

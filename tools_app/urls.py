@@ -1,8 +1,10 @@
 from django.urls import path
 
 from . import views
+from .session_tools.api import SessionlessToolCall
 
 urlpatterns = [
     path("agent-definitions", views.AgentDefinitionList.as_view(), name="agent-definition-list"),
     path("agent-definitions/<int:definition_id>", views.AgentDefinitionDetail.as_view(), name="agent-definition-detail"),
+    path("tools/<str:name>", SessionlessToolCall.as_view(), name="sessionless-tool-call"),
 ]

@@ -1,0 +1,67 @@
+"""Sessionless callers: `POST /api/v1/tools/<name>` with a bearer token."""
+import pytest
+from rest_framework.test import APIClient
+
+from sessions_app.models import Chat, OrchestrationCharge, Session
+
+from .conftest import Place
+
+
+def post(token, name, body=None):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client.post(f"/api/v1/tools/{name}", body or {}, format="json")
+
+
+def test_a_member_creates_a_session_that_is_theirs_with_no_parent(acme):
+    answer = post(acme.tokens["member"], "create_session", {"relationship": "independent", "prompt": "p", "title": "t"})
+    assert answer.status_code == 200
+    session = Session.objects.get(pk=answer.json()["result"]["content"][0]["text"].split('"session": "')[1][13:49])
+    assert (session.owner, session.parent) == (acme.member, None)
+    assert OrchestrationCharge.objects.count() == 0
+
+
+def test_a_guest_reads_but_is_refused_writes(acme):
+    assert post(acme.tokens["guest"], "list_sessions").status_code == 200
+    refused = post(acme.tokens["guest"], "send_message", {"session": "x", "message": "m"})
+    assert (refused.status_code, refused.json()) == (403, {"error": "acme-guest may not session:write here"})
+
+
+def test_root_may_call_every_sessionless_tool(acme):
+    place = Place(acme)
+    answer = post(acme.tokens["root"], "create_chat", {"session": place.session.uri, "title": "from root"})
+    assert answer.status_code == 200 and Chat.objects.filter(title="from root").exists()
+
+
+def test_current_session_is_refused_without_a_calling_session(acme):
+    refused = post(acme.tokens["member"], "create_session", {"relationship": "currentSession", "prompt": "p",
+                                                              "title": "t"})
+    assert (refused.status_code, refused.json()["error"]) == (
+        400, "currentSession needs a calling session; use independent")
+
+
+@pytest.mark.parametrize("name,body", [
+    ("create_chat", {"title": "t"}),
+    ("rename_chat", {"title": "t"}),
+])
+def test_it_refuses_a_call_naming_no_session(acme, name, body):
+    refused = post(acme.tokens["member"], name, body)
+    assert (refused.status_code, refused.json()["error"]) == (
+        400, f'{name} needs a session to act on when no session calls it; name one with "session".')
+
+
+@pytest.mark.parametrize("name", ["send_message", "get_session_context"])
+def test_the_schema_refuses_a_call_naming_no_session(acme, name):
+    refused = post(acme.tokens["member"], name, {"message": "m"} if name == "send_message" else {})
+    assert (refused.status_code, refused.json()["error"]) == (
+        400, f"Invalid input for {name} at /: 'session' is a required property")
+
+
+def test_session_bound_tools_have_no_sessionless_door(acme):
+    refused = post(acme.tokens["root"], "get_current_session")
+    assert (refused.status_code, refused.json()["error"]) == (
+        404, 'No tool named "get_current_session" may be called without a session.')
+
+
+def test_a_token_is_required(db):
+    assert APIClient().post("/api/v1/tools/list_sessions", {}, format="json").status_code in (401, 403)

@@ -1,0 +1,82 @@
+"""set_workspace and isolate_session act when the calling turn ends: carried out on completion
+(real `git worktree` on a temporary repository), dropped on failure."""
+import subprocess
+
+import pytest
+
+from sessions_app import actions
+from sessions_app.actions import Refused
+from sessions_app.models import ChatBackend, Session, TurnEffect
+from tools_app.session_tools.workspace import settle_turn_effects
+
+from .conftest import Place
+
+
+@pytest.fixture
+def repo(tmp_path):
+    folder = tmp_path / "project"
+    folder.mkdir()
+    for command in (["init", "-q", "-b", "main"], ["config", "user.email", "t@example.com"],
+                    ["config", "user.name", "T"], ["commit", "-q", "--allow-empty", "-m", "start"]):
+        subprocess.run(["git", "-C", str(folder), *command], check=True)
+    return folder
+
+
+def worktrees(folder):
+    listed = subprocess.run(["git", "-C", str(folder), "worktree", "list", "--porcelain"], capture_output=True,
+                            text=True, check=True).stdout
+    return [line.split(" ", 1)[1] for line in listed.splitlines() if line.startswith("worktree ")]
+
+
+def test_set_workspace_is_carried_out_when_the_turn_completes(place, repo):
+    place.call("set_workspace", workspaceFolder=str(repo), isolation=False)
+    assert place.refresh().session.working_directories == []  # nothing yet
+    actions.do_end_turn(place.turn.id, response_text="done")
+    settle_turn_effects(place.turn.id)
+    assert place.refresh().session.working_directories == [f"file://{repo}"]
+    assert not TurnEffect.objects.exists()
+
+
+def test_set_workspace_with_isolation_works_in_a_new_worktree(place, repo):
+    place.call("set_workspace", workspaceFolder=f"file://{repo}", isolation=True)
+    actions.do_end_turn(place.turn.id, response_text="done")
+    settle_turn_effects(place.turn.id)
+    [folder] = place.refresh().session.working_directories
+    assert folder.startswith(f"file://{repo}.worktrees/") and folder[len("file://"):] in worktrees(repo)
+
+
+def test_set_workspace_is_dropped_when_the_turn_fails(place, repo):
+    place.call("set_workspace", workspaceFolder=str(repo), isolation=True)
+    actions.do_end_turn(place.turn.id, error="boom")
+    settle_turn_effects(place.turn.id)
+    assert place.refresh().session.working_directories == [] and worktrees(repo) == [str(repo)]
+    assert not TurnEffect.objects.exists()
+
+
+def test_isolate_session_moves_only_the_calling_chat_into_a_worktree(make_place, worktree_agent, repo):
+    place = make_place(provider=worktree_agent, folders=[f"file://{repo}"])
+    other = actions.do_create_chat(place.principal, place.session, "33333333-3333-3333-3333-333333333333", "peer")
+    assert place.call("isolate_session").startswith("End this turn: when it completes, only this chat moves")
+    actions.do_end_turn(place.turn.id, response_text="done")
+    settle_turn_effects(place.turn.id)
+    moved = ChatBackend.objects.get(chat=place.chat).working_directory
+    assert moved.startswith(f"file://{repo}.worktrees/") and moved[len("file://"):] in worktrees(repo)
+    assert not ChatBackend.objects.filter(chat=other).exists()
+    assert Session.objects.get(pk=place.session.pk).working_directories == [f"file://{repo}", moved]
+
+
+def test_isolate_session_needs_a_folder(make_place, worktree_agent):
+    place = make_place(provider=worktree_agent)
+    with pytest.raises(Refused) as refused:
+        place.call("isolate_session")
+    assert refused.value.sentence == "isolate_session needs a chat working in a local Git folder; this one has none."
+
+
+def test_isolate_session_takes_no_input(make_place, worktree_agent):
+    from tools_app.catalog import ToolRefusal
+
+    place = make_place(provider=worktree_agent, folders=["/x"])
+    with pytest.raises(ToolRefusal) as refused:
+        place.call("isolate_session", workspace="/other")
+    assert refused.value.sentence == (
+        "Invalid input for isolate_session at /: Additional properties are not allowed ('workspace' was unexpected)")

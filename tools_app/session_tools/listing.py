@@ -1,0 +1,146 @@
+"""list_sessions, get_current_session, list_agents and list_models: what an agent may see."""
+import json
+from datetime import datetime
+
+from sessions_app.actions import Refused, require
+from sessions_app.models import ChatBackend, Session, iso
+from sessions_app.providers import PROVIDERS
+
+from .links import open_link, resolve
+
+STATUS_WORDS = ("idle", "inProgress", "inputNeeded", "error", "archived")
+DEFAULT_CONFIG_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "model": {"type": "string", "title": "Model"},
+        "isolation": {"type": "string", "title": "Isolation", "enum": ["folder", "worktree"]},
+    },
+    "additionalProperties": False,
+}
+MODELS_PER_AGENT = 5
+
+
+def status_words(bits):
+    """The AHP status bits as words; inputNeeded includes the inProgress bit, so it goes first."""
+    words = []
+    if bits & Session.INPUT_NEEDED == Session.INPUT_NEEDED:
+        words.append("inputNeeded")
+    elif bits & Session.IN_PROGRESS:
+        words.append("inProgress")
+    elif bits & Session.IDLE:
+        words.append("idle")
+    if bits & Session.ERROR:
+        words.append("error")
+    if bits & Session.IS_ARCHIVED:
+        words.append("archived")
+    return words
+
+
+def chat_status(chat):
+    return "inProgress" if chat.turns.filter(state="active").exists() else "idle"
+
+
+def listed_chats(session):
+    """The row's chats when the session has one besides its default: main first, worker and
+    hidden (archived) chats left out."""
+    chats = list(session.chats.filter(archived=False).exclude(origin_kind="tool").order_by("-is_default", "created"))
+    if not any(not c.is_default for c in chats):
+        return None
+    backends = {b.chat_id: b.provider for b in ChatBackend.objects.filter(chat__in=chats).exclude(provider="")}
+    rows = []
+    for chat in chats:
+        row = {"title": chat.title, "openLink": open_link(session, chat), "status": chat_status(chat)}
+        if chat.is_default:
+            row["main"] = True
+        harness = backends.get(chat.pk)
+        if harness and harness != session.provider:
+            row["harness"] = harness
+        rows.append(row)
+    return rows
+
+
+def session_row(session):
+    row = {"session": session.uri, "openLink": open_link(session), "title": session.title,
+           "status": ",".join(status_words(session.wire_status)), "createdAt": iso(session.created),
+           "modifiedAt": iso(session.modified), "unread": not session.read}
+    if session.working_directories:
+        row["workingDirectory"] = session.working_directories[0]
+        if len(session.working_directories) > 1:
+            row["workingDirectories"] = list(session.working_directories)
+    chats = listed_chats(session)
+    if chats is not None:
+        row["chats"] = chats
+    return row
+
+
+def _moment(arguments, key):
+    value = arguments.get(key)
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise Refused(f"Invalid list_sessions input: {key} must be an ISO-8601 timestamp "
+                      f"(e.g. 2025-01-31T00:00:00Z).", "invalid") from None
+
+
+def _folder(text):
+    return text[len("file://"):] if text.startswith("file://") else text
+
+
+def list_sessions(context, arguments):
+    """Cut to what the person may read: the whole catalogue with session:read, nothing without."""
+    sessions = Session.objects.visible_to(context.principal).order_by("-modified")
+    if arguments.get("session"):
+        session, _ = resolve(context.principal, arguments["session"])
+        return json.dumps({"sessions": [session_row(session)]})
+    after, before = _moment(arguments, "createdAfter"), _moment(arguments, "createdBefore")
+    if after:
+        sessions = sessions.filter(created__gte=after)
+    if before:
+        sessions = sessions.filter(created__lte=before)
+    if arguments.get("unread"):
+        sessions = sessions.filter(read=False)
+    wanted = set(arguments.get("status") or ())
+    if not arguments.get("includeArchived") and "archived" not in wanted:
+        sessions = sessions.filter(archived=False)
+    workspace = arguments.get("workspace")
+    rows = []
+    for session in sessions:
+        if wanted and not wanted & set(status_words(session.wire_status)):
+            continue
+        if workspace and _folder(workspace).rstrip("/") not in {_folder(d).rstrip("/") for d in session.working_directories}:
+            continue
+        rows.append(session_row(session))
+    return json.dumps({"sessions": rows})
+
+
+def get_current_session(context, arguments):
+    require(context.principal, "session:read", context.session)
+    return json.dumps(session_row(Session.objects.get(pk=context.session.pk)))
+
+
+def config_schema(provider):
+    return getattr(provider, "config_schema", None) or DEFAULT_CONFIG_SCHEMA
+
+
+def agent_row(provider):
+    models = list(getattr(provider, "models", ()))[:MODELS_PER_AGENT]
+    return {"id": provider.id, "displayName": getattr(provider, "display_name", provider.id),
+            "settings": sorted(config_schema(provider).get("properties", {})),
+            "models": [{"id": m["id"], "name": m.get("name", m["id"])} for m in models]}
+
+
+def list_agents(context, arguments):
+    require(context.principal, "session:read", context.session)
+    return json.dumps({"agents": [agent_row(p) for p in PROVIDERS.values()]})
+
+
+def list_models(context, arguments):
+    require(context.principal, "session:read", context.session)
+    agent = arguments.get("agent")
+    if agent is not None and agent not in PROVIDERS:
+        raise Refused(f'No agent "{agent}"; list_agents names the agents there are.', "not_found")
+    providers = [PROVIDERS[agent]] if agent else PROVIDERS.values()
+    return json.dumps({"models": [{"id": m["id"], "name": m.get("name", m["id"]), "agent": p.id}
+                                  for p in providers for m in getattr(p, "models", ())]})

@@ -1,0 +1,103 @@
+"""set_workspace and isolate_session: asked for during a turn, carried out when it completes
+(dropped when it is cancelled or fails), with real `git worktree` for isolation."""
+import logging
+import os
+import subprocess
+import uuid
+
+from sessions_app import actions
+from sessions_app.models import ChatBackend
+from sessions_app.providers import get_provider
+
+from .links import require_write
+
+logger = logging.getLogger(__name__)
+
+
+class WorktreeFailed(Exception):
+    pass
+
+
+def folder_path(directory):
+    return directory[len("file://"):] if directory.startswith("file://") else directory
+
+
+def folder_uri(path):
+    return path if "://" in path else f"file://{path}"
+
+
+def cut_worktree(folder, label):
+    """A new worktree of the repository at `folder`, on a new branch, beside it:
+    `<folder>.worktrees/<label>`. Answers its path."""
+    folder = os.path.abspath(folder_path(folder))
+    target = os.path.join(f"{folder}.worktrees", label)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    done = subprocess.run(["git", "-C", folder, "worktree", "add", "-b", f"agent/{label}", target],
+                          capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise WorktreeFailed(done.stderr.strip() or f"git worktree add exited with {done.returncode}")
+    return target
+
+
+def chat_folder(chat):
+    backend = ChatBackend.objects.filter(chat=chat).exclude(working_directory="").first()
+    if backend:
+        return backend.working_directory
+    folders = chat.session.working_directories
+    return folders[0] if folders else None
+
+
+def _needs_turn(context, tool_name):
+    if context.turn is None:
+        raise actions.Refused(f"{tool_name} acts when the calling turn ends; call it from a turn.", "conflict")
+
+
+def set_workspace(context, arguments):
+    require_write(context.principal, context.session)
+    _needs_turn(context, "set_workspace")
+    folder = folder_path(arguments["workspaceFolder"])
+    if not os.path.isabs(folder):
+        raise actions.Refused("workspaceFolder must be an absolute folder path or file URI.", "invalid")
+    actions.do_add_turn_effect(context.principal, context.turn, "set_workspace",
+                               {"folder": folder, "isolation": bool(arguments["isolation"])})
+    how = "a new Git worktree of it" if arguments["isolation"] else "it"
+    return f"When this turn ends, the session will work in {how} ({folder}). Make this the turn's final tool call."
+
+
+def keeps_folder_per_chat(session):
+    provider = get_provider(session.provider) if session is not None else None
+    return bool(getattr(provider, "folder_per_chat", False))
+
+
+def isolate_session(context, arguments):
+    require_write(context.principal, context.session)
+    _needs_turn(context, "isolate_session")
+    folder = chat_folder(context.chat)
+    if folder is None:
+        raise actions.Refused("isolate_session needs a chat working in a local Git folder; this one has none.",
+                              "conflict")
+    actions.do_add_turn_effect(context.principal, context.turn, "isolate_chat", {"folder": folder})
+    return ("End this turn: when it completes, only this chat moves to a new Git worktree cut from "
+            f"{folder_path(folder)}, and continues there.")
+
+
+def carry_out(effect):
+    folder = effect.arguments["folder"]
+    label = f"{effect.turn.chat_id.hex[:8]}-{uuid.uuid4().hex[:6]}"
+    if effect.kind == "set_workspace":
+        path = cut_worktree(folder, label) if effect.arguments.get("isolation") else folder_path(folder)
+        actions.do_set_session_workspace(effect, folder_uri(path))
+    else:
+        actions.do_set_chat_folder(effect, folder_uri(cut_worktree(folder, label)))
+
+
+def settle_turn_effects(turn_id):
+    """Called once a turn has ended: carry out its effects when it completed, else drop them."""
+    completed, effects = actions.pending_turn_effects(turn_id)
+    for effect in effects:
+        try:
+            carry_out(effect)
+        except WorktreeFailed as failed:
+            logger.warning("Could not carry out %s for turn %s: %s", effect.kind, turn_id, failed)
+            actions.drop_turn_effect(effect)
+    return completed
