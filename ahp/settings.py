@@ -43,6 +43,9 @@ INSTALLED_APPS = [
     "grants",
     "sessions_app",
     "tools_app",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI served from here, not a CDN
+    "console",
 ]
 
 MIDDLEWARE = [
@@ -134,6 +137,14 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["grants.authentication.BearerTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "UNAUTHENTICATED_USER": None,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "AHP host API",
+    "VERSION": "1",
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 LOGGING = {

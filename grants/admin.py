@@ -1,7 +1,12 @@
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.template.response import TemplateResponse
+
+from .actions import do_add_member, do_mint_token, do_revoke_token
 
 from .algebra import holds
-from .models import ApiToken, Membership, Role, Tenant
+from .models import BUILTIN_ROLES, ApiToken, Membership, Principal, Role, Tenant
 
 
 def administered_tenants(user):
@@ -14,6 +19,12 @@ def administered_tenants(user):
         if holds(m.tenant.role_grants(m.role), "*:*")
     ]
     return Tenant.objects.filter(id__in=ids)
+
+
+def admin_principal(user, tenant):
+    """Who an admin user acts as in `tenant`: its root for a superuser, else the person with
+    their role's grants there (the admin already checked they administer it)."""
+    return Principal.root(tenant) if user.is_superuser else Principal.for_person(tenant, user)
 
 
 def tenant_of(obj, path):
@@ -88,18 +99,127 @@ class RoleAdmin(TenantScopedAdmin):
     list_filter = ("tenant",)
 
 
+class MembershipForm(forms.ModelForm):
+    """Add a person by name (created when new) or change their role; do_add_member checks the
+    role exists in the tenant."""
+
+    username = forms.CharField(max_length=150, help_text="The person's login; a new name creates the person.")
+    role = forms.CharField(max_length=50, help_text="admin, member, guest, or a role the tenant defines.")
+
+    class Meta:
+        model = Membership
+        fields = ("tenant", "username", "role")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.fields["username"].initial = self.instance.person.username
+            self.fields["username"].disabled = True
+
+    def clean(self):
+        data = super().clean()
+        tenant = data.get("tenant") or getattr(self.instance, "tenant", None)
+        role = data.get("role")
+        if tenant and role and role not in BUILTIN_ROLES and not tenant.roles.filter(name=role).exists():
+            self.add_error("role", f"Tenant {tenant.slug} has no role {role}.")
+        return data
+
+    def _post_clean(self):
+        pass  # the row is written by do_add_member, which checks it
+
+
 @admin.register(Membership)
 class MembershipAdmin(TenantScopedAdmin):
+    form = MembershipForm
     list_display = ("person", "tenant", "role")
     list_filter = ("tenant", "role")
     search_fields = ("person__username",)
+
+    def get_readonly_fields(self, request, obj=None):
+        return ("tenant",) if obj else ()
+
+    def save_model(self, request, obj, form, change):
+        tenant = obj.tenant if change else form.cleaned_data["tenant"]
+        saved = do_add_member(tenant, form.cleaned_data["username"], form.cleaned_data["role"])
+        obj.pk, obj.person, obj.tenant = saved.pk, saved.person, saved.tenant
+
+
+class MintTokenForm(forms.ModelForm):
+    person = forms.ModelChoiceField(
+        queryset=get_user_model().objects.none(), required=False,
+        help_text="Empty mints the tenant's root token, which holds every grant in the tenant.")
+    name = forms.CharField(max_length=100, required=False, help_text="Empty: a name is made up.")
+
+    class Meta:
+        model = ApiToken
+        fields = ("tenant", "person", "name")
+
+    def __init__(self, *args, tenants=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["tenant"].queryset = tenants
+        self.fields["person"].queryset = get_user_model().objects.filter(
+            memberships__tenant__in=tenants).distinct().order_by("username")
+
+    def clean(self):
+        data = super().clean()
+        tenant, person = data.get("tenant"), data.get("person")
+        if tenant and person and not Membership.objects.filter(tenant=tenant, person=person).exists():
+            self.add_error("person", f"{person.username} is not a member of {tenant.slug}.")
+        if tenant and data.get("name") and ApiToken.objects.filter(tenant=tenant, name=data["name"]).exists():
+            self.add_error("name", f"Tenant {tenant.slug} already has a token named {data['name']}.")
+        return data
+
+    def _post_clean(self):
+        pass  # the row is written by do_mint_token
 
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(TenantScopedAdmin):
     list_display = ("name", "tenant", "person", "created", "last_used", "revoked")
-    list_filter = ("tenant",)
-    readonly_fields = ("key_id", "secret_sha256", "created", "last_used")
+    list_filter = ("tenant", ("revoked", admin.EmptyFieldListFilter))
+    readonly_fields = ("tenant", "person", "name", "key_id", "created", "last_used", "revoked")
+    exclude = ("secret_sha256",)
+    actions = ("revoke",)
 
-    def has_add_permission(self, request):
-        return False  # tokens are minted with `minttoken`, which shows the secret once
+    def get_form(self, request, obj=None, **kwargs):
+        if obj is not None:
+            return super().get_form(request, obj, **kwargs)
+        tenants = administered_tenants(request.user)
+
+        class Form(MintTokenForm):
+            def __init__(self, *args, **kw):
+                super().__init__(*args, tenants=tenants, **kw)
+
+        return Form
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.readonly_fields if obj else ()
+
+    def get_fields(self, request, obj=None):
+        return self.readonly_fields if obj else ("tenant", "person", "name")
+
+    def has_change_permission(self, request, obj=None):
+        return False  # a token is minted or revoked, never edited
+
+    def save_model(self, request, obj, form, change):
+        data = form.cleaned_data
+        row, plaintext = do_mint_token(data["tenant"], person=data["person"], name=data["name"] or None)
+        obj.pk, obj.tenant, obj.person, obj.name = row.pk, row.tenant, row.person, row.name
+        request.minted_token = (row, plaintext)
+
+    def response_add(self, request, obj, post_url_continue=None):
+        """The plaintext is shown on this page once; only its sha256 is kept."""
+        row, plaintext = request.minted_token
+        context = {**self.admin_site.each_context(request), "title": f"Token {row.name} minted",
+                   "token": row, "plaintext": plaintext, "opts": self.model._meta}
+        return TemplateResponse(request, "admin/grants/apitoken/minted.html", context)
+
+    @admin.action(description="Revoke the selected tokens", permissions=["revoke"])
+    def revoke(self, request, queryset):
+        live = [t for t in queryset.select_related("tenant") if t.revoked is None]
+        for token in live:
+            do_revoke_token(token.tenant, token.name)
+        self.message_user(request, f"Revoked {len(live)} token(s).", messages.SUCCESS)
+
+    def has_revoke_permission(self, request):
+        return self._may(request, None)

@@ -1,5 +1,7 @@
 """Start the whole host: the ASGI server (HTTP, admin, REST, WebSocket) and a Celery worker with
 beat, as child processes. Ctrl-C (or SIGTERM) stops them all."""
+import argparse
+import json
 import os
 import secrets
 import signal
@@ -12,7 +14,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from grants.actions import do_add_member, do_create_tenant, do_mint_token
-from grants.models import Tenant
+from grants.models import Principal, Tenant
 
 DEMO_TENANT = "demo"
 
@@ -31,12 +33,40 @@ def create_demo_tenant():
     return password, token
 
 
+def config_flags(options):
+    """The HostConfig wire keys the command line set; a flag not given leaves its key alone."""
+    changes = {}
+    if options.get("advanced_tools") is not None:
+        changes["advancedTools"] = options["advanced_tools"]
+    if options.get("session_tools") is not None:
+        changes["sessionTools"] = options["session_tools"]
+    if options.get("session_tools_providers") is not None:
+        changes["sessionToolsProviders"] = options["session_tools_providers"]
+    return changes
+
+
+def apply_config_flags(options):
+    """Set the default tenant's HostConfig from the flags, as its root would over the socket."""
+    from tools_app.actions import do_change_host_config
+
+    changes = config_flags(options)
+    if changes:
+        do_change_host_config(Principal.root(Tenant.objects.get(slug=DEMO_TENANT)), changes)
+    return changes
+
+
 class Command(BaseCommand):
     help = "Run the AHP host: ASGI server and Celery worker with beat."
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+        parser.add_argument("--advanced-tools", action=argparse.BooleanOptionalAction, default=None,
+                            help=f"Offer tools that need advanced permission in tenant '{DEMO_TENANT}'.")
+        parser.add_argument("--session-tools", action=argparse.BooleanOptionalAction, default=None,
+                            help=f"Offer the session tools in tenant '{DEMO_TENANT}' (--no-session-tools: do not).")
+        parser.add_argument("--session-tools-providers", action="append", metavar="PROVIDER", default=None,
+                            help="A provider that gets the session tools; repeat for more (default: every one).")
 
     def handle(self, host, port, **options):
         if not Tenant.objects.filter(slug=DEMO_TENANT).exists():
@@ -47,6 +77,8 @@ class Command(BaseCommand):
                 f"  connection token:  {token}\n"
                 f"  connect a client:  ws://{host}:{port}/ahp?tkn={token}\n"
             )
+        for key, value in apply_config_flags(options).items():
+            self.stdout.write(f"{DEMO_TENANT}: {key} = {json.dumps(value)}")
         children = [
             subprocess.Popen([sys.executable, "-m", "daphne", "-b", host, "-p", str(port), "ahp.asgi:application"]),
             subprocess.Popen(

@@ -1,0 +1,196 @@
+"""Admin pages the console adds: the audit (filterable, exported as CSV) and per-session
+grants on the session page."""
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.http import HttpResponse
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+
+from grants.admin import TenantScopedAdmin, admin_principal
+from sessions_app.actions import Refused
+from sessions_app.admin import SessionAdmin
+from sessions_app.models import Session
+
+from . import budget
+from .actions import SESSION_GRANTS, do_grant_on_session, do_revoke_on_session, session_grants
+from .audit import OUTCOMES, REFUSAL_REASONS, duration_ms, refusal_sentence, who, write_csv
+from .models import AuditEntry
+
+
+class OutcomeFilter(admin.SimpleListFilter):
+    title = "outcome"
+    parameter_name = "outcome"
+
+    def lookups(self, request, model_admin):
+        return OUTCOMES
+
+    def queryset(self, request, queryset):
+        return queryset.filter(outcome=self.value()) if self.value() else queryset
+
+
+class RefusalReasonFilter(admin.SimpleListFilter):
+    title = "refusal reason"
+    parameter_name = "reason"
+
+    def lookups(self, request, model_admin):
+        return [(key, label) for key, label, _ in REFUSAL_REASONS]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(refusal_reason=self.value()) if self.value() else queryset
+
+
+@admin.register(AuditEntry)
+class AuditAdmin(TenantScopedAdmin):
+    list_display = ("created", "person", "session_link", "chat_id", "tool_name", "source", "outcome_label",
+                    "reason_label", "sentence", "duration")
+    list_filter = ("turn__chat__session__tenant", OutcomeFilter, RefusalReasonFilter, "source",
+                   ("tool_name", admin.AllValuesFieldListFilter),
+                   ("turn__sender", admin.RelatedOnlyFieldListFilter), "created")
+    search_fields = ("tool_name", "turn__sender__username")
+    date_hierarchy = "created"
+    change_list_template = "admin/console/auditentry/change_list.html"
+    list_per_page = 50
+
+    def get_queryset(self, request):
+        return (super().get_queryset(request).with_outcome()
+                .select_related("turn__sender", "turn__chat__session__tenant"))
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="who", ordering="turn__sender__username")
+    def person(self, call):
+        return who(call)
+
+    @admin.display(description="session")
+    def session_link(self, call):
+        session = call.turn.chat.session
+        return format_html('<a href="{}">{}</a>', reverse("admin:sessions_app_session_change", args=[session.pk]),
+                           str(session))
+
+    @admin.display(description="chat")
+    def chat_id(self, call):
+        return str(call.turn.chat_id)
+
+    @admin.display(description="outcome", ordering="outcome")
+    def outcome_label(self, call):
+        return dict(OUTCOMES)[call.outcome]
+
+    @admin.display(description="refusal")
+    def reason_label(self, call):
+        return {key: label for key, label, _ in REFUSAL_REASONS}.get(call.refusal_reason, "")
+
+    @admin.display(description="sentence")
+    def sentence(self, call):
+        return refusal_sentence(call)
+
+    @admin.display(description="duration")
+    def duration(self, call):
+        ms = duration_ms(call)
+        return "—" if ms is None else f"{ms} ms"
+
+    def get_urls(self):
+        export = path("export.csv", self.admin_site.admin_view(self.export_csv), name="console_auditentry_export")
+        return [export, *super().get_urls()]
+
+    def export_csv(self, request):
+        """The audit as the change list shows it now (same filters and search), as CSV."""
+        if not self.has_view_permission(request):
+            return HttpResponse(status=403)
+        calls = self.get_changelist_instance(request).get_queryset(request)
+        response = HttpResponse(content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = 'attachment; filename="audit.csv"'
+        write_csv(calls, response)
+        return response
+
+
+class SessionGrantsForm(forms.ModelForm):
+    """Per-session grants (django-guardian object permissions): give one, take any back."""
+
+    grant_person = forms.ModelChoiceField(
+        queryset=get_user_model().objects.none(), required=False, label="give to",
+        help_text="A person of this session's tenant.")
+    grant = forms.ChoiceField(choices=[("", "---------")] + [(g, g) for g in SESSION_GRANTS], required=False,
+                              help_text="Write grants also give reading the session.")
+    revoke = forms.MultipleChoiceField(choices=(), required=False, widget=forms.CheckboxSelectMultiple,
+                                       label="take back", help_text="Taking back a read also takes back the writes.")
+
+    class Meta:
+        model = Session
+        fields = ()
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        session = self.instance
+        self.fields["grant_person"].queryset = get_user_model().objects.filter(
+            memberships__tenant_id=session.tenant_id).order_by("username")
+        self.fields["revoke"].choices = [
+            (f"{person.pk} {grant}", f"{person.username}: {grant}")
+            for person, held in session_grants(session).items() for grant in held]
+
+    def clean(self):
+        data = super().clean()
+        if bool(data.get("grant_person")) != bool(data.get("grant")):
+            raise forms.ValidationError("Choose both a person and a grant to give, or neither.")
+        return data
+
+
+admin.site.unregister(Session)
+
+
+@admin.register(Session)
+class ConsoleSessionAdmin(SessionAdmin):
+    form = SessionGrantsForm
+    list_display = (*SessionAdmin.list_display, "budget_used")
+    fieldsets = (
+        (None, {"fields": [f.name for f in Session._meta.fields]}),
+        ("Per-session grants", {"fields": ("per_session_grants", "grant_person", "grant", "revoke")}),
+    )
+
+    def get_readonly_fields(self, request, obj=None):
+        return [*super().get_readonly_fields(request, obj), "per_session_grants"]
+
+    def changelist_view(self, request, extra_context=None):
+        self._budget_cache = {}
+        return super().changelist_view(request, extra_context)
+
+    @admin.display(description="tree budget, last hour")
+    def budget_used(self, session):
+        # One query per tenant on the page, not per row.
+        cache = getattr(self, "_budget_cache", {})
+        if session.tenant_id not in cache:
+            cache[session.tenant_id] = budget.used_by_tree(session.tenant)
+        used = cache[session.tenant_id]
+        if used is None:
+            return "not recorded"
+        return budget.describe(used.get(session.root_id or session.pk))
+
+    @admin.display(description="held now")
+    def per_session_grants(self, session):
+        held = session_grants(session)
+        if not held:
+            return "none: only role grants apply"
+        return format_html_join("", "<div>{}: {}</div>", ((p.username, ", ".join(g)) for p, g in held.items()))
+
+    def save_model(self, request, session, form, change):
+        # The session's own fields are read-only here; only its grants change.
+        acting = admin_principal(request.user, session.tenant)
+        data = form.cleaned_data
+        try:
+            for choice in data.get("revoke") or ():
+                person_id, grant = choice.split(" ", 1)
+                do_revoke_on_session(acting, session, get_user_model().objects.get(pk=person_id), grant)
+            if data.get("grant_person"):
+                do_grant_on_session(acting, session, data["grant_person"], data["grant"])
+        except Refused as refusal:
+            messages.error(request, refusal.sentence)
+
+    def save_related(self, request, form, formsets, change):
+        pass

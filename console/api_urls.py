@@ -1,0 +1,10 @@
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from .api import HostConfigView
+
+urlpatterns = [
+    path("config", HostConfigView.as_view(), name="host-config"),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+]

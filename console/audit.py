@@ -1,0 +1,97 @@
+"""The audit is read off ToolCall rows: every call the host ran and every call it refused is one
+(a refused call is completed with success false and the refusal sentence as its error). A
+refusal's reason is told by its sentence, whose wording the catalog and the grants fix."""
+import csv
+
+from django.db.models import Case, CharField, Q, Value, When
+
+from grants.models import TenantScopedQuerySet
+
+MESSAGE = "result__error__message"
+
+# (reason, label, what its sentence looks like), checked in this order.
+REFUSAL_REASONS = (
+    ("grant", "grant", Q(**{f"{MESSAGE}__icontains": " may not "})),
+    ("limit", "limit", Q(**{f"{MESSAGE}__startswith": "Refusing to"})),
+    ("availability", "availability", Q(**{f"{MESSAGE}__icontains": "only available in chats"})),
+    ("unknown_tool", "unknown tool", Q(**{f"{MESSAGE}__startswith": "No tool named"})),
+)
+TIMED_OUT = Q(**{f"{MESSAGE}__icontains": " got no answer from "})
+OPEN = ("streaming", "running")
+
+OUTCOMES = (
+    ("waiting", "waiting for its client"),
+    ("running", "running"),
+    ("ok", "ok"),
+    ("refused", "refused"),
+    ("timed_out", "timed out"),
+    ("failed", "failed"),
+    ("cancelled", "cancelled"),
+)
+
+
+def _refused():
+    any_refusal = Q(pk__in=[])
+    for _, _, sentence in REFUSAL_REASONS:
+        any_refusal |= sentence
+    return any_refusal
+
+
+class AuditQuerySet(TenantScopedQuerySet):
+    def with_outcome(self):
+        """Annotate `outcome` (one of OUTCOMES) and `refusal_reason` (a REFUSAL_REASONS key or "")."""
+        outcome = Case(
+            When(Q(status__in=OPEN) & ~Q(contributor_client_id=""), then=Value("waiting")),
+            When(status__in=OPEN, then=Value("running")),
+            When(status="cancelled", then=Value("cancelled")),
+            When(result__success=True, then=Value("ok")),
+            When(_refused(), then=Value("refused")),
+            When(TIMED_OUT, then=Value("timed_out")),
+            default=Value("failed"), output_field=CharField(),
+        )
+        reason = Case(
+            *[When(Q(status="completed") & sentence, then=Value(key)) for key, _, sentence in REFUSAL_REASONS],
+            default=Value(""), output_field=CharField(),
+        )
+        return self.annotate(outcome=outcome, refusal_reason=reason)
+
+    def for_audit(self):
+        return (self.with_outcome()
+                .select_related("turn__sender", "turn__chat__session__tenant")
+                .order_by("-created"))
+
+
+def refusal_sentence(call):
+    if call.result and not call.result.get("success", True):
+        return (call.result.get("error") or {}).get("message", "")
+    return ""
+
+
+def duration_ms(call):
+    if call.completed is None:
+        return None
+    return round((call.completed - call.created).total_seconds() * 1000)
+
+
+def who(call):
+    sender = call.turn.sender
+    return sender.username if sender else "nobody"
+
+
+CSV_COLUMNS = ("time", "tenant", "who", "session", "chat", "tool", "source", "contributor", "status",
+               "outcome", "refusal reason", "sentence", "duration ms")
+
+
+def csv_row(call):
+    chat = call.turn.chat
+    return (call.created.isoformat(), chat.session.tenant.slug, who(call), str(chat.session_id), str(chat.id),
+            call.tool_name, call.source, call.contributor_client_id, call.status, call.outcome,
+            call.refusal_reason, refusal_sentence(call), "" if duration_ms(call) is None else duration_ms(call))
+
+
+def write_csv(calls, stream):
+    """`calls` come from `for_audit()`; one line each under CSV_COLUMNS."""
+    writer = csv.writer(stream)
+    writer.writerow(CSV_COLUMNS)
+    for call in calls.iterator(chunk_size=500):
+        writer.writerow(csv_row(call))

@@ -1,0 +1,43 @@
+"""Headless Chromium (Debian's `chromium` and `chromium-driver`) driven through Selenium."""
+import contextlib
+import shutil
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+def require_chromium():
+    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not shutil.which(path)]
+    if missing:
+        pytest.skip(f"{' and '.join(missing)} not installed: .ci/run installs the chromium and chromium-driver "
+                    f"packages (apt-get install -y chromium chromium-driver)")
+
+
+@contextlib.contextmanager
+def chromium(width=1280, height=900):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    require_chromium()
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-dev-shm-usage", f"--window-size={width},{height}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.implicitly_wait(10)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def log_in(driver, base, username, password, next_path):
+    from selenium.webdriver.common.by import By
+
+    driver.get(f"{base}/admin/login/?next={next_path}")
+    driver.find_element(By.ID, "id_username").send_keys(username)
+    driver.find_element(By.ID, "id_password").send_keys(password)
+    driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()

@@ -1,0 +1,103 @@
+import json
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from tools_app.host_config import wire_values
+from tools_app.models import HostConfig
+
+
+@pytest.fixture
+def acme_admin(acme):
+    """The Django test client logged in as acme's tenant admin (staff, not superuser)."""
+    acme.admin.is_staff = True
+    acme.admin.save()
+    client = Client()
+    client.force_login(acme.admin)
+    return client
+
+
+def host_config_form(tenant, **changes):
+    """The admin's HostConfig form as a browser would post it, with `changes` (form field names)."""
+    values = wire_values(HostConfig.for_tenant(tenant))
+    form = {
+        "sessionTools": values["sessionTools"],
+        "sessionToolsProviders": ", ".join(values["sessionToolsProviders"]),
+        "advancedTools": values["advancedTools"],
+        "mcpServers": json.dumps(values["mcpServers"]),
+        "clientToolTimeoutMs": values["clientToolTimeoutMs"],
+        "clientToolCallDisconnectTimeoutMs": values["clientToolCallDisconnectTimeoutMs"],
+        "agentOrchestrationLimits": values["agentOrchestrationLimits"],
+        "agentOrchestrationLimitsScope": values["agentOrchestrationLimitsScope"],
+        "chatMovesEnabled": values["chatMoves.enabled"],
+        **changes,
+    }
+    # An unticked checkbox is simply not sent.
+    return {k: ("on" if v is True else v) for k, v in form.items() if v is not False}
+
+
+def change_url(tenant):
+    return f"/admin/tools_app/hostconfig/{HostConfig.for_tenant(tenant).pk}/change/"
+
+
+class Work:
+    """Sessions, chats, turns and tool calls of a tenant, made by the host's own writers."""
+
+    def __init__(self, people):
+        self.people = people
+
+    def session(self, parent=None, person="member"):
+        from sessions_app.actions import do_create_session
+
+        return do_create_session(self.people.principal(person), uuid.uuid4(), parent=parent)
+
+    def turn(self, session, person="member"):
+        from sessions_app.models import Turn
+
+        chat = session.chats.get(is_default=True)
+        return Turn.objects.create(chat=chat, sender=getattr(self.people, person) if person else None, text="go")
+
+    def refused(self, turn, sentence, tool="some_tool"):
+        from sessions_app.actions import do_refuse_tool_call
+
+        do_refuse_tool_call(turn, tool, {}, sentence)
+
+    def ran(self, turn, tool="lint", source="host", success=True):
+        from sessions_app.actions import do_begin_tool_call, do_complete_tool_call, failure
+
+        call = do_begin_tool_call(turn, tool, {"path": "."}, source=source)
+        result = ({"success": True, "pastTenseMessage": f"Ran {tool}", "content": []} if success
+                  else failure(tool, f"{tool} raised ValueError: bad"))
+        do_complete_tool_call(call.id, result)
+        return call
+
+    def client_call(self, turn, tool="pick", timeout_ms=1000):
+        from sessions_app.actions import do_begin_tool_call
+
+        return do_begin_tool_call(turn, tool, {}, client_id="ide", timeout_ms=timeout_ms)
+
+    def timed_out(self, turn, tool="pick"):
+        from sessions_app.actions import do_expire_tool_call
+        from sessions_app.models import ToolCall
+
+        call = self.client_call(turn, tool)
+        ToolCall.objects.filter(pk=call.pk).update(deadline=timezone.now() - timedelta(seconds=1))
+        assert do_expire_tool_call(call.id)
+        return call
+
+
+@pytest.fixture
+def acme_work(acme):
+    return Work(acme)
+
+
+SENTENCES = {
+    "grant": "acme-guest may not chat:tool here",
+    "limit": "Refusing to create a session: recursion limit reached (max spawn depth 3). "
+             "This session was itself created 3 level(s) deep.",
+    "availability": "ide__pick is only available in chats a person started, not in this tool-started chat.",
+    "unknown_tool": 'No tool named "nope" is available in this chat.',
+}

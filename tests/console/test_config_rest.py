@@ -1,0 +1,103 @@
+"""GET/PATCH/PUT /api/v1/config with the tenant's bearer tokens, and the OpenAPI schema."""
+import pytest
+from rest_framework.test import APIClient
+
+from tools_app.host_tools import PLUGINS
+from tools_app.models import HostConfig
+from tools_app.registry import Tool
+
+from ..protocol.harness import AhpClient
+
+
+def api(token):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client
+
+
+def test_it_reads_the_callers_tenant_config_under_wire_keys(acme, globex):
+    HostConfig.objects.create(tenant=globex.tenant, advanced_tools=True)
+    response = api(acme.tokens["admin"]).get("/api/v1/config")
+    assert response.status_code == 200
+    assert response.json() == {
+        "sessionTools": True, "sessionToolsProviders": [], "advancedTools": False, "mcpServers": None,
+        "clientToolTimeoutMs": 600000, "clientToolCallDisconnectTimeoutMs": 30000,
+        "agentOrchestrationLimits": "on", "agentOrchestrationLimitsScope": "tree", "chatMoves.enabled": True}
+    assert api(globex.tokens["root"]).get("/api/v1/config").json()["advancedTools"] is True
+
+
+def test_it_refuses_reading_without_config_settings(acme):
+    response = api(acme.tokens["guest"]).get("/api/v1/config")
+    assert (response.status_code, response.json()) == (403, {"error": "acme-guest may not config:settings here"})
+
+
+def test_it_refuses_a_call_without_a_token(db):
+    assert APIClient().get("/api/v1/config").status_code == 401
+
+
+def test_patch_sets_only_the_keys_given(acme):
+    response = api(acme.tokens["admin"]).patch("/api/v1/config", {"advancedTools": True}, format="json")
+    assert response.status_code == 200 and response.json()["advancedTools"] is True
+    api(acme.tokens["root"]).patch("/api/v1/config", {"clientToolTimeoutMs": 5000}, format="json")
+    config = HostConfig.for_tenant(acme.tenant)
+    assert (config.advanced_tools, config.client_tool_timeout_ms) == (True, 5000)
+
+
+def test_put_returns_omitted_keys_to_their_defaults(acme):
+    api(acme.tokens["root"]).patch("/api/v1/config", {"advancedTools": True}, format="json")
+    response = api(acme.tokens["root"]).put("/api/v1/config", {"sessionTools": False}, format="json")
+    assert (response.json()["advancedTools"], response.json()["sessionTools"]) == (False, False)
+
+
+def test_patch_refuses_without_config_change(acme):
+    response = api(acme.tokens["member"]).patch("/api/v1/config", {"advancedTools": True}, format="json")
+    assert (response.status_code, response.json()) == (403, {"error": "acme-member may not config:change here"})
+    assert HostConfig.for_tenant(acme.tenant).advanced_tools is False
+
+
+def test_patch_refuses_an_unknown_key_and_a_bad_value(acme):
+    client = api(acme.tokens["root"])
+    response = client.patch("/api/v1/config", {"warpDrive": True}, format="json")
+    assert (response.status_code, response.json()) == (400, {"error": "Unknown configuration key warpDrive."})
+    response = client.patch("/api/v1/config", {"agentOrchestrationLimits": "maybe"}, format="json")
+    assert response.json() == {"error": "agentOrchestrationLimits must be one of 'on', 'off'."}
+
+
+def test_patch_keeps_mcp_credentials_sent_back_masked(acme):
+    client = api(acme.tokens["root"])
+    client.patch("/api/v1/config", {"mcpServers": {"git": {"command": "g", "headers": {"Authorization": "x"}}}},
+                 format="json")
+    shown = client.get("/api/v1/config").json()["mcpServers"]
+    assert shown == {"git": {"command": "g", "headers": {"Authorization": "<set>"}}}
+    client.patch("/api/v1/config", {"mcpServers": shown}, format="json")
+    assert HostConfig.for_tenant(acme.tenant).mcp_servers["git"]["headers"] == {"Authorization": "x"}
+
+
+def test_a_patch_reaches_running_sessions_as_server_tools_changed(acme, host):
+    PLUGINS.set_tools([Tool("deploy", description="Deploy", advanced_permission=True)])
+    try:
+        with AhpClient(host.port, acme.tokens["member"]) as client:
+            session = client.create_session()
+            before = [t["name"] for t in client.subscribe(session)["serverTools"]]
+            assert "deploy" not in before
+            api(acme.tokens["root"]).patch("/api/v1/config", {"advancedTools": True}, format="json")
+            assert [t["name"] for t in client.action("session/serverToolsChanged")["action"]["tools"]] == [*before, "deploy"]
+    finally:
+        PLUGINS.set_tools([])
+
+
+def test_the_openapi_schema_describes_the_config_endpoint(db):
+    response = APIClient().get("/api/v1/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert response.status_code == 200
+    schema = response.json()
+    assert set(schema["paths"]["/api/v1/config"]) >= {"get", "patch", "put"}
+    assert set(schema["components"]["schemas"]["HostConfig"]["properties"]) >= {"advancedTools", "chatMoves.enabled"}
+    assert schema["components"]["securitySchemes"]["bearerToken"] == {
+        "type": "http", "scheme": "bearer",
+        "description": "A connection token of the tenant (minttoken, or the admin's API tokens page)."}
+
+
+def test_the_browsable_docs_load_their_assets_from_this_host(db):
+    page = APIClient().get("/api/v1/docs/").content.decode()
+    assert "/api/v1/schema/" in page and "swagger-ui" in page
+    assert "cdn" not in page.lower()
