@@ -1,15 +1,20 @@
-"""AHP channel URIs: `ahp-root://`, `ahp-session:/<uuid>`, `ahp-chat:/<uuid>`."""
+"""AHP channel URIs: `ahp-root://`, `ahp-session:/<uuid>`, `ahp-chat:/<uuid>`, and a session's
+annotations channel `ahp-session:/<uuid>/annotations`."""
 import uuid
 
 from .models import CHAT_URI_PREFIX, SESSION_URI_PREFIX, Chat, Session
 
 ROOT = "ahp-root://"
+ANNOTATIONS_SUFFIX = "/annotations"
 
 
 def parse(uri):
-    """(kind, uuid) for a session or chat URI, ("root", None) for the root, else (None, None)."""
+    """(kind, uuid) for a session, chat or annotations URI (the uuid is its session's), ("root", None) for the root, else (None, None)."""
     if uri == ROOT:
         return "root", None
+    if isinstance(uri, str) and uri.startswith(SESSION_URI_PREFIX) and uri.endswith(ANNOTATIONS_SUFFIX):
+        kind, key = parse(uri[: -len(ANNOTATIONS_SUFFIX)])
+        return ("annotations", key) if kind == "session" else (None, None)
     for kind, prefix in (("session", SESSION_URI_PREFIX), ("chat", CHAT_URI_PREFIX)):
         if isinstance(uri, str) and uri.startswith(prefix):
             try:
@@ -32,3 +37,15 @@ def chat_at(uri, tenant):
     if kind != "chat":
         return None
     return Chat.objects.for_tenant(tenant).select_related("session").filter(id=key).first()
+
+
+def annotations_uri(session):
+    return f"{session.uri}{ANNOTATIONS_SUFFIX}"
+
+
+def annotations_session_at(uri, tenant):
+    """The tenant's session whose annotations channel is `uri`, or None."""
+    kind, key = parse(uri)
+    if kind != "annotations":
+        return None
+    return Session.objects.for_tenant(tenant).filter(id=key).first()

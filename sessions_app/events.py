@@ -24,7 +24,8 @@ def group_for(channel, tenant_id):
     if channel == "ahp-root://":
         return f"root.{tenant_id}"
     kind, _, rest = channel.partition(":/")
-    return f"{kind.removeprefix('ahp-')}.{rest}"
+    # Group names allow no "/": a session's annotations channel becomes session.<uuid>.annotations.
+    return f"{kind.removeprefix('ahp-')}.{rest.replace('/', '.')}"
 
 
 def _lock_counter():

@@ -7,6 +7,7 @@ an oversized frame (1009).
 import asyncio
 import base64
 import json
+import itertools
 import logging
 from datetime import datetime
 from urllib.parse import parse_qs
@@ -20,13 +21,15 @@ from grants.authentication import token_from_headers
 from grants.models import ApiToken
 from sessions_app import actions, events, state
 from sessions_app.actions import Refused
-from sessions_app.channels import ROOT, chat_at, parse, session_at
+from sessions_app.channels import ROOT, annotations_session_at, chat_at, parse, session_at
 from sessions_app.models import ActionLog, Session
 from tools_app import actions as tool_actions
 from tools_app.host_config import wire_values
 from tools_app.live import refresh_server_tools
 from tools_app.models import HostConfig
 from tools_app.runtime import run_turn
+from workbench import actions as workbench_actions
+from workbench.resources import annotations_state, client_group
 
 from . import errors
 from .process import ensure_started
@@ -91,12 +94,16 @@ class AhpConsumer(AsyncWebsocketConsumer):
         self.connection_id = None
         self.subscriptions = set()
         self.turn_tasks = set()
+        self.server_requests = {}  # JSON-RPC id of a request this host sent -> channel awaiting the answer
+        self.server_request_ids = itertools.count(1)
         await self.accept()
         ensure_started()
 
     async def disconnect(self, code):
         for channel in list(getattr(self, "subscriptions", ())):
             await self.channel_layer.group_discard(events.group_for(channel, self.tenant.pk), self.channel_name)
+        if getattr(self, "client_id", None):
+            await self.channel_layer.group_discard(client_group(self.tenant.pk, self.client_id), self.channel_name)
         if getattr(self, "connection_id", None):
             await database_sync_to_async(self.close_connection)()
 
@@ -120,6 +127,9 @@ class AhpConsumer(AsyncWebsocketConsumer):
             message = json.loads(text_data)
         except ValueError:
             await self.send_error(None, errors.PARSE_ERROR, "Parse error: the frame is not JSON.")
+            return
+        if self.is_response(message):
+            await self.route_response(message)
             return
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str):
             request_id = message.get("id") if isinstance(message, dict) else None
@@ -162,6 +172,8 @@ class AhpConsumer(AsyncWebsocketConsumer):
             self.tenant, client_id, events.PROCESS)
         self.client_id = client_id
         self.connection_id = connection.id
+        # The host may ask this client things (resourceRead) from any process: through this group.
+        await self.channel_layer.group_add(client_group(self.tenant.pk, client_id), self.channel_name)
 
     async def rpc_initialize(self, params):
         versions = errors.require(params, "protocolVersions", list)
@@ -222,6 +234,9 @@ class AhpConsumer(AsyncWebsocketConsumer):
         if kind == "chat":
             chat = chat_at(uri, self.tenant)
             return chat is not None and self.principal.may("chat:turns", chat.session)
+        if kind == "annotations":
+            session = annotations_session_at(uri, self.tenant)
+            return session is not None and self.principal.may("session:read", session)
         return False
 
     def read_snapshot(self, uri):
@@ -234,6 +249,8 @@ class AhpConsumer(AsyncWebsocketConsumer):
                 snapshot = state.root_state(self.principal, wire_values(HostConfig.for_tenant(self.tenant)))
             elif kind == "session":
                 snapshot = state.session_state(session_at(uri, self.tenant))
+            elif kind == "annotations":
+                snapshot = annotations_state(annotations_session_at(uri, self.tenant))
             else:
                 snapshot = state.chat_state(chat_at(uri, self.tenant))
         return {"resource": uri, "state": snapshot, "fromSeq": from_seq}
@@ -483,14 +500,44 @@ class AhpConsumer(AsyncWebsocketConsumer):
 
     def act_tool_call_confirmed(self, channel, action, origin):
         chat = self.target_chat(channel)
-        actions.require(self.principal, "chat:answer", chat.session)
-        # Every call this host makes is readied with confirmed 'not-needed': none waits for an answer.
-        raise Refused(f"Tool call {action.get('toolCallId')} is not waiting for confirmation.", "conflict")
+        # Only a host tool that asked the person (viewUnreviewedComments) waits for an answer.
+        workbench_actions.do_answer_question(self.principal, chat, str(action.get("turnId")),
+                                             str(action.get("toolCallId")), action.get("approved"), origin)
 
     def act_config_changed(self, channel, action, origin):
         if channel != ROOT:
             raise Refused("root/configChanged belongs on ahp-root://.", "invalid")
         tool_actions.do_change_host_config(self.principal, action.get("config"), bool(action.get("replace")), origin)
+
+    # Annotations: a client's writes take the same writers as the comment tools.
+
+    def target_annotations(self, channel):
+        session = annotations_session_at(channel, self.tenant)
+        if session is None or not self.principal.may("session:read", session):
+            raise Refused(f"No annotations channel {channel} here.", "not_found")
+        return session
+
+    def act_annotation_set(self, channel, action, origin):
+        workbench_actions.do_set_annotation(self.principal, self.target_annotations(channel), action.get("annotation"),
+                                            origin)
+
+    def act_annotation_updated(self, channel, action, origin):
+        changes = {k: action[k] for k in ("resolved", "range", "turnId", "resource") if k in action}
+        workbench_actions.do_update_annotation(self.principal, self.target_annotations(channel),
+                                               str(action.get("annotationId")), changes, origin)
+
+    def act_annotation_removed(self, channel, action, origin):
+        workbench_actions.do_remove_annotation(self.principal, self.target_annotations(channel),
+                                               str(action.get("annotationId")), origin)
+
+    def act_annotation_entry_set(self, channel, action, origin):
+        workbench_actions.do_set_annotation_entry(self.principal, self.target_annotations(channel),
+                                                  str(action.get("annotationId")), action.get("entry"), origin)
+
+    def act_annotation_entry_removed(self, channel, action, origin):
+        workbench_actions.do_remove_annotation_entry(self.principal, self.target_annotations(channel),
+                                                     str(action.get("annotationId")), str(action.get("entryId")),
+                                                     origin)
 
     def launch_turn(self, turn_id):
         task = asyncio.get_running_loop().create_task(run_turn(turn_id))
@@ -511,6 +558,28 @@ class AhpConsumer(AsyncWebsocketConsumer):
             session_uri and await database_sync_to_async(self.may_subscribe)(session_uri)
         ):
             await self.send_notification(message["method"], params)
+
+    # Requests this host sends the client ---------------------------------------------------------
+
+    @staticmethod
+    def is_response(message):
+        return (isinstance(message, dict) and "method" not in message and isinstance(message.get("id"), int)
+                and ("result" in message or "error" in message))
+
+    async def ahp_server_request(self, message):
+        """A tool (in any process) asks this client something; its answer goes to `reply_to`."""
+        request_id = next(self.server_request_ids)
+        self.server_requests[request_id] = message["reply_to"]
+        await self.send_json({"jsonrpc": "2.0", "id": request_id, "method": message["method"],
+                              "params": message["params"]})
+
+    async def route_response(self, message):
+        reply_to = self.server_requests.pop(message["id"], None)
+        if reply_to is None:
+            return  # an answer nobody waits for any more (or to nothing we asked): dropped
+        answer = {"type": "ahp.server_reply"}
+        answer.update({"error": message["error"]} if "error" in message else {"result": message["result"]})
+        await self.channel_layer.send(reply_to, answer)
 
     # Sending -----------------------------------------------------------------------------------
 
@@ -542,4 +611,9 @@ ACTION_HANDLERS = {
     "chat/toolCallComplete": AhpConsumer.act_tool_call_complete,
     "chat/toolCallConfirmed": AhpConsumer.act_tool_call_confirmed,
     "root/configChanged": AhpConsumer.act_config_changed,
+    "annotations/set": AhpConsumer.act_annotation_set,
+    "annotations/updated": AhpConsumer.act_annotation_updated,
+    "annotations/removed": AhpConsumer.act_annotation_removed,
+    "annotations/entrySet": AhpConsumer.act_annotation_entry_set,
+    "annotations/entryRemoved": AhpConsumer.act_annotation_entry_removed,
 }
