@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "grants",
     "sessions_app",
     "tools_app",
+    "mcp_app",
     "workbench",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI served from here, not a CDN

@@ -1,0 +1,161 @@
+"""The per-session MCP tools endpoint against a bare `mcp` SDK server, in the same run.
+
+Both are served by uvicorn in a thread of this process over real sockets and driven by the
+official `mcp` client: `tools/list`, then `tools/call` of a cheap host tool (`add`). The host
+side is the whole path: token check, the session's catalog, the call recorded in the chat (a
+turn the host begins and ends per call, as for an attached agent with no turn running). The
+bare server offers the same tool definitions and answers from memory, stateless with JSON
+responses like the endpoint.
+
+Run: `.venv/bin/python -m bench.mcp_endpoint`. Target: within 1.5x of the bare server.
+"""
+import asyncio
+import contextlib
+import os
+import tempfile
+import threading
+import time
+import uuid
+
+REQUESTS = 300
+
+
+def add(context, arguments):
+    return str(arguments["a"] + arguments["b"])
+
+
+ADD_SCHEMA = {"type": "object", "required": ["a", "b"],
+              "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}
+
+
+def setup_django(var_dir):
+    # A throwaway embedded install, whatever the environment points at.
+    os.environ["AHP_VAR_DIR"] = var_dir
+    os.environ["DATABASE_URL"] = f"sqlite:///{var_dir}/bench.sqlite3"
+    os.environ.pop("REDIS_URL", None)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ahp.settings")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0, interactive=False)
+
+
+def host_session():
+    """A member's session with the endpoint open and `add` registered as a host tool."""
+    from grants.actions import do_add_member, do_create_tenant
+    from django.contrib.auth import get_user_model
+    from grants.models import Principal
+    from mcp_app.actions import do_open_tools_endpoint
+    from sessions_app.actions import do_create_session
+    from tools_app.host_tools import REGISTRY
+    from tools_app.registry import Tool
+
+    REGISTRY.register(lambda editor: editor.add(Tool("add", description="Add two numbers", executor=add,
+                                                     input_schema=ADD_SCHEMA)), label="bench")
+    tenant = do_create_tenant(f"bench-{uuid.uuid4().hex[:6]}")
+    do_add_member(tenant, f"bencher-{tenant.slug}", "member")
+    principal = Principal.for_person(tenant, get_user_model().objects.get(username=f"bencher-{tenant.slug}"))
+    session = do_create_session(principal, uuid.uuid4())
+    endpoint = do_open_tools_endpoint(principal, session)
+    return session, endpoint
+
+
+def bare_app(definitions):
+    """A bare SDK server offering the same definitions, answering `add` from memory."""
+    from mcp import types
+    from mcp.server.lowlevel import Server
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+    server = Server("bare")
+    tools = [types.Tool.model_validate(d) for d in definitions]
+
+    @server.list_tools()
+    async def list_tools():
+        return tools
+
+    @server.call_tool(validate_input=False)
+    async def call_tool(name, arguments):
+        return [types.TextContent(type="text", text=str(arguments["a"] + arguments["b"]))]
+
+    manager = StreamableHTTPSessionManager(server, stateless=True, json_response=True)
+
+    async def app(scope, receive, send):
+        if scope["type"] == "lifespan":
+            message = await receive()
+            async with manager.run():
+                await send({"type": "lifespan.startup.complete"})
+                message = await receive()
+            assert message["type"] == "lifespan.shutdown"
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        await manager.handle_request(scope, receive, send)
+
+    return app
+
+
+@contextlib.contextmanager
+def serving(app, lifespan):
+    import uvicorn
+
+    from .servers import free_port
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.02)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+async def drive(url, token):
+    import httpx
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        async with streamable_http_client(url, http_client=http) as (read, write, _):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                for _ in range(20):  # warm up
+                    await session.list_tools()
+                start = time.perf_counter()
+                for _ in range(REQUESTS):
+                    await session.list_tools()
+                listing = REQUESTS / (time.perf_counter() - start)
+                start = time.perf_counter()
+                for i in range(REQUESTS):
+                    result = await session.call_tool("add", {"a": i, "b": 1})
+                    assert result.content[0].text == str(i + 1), result
+                calling = REQUESTS / (time.perf_counter() - start)
+                return listing, calling
+
+
+def main():
+    with tempfile.TemporaryDirectory() as var_dir:
+        setup_django(var_dir)
+        from ahp.asgi import application
+        from mcp_app.endpoint import tool_definitions
+
+        session, endpoint = host_session()
+        definitions = tool_definitions(session.id)
+        with serving(application, "off") as host_port, serving(bare_app(definitions), "on") as bare_port:
+            host = asyncio.run(drive(f"http://127.0.0.1:{host_port}{endpoint.path}", endpoint.token))
+            bare = asyncio.run(drive(f"http://127.0.0.1:{bare_port}/mcp", None))
+    print(f"{len(definitions)} tools offered; {REQUESTS} requests each, one client, sequential")
+    for label, ours, floor in (("tools/list", host[0], bare[0]), ("tools/call add", host[1], bare[1])):
+        ratio = floor / ours
+        verdict = "within" if ratio <= 1.5 else "OVER"
+        print(f"{label:15} endpoint {ours:8.1f} req/s   bare SDK server {floor:8.1f} req/s   "
+              f"ratio {ratio:.2f}x ({verdict} the 1.5x target)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""Every change this app makes: one `do_*` function each."""
+from django.db import transaction
+
+from sessions_app.actions import Refused, require
+from tools_app.models import HostConfig
+
+from .models import SessionMcpServers, ToolsEndpoint
+from .servers import usable_servers
+
+
+@transaction.atomic
+def do_open_tools_endpoint(principal, session):
+    """The session's tools endpoint, opened on first use; holders of session:write share it."""
+    require(principal, "session:write", session)
+    endpoint = ToolsEndpoint.objects.select_for_update().filter(session=session).first()
+    if endpoint is None:
+        endpoint = ToolsEndpoint.open(session, opened_by=principal.person)
+    return endpoint
+
+
+@transaction.atomic
+def do_capture_mcp_servers(session):
+    """At a session's start, keep the tenant's usable mcpServers as they are now: a later change
+    of the tenant's map reaches the next session, never this one."""
+    servers = usable_servers(HostConfig.for_tenant(session.tenant).mcp_servers, f"tenant {session.tenant.slug}")
+    row, _ = SessionMcpServers.objects.get_or_create(session=session, defaults={"servers": servers})
+    return row
+
+
+@transaction.atomic
+def do_record_server_tools(session_id, listed):
+    """What listing each server taught the host: {name: {"tools": [...]} | {"error": "..."}}."""
+    row = SessionMcpServers.objects.select_for_update().filter(session_id=session_id).first()
+    if row is None:
+        raise Refused(f"Session ahp-session:/{session_id} has no MCP servers recorded.", "not_found")
+    row.server_tools = {**row.server_tools, **listed}
+    row.save(update_fields=["server_tools"])
+    return row
