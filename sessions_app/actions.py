@@ -335,10 +335,10 @@ def failure(tool_name, message, text=None):
             "content": [{"type": "text", "text": text or message}]}
 
 
-def _publish_call(call, action_type, origin=None, **fields):
-    turn = call.turn
-    action = {"type": action_type, "turnId": str(turn.id), "toolCallId": str(call.id), **fields}
-    return events.publish(turn.chat.session.tenant_id, turn.chat.uri, action, origin)
+def _call_action(call, action_type, origin=None, **fields):
+    """A chat tool call action as a publish_many item."""
+    action = {"type": action_type, "turnId": str(call.turn_id), "toolCallId": str(call.id), **fields}
+    return (call.turn.chat.uri, action, origin)
 
 
 def _ready_fields(call):
@@ -350,13 +350,14 @@ def _ready_fields(call):
 
 
 @transaction.atomic
-def do_begin_tool_call(turn, tool_name, arguments, display_name="", client_id="", timeout_ms=0, source=""):
+def do_begin_tool_call(turn, tool_name, arguments, display_name="", client_id="", timeout_ms=0, source="",
+                       call_id=None):
     """The agent calls a tool: the call shows in the chat, running; a client's call is also
     listed in the session's inputNeeded until it completes, or fails at its deadline."""
     turn = Turn.objects.select_related("chat__session").get(pk=turn.pk)
     now = timezone.now()
     deadline = now + timedelta(milliseconds=timeout_ms) if client_id and timeout_ms else None
-    call = ToolCall.objects.create(turn=turn, tool_name=tool_name, display_name=display_name or tool_name,
+    call = ToolCall.objects.create(id=call_id or uuid.uuid4(), turn=turn, tool_name=tool_name, display_name=display_name or tool_name,
                                    input=arguments, contributor_client_id=client_id, deadline=deadline,
                                    timeout_ms=timeout_ms if deadline else 0, created=now,
                                    source=source or ("client" if client_id else ""))
@@ -365,33 +366,33 @@ def do_begin_tool_call(turn, tool_name, arguments, display_name="", client_id=""
     start = {"toolName": tool_name, "displayName": call.display_name}
     if call.contributor:
         start["contributor"] = call.contributor
-    _publish_call(call, "chat/toolCallStart", **start)
     call.status = "running"
     call.save(update_fields=["status"])
-    _publish_call(call, "chat/toolCallReady", **_ready_fields(call))
+    session = turn.chat.session
+    items = [_call_action(call, "chat/toolCallStart", **start), _call_action(call, "chat/toolCallReady", **_ready_fields(call))]
     if client_id:
         from .state import client_execution_request
 
-        session = turn.chat.session
-        events.publish(session.tenant_id, session.uri,
-                       {"type": "session/inputNeededSet", "request": client_execution_request(call)})
+        items.append((session.uri, {"type": "session/inputNeededSet", "request": client_execution_request(call)}, None))
+    events.publish_many(session.tenant_id, items)
     return call
 
 
 def _finish_call(call, result, origin=None):
     """Complete a locked, open call (readying it first if it was still streaming)."""
+    items = []
     if call.status == "streaming":
-        call.status = "running"
-        _publish_call(call, "chat/toolCallReady", **_ready_fields(call))
+        items.append(_call_action(call, "chat/toolCallReady", **_ready_fields(call)))
     call.status = "completed"
     call.result = result
     call.completed = timezone.now()
     call.save(update_fields=["status", "result", "completed"])
-    _publish_call(call, "chat/toolCallComplete", origin, result=result)
+    items.append(_call_action(call, "chat/toolCallComplete", origin, result=result))
+    session = call.turn.chat.session
     if call.contributor_client_id:
-        session = call.turn.chat.session
-        events.publish(session.tenant_id, session.uri, {"type": "session/inputNeededRemoved", "id": str(call.id)})
-    events.wake(f"toolcall.{call.id}")
+        items.append((session.uri, {"type": "session/inputNeededRemoved", "id": str(call.id)}, None))
+    events.publish_many(session.tenant_id, items)
+    events.wake(f"toolcall.{call.id}", result)
 
 
 def _locked_open_call(call_id):

@@ -10,7 +10,7 @@ import uuid
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.db import transaction
+from django.db import connection, transaction
 
 from .models import ActionLog, ServerSeq
 
@@ -28,12 +28,16 @@ def group_for(channel, tenant_id):
     return f"{kind.removeprefix('ahp-')}.{rest.replace('/', '.')}"
 
 
-def _lock_counter():
-    counter = ServerSeq.objects.select_for_update().filter(pk=1).first()
-    if counter is None:
-        counter, _ = ServerSeq.objects.get_or_create(pk=1)
-        counter = ServerSeq.objects.select_for_update().get(pk=1)
-    return counter
+def _take_seqs(count):
+    """Advance the counter by `count` in one statement (taking its row lock until commit) and
+    answer the last number taken."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {ServerSeq._meta.db_table} SET value = value + %s WHERE id = 1 RETURNING value", [count])
+        row = cursor.fetchone()
+    if row is None:
+        ServerSeq.objects.get_or_create(pk=1)
+        return _take_seqs(count)
+    return row[0]
 
 
 def current_seq():
@@ -43,7 +47,7 @@ def current_seq():
 
 def snapshot_lock():
     """Call inside a transaction before reading a snapshot; answers the snapshot's fromSeq."""
-    return _lock_counter().value
+    return _take_seqs(0)
 
 
 def envelope(channel, action, seq, origin=None, rejection_reason=None):
@@ -57,19 +61,32 @@ def envelope(channel, action, seq, origin=None, rejection_reason=None):
 
 def publish(tenant_id, channel, action, origin=None):
     """Number `action`, log it, and deliver it to `channel`'s subscribers after commit."""
+    return publish_many(tenant_id, [(channel, action, origin)])[0]
+
+
+def publish_many(tenant_id, items):
+    """Publish (channel, action, origin) items in order, numbered by one counter step."""
     with transaction.atomic():
-        counter = _lock_counter()
-        counter.value += 1
-        counter.save(update_fields=["value"])
-        env = envelope(channel, action, counter.value, origin)
-        ActionLog.objects.create(seq=counter.value, tenant_id=tenant_id, channel=channel, envelope=env, process=PROCESS)
-    transaction.on_commit(lambda: deliver(tenant_id, env))
-    return env
+        last = _take_seqs(len(items))
+        envelopes = [envelope(channel, action, last - len(items) + 1 + i, origin)
+                     for i, (channel, action, origin) in enumerate(items)]
+        ActionLog.objects.bulk_create([
+            ActionLog(seq=env["serverSeq"], tenant_id=tenant_id, channel=env["channel"], envelope=env, process=PROCESS)
+            for env in envelopes
+        ])
+    transaction.on_commit(lambda: deliver(tenant_id, *envelopes))
+    return envelopes
 
 
-def deliver(tenant_id, env):
+def deliver(tenant_id, *envelopes):
+    """Hand envelopes to their channels' groups, in order, in one trip to the event loop."""
     layer = get_channel_layer()
-    async_to_sync(layer.group_send)(group_for(env["channel"], tenant_id), {"type": "ahp.action", "envelope": env})
+
+    async def send_all():
+        for env in envelopes:
+            await layer.group_send(group_for(env["channel"], tenant_id), {"type": "ahp.action", "envelope": env})
+
+    async_to_sync(send_all)()
 
 
 def notify(tenant_id, method, params):
@@ -83,10 +100,11 @@ def notify(tenant_id, method, params):
     transaction.on_commit(send)
 
 
-def wake(group):
-    """After commit, wake whoever waits on `group` (an agent waiting for a tool call's result)."""
+def wake(group, result=None):
+    """After commit, wake whoever waits on `group` (an agent waiting for a tool call), handing it
+    the committed result so it need not read the row again."""
     def send():
-        async_to_sync(get_channel_layer().group_send)(group, {"type": "wake", "group": group})
+        async_to_sync(get_channel_layer().group_send)(group, {"type": "wake", "group": group, "result": result})
 
     transaction.on_commit(send)
 

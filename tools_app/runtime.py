@@ -6,6 +6,7 @@ any worker process: the row is the truth, the channel layer only wakes the waite
 """
 import asyncio
 import logging
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,11 +91,15 @@ class ChatToolbox:
             return await self.run_client_tool(binding, arguments)
         return await self.run_host_tool(binding, arguments)
 
+    def begin_host_call(self, binding, arguments):
+        tool = binding.tool
+        call = actions.do_begin_tool_call(self.turn, binding.name, arguments, display_name=tool.title or tool.name,
+                                          source=tool.source)
+        return call, self.principal()
+
     async def run_host_tool(self, binding, arguments):
         tool = binding.tool
-        call = await database_sync_to_async(actions.do_begin_tool_call)(
-            self.turn, binding.name, arguments, display_name=tool.title or tool.name, source=tool.source)
-        principal = await database_sync_to_async(self.principal)()
+        call, principal = await database_sync_to_async(self.begin_host_call)(binding, arguments)
         context = ToolCallContext(principal, self.session, self.chat, self.turn, str(call.id))
         try:
             if tool.executor is None:
@@ -113,16 +118,28 @@ class ChatToolbox:
         await database_sync_to_async(actions.do_complete_tool_call)(call.id, result)
         return result
 
-    async def run_client_tool(self, binding, arguments):
-        timeout_ms = (await database_sync_to_async(HostConfig.for_tenant)(self.session.tenant)).client_tool_timeout_ms
-        call = await database_sync_to_async(actions.do_begin_tool_call)(
-            self.turn, binding.name, arguments, display_name=binding.tool.title or binding.client_tool_name,
-            client_id=binding.client_id, timeout_ms=timeout_ms)
-        if call.deadline is not None:
-            from sessions_app.tasks import expire_tool_call
+    def begin_client_call(self, call_id, binding, arguments):
+        """Hand the call to its client; its deadline task is scheduled in the same step."""
+        from sessions_app.tasks import expire_tool_call
 
-            await sync_to_async(expire_tool_call.apply_async)((str(call.id),), eta=call.deadline)
-        return await wait_for_result(call.id, call.deadline)
+        timeout_ms = HostConfig.for_tenant(self.session.tenant).client_tool_timeout_ms
+        call = actions.do_begin_tool_call(
+            self.turn, binding.name, arguments, display_name=binding.tool.title or binding.client_tool_name,
+            client_id=binding.client_id, timeout_ms=timeout_ms, call_id=call_id)
+        if call.deadline is not None:
+            expire_tool_call.apply_async((str(call.id),), eta=call.deadline)
+        return call
+
+    async def run_client_tool(self, binding, arguments):
+        # Listen before the client can possibly answer, so its answer's wake-up is never missed.
+        call_id = uuid.uuid4()
+        group = f"toolcall.{call_id}"
+        woken = await WAKER.register(group)
+        try:
+            call = await database_sync_to_async(self.begin_client_call)(call_id, binding, arguments)
+            return await wait_for_result(call.id, call.deadline, woken)
+        finally:
+            await WAKER.unregister(group)
 
 
 def bound_result(result, call_id):
@@ -137,9 +154,9 @@ def bound_result(result, call_id):
 
 
 class Waker:
-    """One channel-layer reader per process and event loop, setting the event of whichever
-    local waiter a `wake` names. A single reader that is never cancelled: cancelling layer
-    receives (as per-waiter timeouts would) stalls the Redis layer's shared receive loop."""
+    """One channel-layer reader per process and event loop, handing each `wake` to the local
+    waiter it names. A single reader that is never cancelled: cancelling layer receives (as
+    per-waiter timeouts would) stalls the Redis layer's shared receive loop."""
 
     def __init__(self):
         self.loop = None
@@ -159,15 +176,15 @@ class Waker:
         layer = get_channel_layer()
         while True:
             message = await layer.receive(self.channel)
-            event = self.waiters.get(message.get("group"))
-            if event is not None:
-                event.set()
+            queue = self.waiters.get(message.get("group"))
+            if queue is not None:
+                queue.put_nowait(message)
 
     async def register(self, group):
         await self.ensure_started()
-        event = self.waiters.setdefault(group, asyncio.Event())
+        queue = self.waiters.setdefault(group, asyncio.Queue())
         await get_channel_layer().group_add(group, self.channel)
-        return event
+        return queue
 
     async def unregister(self, group):
         self.waiters.pop(group, None)
@@ -177,27 +194,24 @@ class Waker:
 WAKER = Waker()
 
 
-async def wait_for_result(call_id, deadline):
-    """Wait until the call's row is complete; at its deadline, expire it here if nobody else has."""
-    group = f"toolcall.{call_id}"
-    woken = await WAKER.register(group)
-    try:
-        while True:
-            call = await database_sync_to_async(ToolCall.objects.filter(id=call_id).first)()
-            if call is None:
-                return actions.failure("tool", "The tool call was removed with its session.")
-            if call.completed is not None:
-                return call.result
-            if deadline is not None and timezone.now() >= deadline:
-                await database_sync_to_async(actions.do_expire_tool_call)(call_id)
-                continue
-            try:
-                await asyncio.wait_for(woken.wait(), POLL_SECONDS)
-            except asyncio.TimeoutError:
-                pass
-            woken.clear()
-    finally:
-        await WAKER.unregister(group)
+async def wait_for_result(call_id, deadline, woken):
+    """The call's result: from the wake-up its completion sends, or, when none arrives (another
+    process completed it without a shared channel layer), from its row; at its deadline the
+    call is expired here if nobody else has."""
+    while True:
+        try:
+            message = await asyncio.wait_for(woken.get(), POLL_SECONDS)
+            if message.get("result") is not None:
+                return message["result"]
+        except asyncio.TimeoutError:
+            pass
+        call = await database_sync_to_async(ToolCall.objects.filter(id=call_id).first)()
+        if call is None:
+            return actions.failure("tool", "The tool call was removed with its session.")
+        if call.completed is not None:
+            return call.result
+        if deadline is not None and timezone.now() >= deadline:
+            await database_sync_to_async(actions.do_expire_tool_call)(call_id)
 
 
 _LOOP = {}

@@ -1,0 +1,73 @@
+"""Servers the socket benchmarks start: the host itself on a fresh embedded install (or on
+DATABASE_URL/REDIS_URL when set), and the floors it is compared with, each as a subprocess."""
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port, process, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"nothing listened on {port}")
+
+
+def rss_kib(pid):
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+@contextlib.contextmanager
+def running(args, env, port):
+    process = subprocess.Popen(args, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, process)
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def manage(env, *args):
+    out = subprocess.run([sys.executable, "manage.py", *args], env=env, cwd=ROOT, capture_output=True, text=True,
+                         check=True)
+    return out.stdout.strip()
+
+
+@contextlib.contextmanager
+def host_install():
+    """A fresh install: its environment and a member token of tenant `bench`."""
+    with tempfile.TemporaryDirectory() as var_dir:
+        env = {**os.environ, "AHP_VAR_DIR": var_dir, "PYTHONPATH": str(ROOT), "LOG_LEVEL": "WARNING"}
+        manage(env, "migrate", "--no-input")
+        manage(env, "createtenant", "bench")
+        manage(env, "addmember", "bench", "bencher", "--role", "member")
+        yield env, manage(env, "minttoken", "bench", "bencher")
+
+
+def daphne(app, env, port):
+    return running([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), app], env, port)
