@@ -28,7 +28,7 @@ def wait_for_port(port, process, timeout=30):
             return
         except OSError:
             time.sleep(0.1)
-    raise TimeoutError(f"nothing listened on {port}")
+    raise TimeoutError(f"nothing listened on {port} within {timeout}s")
 
 
 def rss_kib(pid):

@@ -1,14 +1,13 @@
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
 
+from bench.servers import free_port, wait_for_port  # noqa: F401 (tests import them from here)
 from grants.actions import do_add_member, do_create_tenant, do_mint_token
 from grants.models import Principal
 
@@ -43,25 +42,6 @@ def acme(db):
 @pytest.fixture
 def globex(db):
     return People("globex")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port, process, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise TimeoutError(f"nothing listened on {port} within {timeout}s")
 
 
 def child_env(**overrides):
