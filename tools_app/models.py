@@ -2,6 +2,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import models
 
 from grants.models import Tenant, TenantScopedManager
+from sessions_app.models import ToolCall
 
 from .agent_definitions import AgentDefinitionInvalid, builtin_tool_policy, validate_definition
 
@@ -131,3 +132,14 @@ class AgentDefinition(models.Model):
 
     def to_dict(self):
         return {"id": self.pk, **self.document(), "modified": self.modified.isoformat()}
+
+
+class FullToolOutput(models.Model):
+    """The whole text of a tool result that was cut before the model saw it; `ahp_resource`
+    reads it back at `ahp-tool-output:/<tool call id>`."""
+
+    call = models.OneToOneField(ToolCall, primary_key=True, on_delete=models.CASCADE, related_name="full_output")
+    text = models.TextField()
+
+    tenant_path = "call__turn__chat__session__tenant"
+    objects = TenantScopedManager()

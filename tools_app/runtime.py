@@ -13,6 +13,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
+from django.db import transaction
 from django.utils import timezone
 
 from grants.models import Principal
@@ -22,13 +23,15 @@ from sessions_app.providers import get_provider
 
 from .catalog import ToolRefusal, bound_output
 from .loader import catalog_for_chat
-from .models import HostConfig
+from .models import FullToolOutput, HostConfig
 
 logger = logging.getLogger(__name__)
 
 # How often a waiting agent re-reads its call's row when no wake-up arrives (another process
 # may have completed it without a shared channel layer).
 POLL_SECONDS = 0.5
+# How long the wake-up reader pauses before asking a failed channel layer again.
+LAYER_RETRY_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -114,9 +117,7 @@ class ChatToolbox:
         except Exception as exc:
             logger.exception("Tool %s raised", binding.name)
             result = actions.failure(binding.name, f"{binding.name} raised {exc.__class__.__name__}: {exc}")
-        result = bound_result(result, call.id)
-        await database_sync_to_async(actions.do_complete_tool_call)(call.id, result)
-        return result
+        return await database_sync_to_async(complete_host_call)(call.id, result)
 
     def begin_client_call(self, call_id, binding, arguments):
         """Hand the call to its client; its deadline task is scheduled in the same step."""
@@ -143,14 +144,26 @@ class ChatToolbox:
 
 
 def bound_result(result, call_id):
-    """Cut over-long text content; the full text stays on the call's row for `ahp_resource`."""
-    content = []
+    """Cut over-long text content. Answers (result offered, full text or None when nothing was cut)."""
+    content, cut_any = [], False
     for item in result.get("content") or ():
         if item.get("type") == "text":
-            text, _ = bound_output(item["text"], f"ahp-tool-output:/{call_id}")
+            text, cut = bound_output(item["text"], f"ahp-tool-output:/{call_id}")
+            cut_any = cut_any or cut
             item = {**item, "text": text}
         content.append(item)
-    return {**result, "content": content} if result.get("content") else result
+    if not cut_any:
+        return result, None
+    return {**result, "content": content}, result_text(result)
+
+
+def complete_host_call(call_id, result):
+    """Complete a host tool's call with its bounded result, keeping the whole text if it was cut."""
+    offered, full_text = bound_result(result, call_id)
+    with transaction.atomic():
+        if actions.do_complete_tool_call(call_id, offered) and full_text is not None:
+            FullToolOutput.objects.create(call_id=call_id, text=full_text)
+    return offered
 
 
 class Waker:
@@ -175,7 +188,14 @@ class Waker:
     async def read(self):
         layer = get_channel_layer()
         while True:
-            message = await layer.receive(self.channel)
+            try:
+                message = await layer.receive(self.channel)
+            except Exception as exc:
+                # The layer is down (Redis restarting): waiters go on by reading their rows, and
+                # this reader keeps trying, so wake-ups resume when the layer is back.
+                logger.warning("Wake-ups wait for the channel layer (%s: %s)", exc.__class__.__name__, exc)
+                await asyncio.sleep(LAYER_RETRY_SECONDS)
+                continue
             queue = self.waiters.get(message.get("group"))
             if queue is not None:
                 queue.put_nowait(message)
@@ -183,12 +203,19 @@ class Waker:
     async def register(self, group):
         await self.ensure_started()
         queue = self.waiters.setdefault(group, asyncio.Queue())
-        await get_channel_layer().group_add(group, self.channel)
+        try:
+            await get_channel_layer().group_add(group, self.channel)
+        except Exception as exc:
+            logger.warning("Waiting on %s by its row alone: the channel layer failed (%s)", group, exc)
         return queue
 
     async def unregister(self, group):
         self.waiters.pop(group, None)
-        await get_channel_layer().group_discard(group, self.channel)
+        try:
+            await get_channel_layer().group_discard(group, self.channel)
+        except Exception as exc:
+            # Only a tidy-up: a lost membership expires in the layer.
+            logger.info("Could not leave %s on the channel layer (%s)", group, exc)
 
 
 WAKER = Waker()

@@ -6,7 +6,7 @@ from rest_framework.views import APIView
 
 from .actions import do_save_agent_definition
 from .agent_definitions import AgentDefinitionInvalid
-from .models import AgentDefinition
+from .models import AgentDefinition, FullToolOutput
 
 MAY_NOT_READ_AGENT_DEFINITIONS = "You need config:settings to read agent definitions."
 READ_ONLY_KEYS = ("id", "modified", "invalid")  # what a client may echo back from a GET
@@ -64,3 +64,19 @@ class AgentDefinitionDetail(APIView):
 
     def put(self, request, definition_id):
         return _save(request, self._definition(request, definition_id), status.HTTP_200_OK)
+
+
+class ToolOutputDetail(APIView):
+    """The whole text of a tool result the model saw cut (`ahp-tool-output:/<id>` in its note),
+    for whoever may read the session it belongs to."""
+
+    def get(self, request, call_id):
+        from django.http import HttpResponse
+
+        from sessions_app.models import Session
+
+        output = get_object_or_404(
+            FullToolOutput.objects.filter(call__turn__chat__session__in=Session.objects.visible_to(request.auth)),
+            call_id=call_id,
+        )
+        return HttpResponse(output.text, content_type="text/plain; charset=utf-8")

@@ -52,9 +52,11 @@ def read_host_resource(principal, uri):
                                        else [], turn__chat__session__in=visible).first()
         if call is None or call.result is None:
             raise Refused(f"No resource {uri} here.")
+        from tools_app.models import FullToolOutput
         from tools_app.runtime import result_text
 
-        return result_text(call.result)
+        full = FullToolOutput.objects.filter(call=call).first()
+        return full.text if full else result_text(call.result)
     return None
 
 
