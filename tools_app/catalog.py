@@ -246,7 +246,7 @@ def assemble_catalog(inputs: CatalogInputs) -> CatalogSnapshot:
             server_tools.append(definition)
         if tool.instruction:
             instructions.append(tool.instruction)
-        if tool.defer_loading:
+        if tool.defer_loading and (tool.defer_loading is True or tool.defer_loading(session)):
             deferred.add(name)
 
     for file_name, text in inputs.client_rules:

@@ -56,7 +56,7 @@ class Tool:
     grant: str | None = None
     effects: frozenset = frozenset()
     instruction: str | None = None
-    defer_loading: bool = False
+    defer_loading: bool | Callable[[Any], bool] = False  # a hook answers per session
     is_enabled_for_session: Callable[[Any], bool] | None = None
     for_session: Callable[[Any], dict] | None = None
     source: str = "host"  # host | plugin | client | mcp

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from grants.models import Principal
 from sessions_app import actions
-from sessions_app.models import ToolCall, Turn
+from sessions_app.models import ChatBackend, ToolCall, Turn
 from sessions_app.providers import get_provider
 
 from .catalog import ToolRefusal, bound_output
@@ -250,7 +250,7 @@ async def run_turn(turn_id):
     while turn_id is not None:
         turn = await database_sync_to_async(
             Turn.objects.select_related("chat__session__tenant", "sender").get)(id=turn_id)
-        provider = get_provider(turn.chat.session.provider)
+        provider = get_provider(await database_sync_to_async(provider_of)(turn.chat))
         try:
             reply = await provider.run_turn(turn.text, ChatToolbox(turn))
         except Exception as exc:
@@ -265,6 +265,12 @@ async def run_turn(turn_id):
         await sync_to_async(settle_turn_effects, thread_sensitive=False)(turn_id)
         next_turn = await database_sync_to_async(actions.do_start_queued_turn)(turn.chat_id)
         turn_id = next_turn.id if next_turn else None
+
+
+def provider_of(chat):
+    """A chat the create tool made on another backend runs there; any other on its session's."""
+    backend = ChatBackend.objects.filter(chat=chat).exclude(provider="").values_list("provider", flat=True).first()
+    return backend or chat.session.provider
 
 
 def launch_turn(turn_id):

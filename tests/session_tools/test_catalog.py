@@ -41,9 +41,9 @@ def test_it_never_offers_isolate_session_to_a_worker_chat(make_place, worktree_a
     assert "isolate_session" not in snapshot.names and "isolate_session" in snapshot.withheld_from_tool_chats
 
 
-def test_it_defers_set_workspace_and_the_rarer_tools(place):
+def test_it_defers_the_rarer_tools(place):
     deferred = catalog_for_chat(place.chat).deferred
-    assert {"set_workspace", "list_agents", "create_chat", "move_session"} <= deferred
+    assert {"list_agents", "create_chat", "move_session"} <= deferred
     assert "list_sessions" not in deferred and "create_session" not in deferred
 
 

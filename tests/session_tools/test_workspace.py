@@ -80,3 +80,26 @@ def test_isolate_session_takes_no_input(make_place, worktree_agent):
         place.call("isolate_session", workspace="/other")
     assert refused.value.sentence == (
         "Invalid input for isolate_session at /: Additional properties are not allowed ('workspace' was unexpected)")
+
+
+def test_set_workspace_is_offered_up_front_only_to_a_session_that_started_without_a_folder(acme):
+    from tools_app.loader import catalog_for_chat
+
+    from .conftest import Place
+
+    without = catalog_for_chat(Place(acme).chat)
+    with_folder = catalog_for_chat(Place(acme, folders=["file:///work/repo"]).chat)
+    assert "set_workspace" in without.names and "set_workspace" not in without.deferred
+    assert "set_workspace" in with_folder.deferred
+
+
+def test_a_chat_made_on_another_backend_runs_its_turns_there(acme):
+    from sessions_app.models import ChatBackend
+    from tools_app.runtime import provider_of
+
+    from .conftest import Place
+
+    place = Place(acme)
+    assert provider_of(place.chat) == "echo"
+    ChatBackend.objects.create(chat=place.chat, provider="acp")
+    assert provider_of(place.chat) == "acp"

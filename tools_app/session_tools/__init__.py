@@ -145,7 +145,7 @@ SESSION_TOOLS = (
     session_tool("set_workspace", "Set Workspace",
                  "Attach a workspace folder (or a new Git worktree of it) to this session. It takes effect when "
                  "this turn completes. Make this the turn's final tool call.",
-                 workspace.set_workspace, SET_WORKSPACE_SCHEMA, defer_loading=True),
+                 workspace.set_workspace, SET_WORKSPACE_SCHEMA, defer_loading=workspace.started_with_workspace),
     session_tool("isolate_session", "Isolate Chat",
                  "Move only this chat to a new Git worktree cut from its folder, when this turn completes. "
                  "Make this the final tool call and end the turn after it.",

@@ -101,3 +101,9 @@ def settle_turn_effects(turn_id):
             logger.warning("Could not carry out %s for turn %s: %s", effect.kind, turn_id, failed)
             actions.drop_turn_effect(effect)
     return completed
+
+
+def started_with_workspace(session):
+    """set_workspace is deferred, except for a session that started with no folder: that one is
+    offered it up front."""
+    return bool(getattr(session, "working_directories", None))
