@@ -127,6 +127,7 @@ else:
         "data_folder_in": str(_queue),
         "data_folder_out": str(_queue),
         "processed_folder": str(_processed),
+        "control_folder": str(VAR_DIR / "celery" / "control"),
         "store_processed": False,
     }
 
