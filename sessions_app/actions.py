@@ -428,20 +428,31 @@ def _check_result(result):
         raise Refused("result.pastTenseMessage must be a string or {markdown}.", "invalid")
 
 
-@transaction.atomic
 def do_client_complete_tool_call(principal, client_id, chat, turn_id, tool_call_id, result, origin=None):
-    require(principal, "chat:tool", chat.session)
-    _check_result(result)
-    call = (ToolCall.objects.select_for_update().select_related("turn__chat__session")
-            .filter(id=tool_call_id, turn_id=turn_id, turn__chat=chat).first())
-    if call is None:
-        raise Refused(f"No tool call {tool_call_id} in turn {turn_id} of this chat.", "not_found")
-    if call.contributor_client_id != client_id:
-        raise Refused(f"Tool call {tool_call_id} belongs to {call.contributor_client_id or 'the host'}, "
-                      f"not {client_id}.")
-    if call.completed is not None:
-        raise Refused(f"Tool call {tool_call_id} is already complete.", "conflict")
-    _finish_call(call, result, origin)
+    with transaction.atomic():
+        require(principal, "chat:tool", chat.session)
+        _check_result(result)
+        call = (ToolCall.objects.select_for_update().select_related("turn__chat__session")
+                .filter(id=tool_call_id, turn_id=turn_id, turn__chat=chat).first())
+        if call is None:
+            raise Refused(f"No tool call {tool_call_id} in turn {turn_id} of this chat.", "not_found")
+        if call.contributor_client_id != client_id:
+            raise Refused(f"Tool call {tool_call_id} belongs to {call.contributor_client_id or 'the host'}, "
+                          f"not {client_id}.")
+        if call.completed is not None:
+            raise Refused(f"Tool call {tool_call_id} is already complete.", "conflict")
+        if call.deadline is None or call.deadline > timezone.now():
+            _finish_call(call, result, origin)
+            return
+        # Past its deadline the call has failed, whether or not a waiter or the sweep got to it
+        # yet: the timeout is its result (committed here), and this late one is refused.
+        _finish_call(call, _timeout_failure(call))
+    raise Refused(f"Tool call {tool_call_id} timed out before this result came.", "conflict")
+
+
+def _timeout_failure(call):
+    message = f"{call.tool_name} got no answer from {call.contributor_client_id} in {call.timeout_ms / 1000:g} s"
+    return failure(call.tool_name, message)
 
 
 @transaction.atomic
@@ -450,8 +461,7 @@ def do_expire_tool_call(call_id):
     call = _locked_open_call(call_id)
     if call is None or call.deadline is None or call.deadline > timezone.now():
         return False
-    message = f"{call.tool_name} got no answer from {call.contributor_client_id} in {call.timeout_ms / 1000:g} s"
-    _finish_call(call, failure(call.tool_name, message))
+    _finish_call(call, _timeout_failure(call))
     return True
 
 

@@ -5,6 +5,7 @@ subscribers through the channel layer once the transaction that caused them comm
 function does). It takes the host-wide counter's row lock, so actions are numbered in commit
 order and a snapshot read under `snapshot_lock` is consistent with `serverSeq`.
 """
+import logging
 import os
 import uuid
 
@@ -13,6 +14,8 @@ from channels.layers import get_channel_layer
 from django.db import connection, transaction
 
 from .models import ActionLog, ServerSeq
+
+logger = logging.getLogger(__name__)
 
 # Identifies this process in the action log, so a tailer forwards only what others published.
 PROCESS = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -86,7 +89,19 @@ def deliver(tenant_id, *envelopes):
         for env in envelopes:
             await layer.group_send(group_for(env["channel"], tenant_id), {"type": "ahp.action", "envelope": env})
 
-    async_to_sync(send_all)()
+    _after_commit_send(f"serverSeq {envelopes[0]['serverSeq']}-{envelopes[-1]['serverSeq']}", send_all)
+
+
+def _after_commit_send(what, send):
+    """Run an after-commit send on the channel layer. The change it reports is committed (and an
+    action logged), so a layer that is down (Redis restarting) must not turn it into an error for
+    whoever made it: the failure is logged, the host closes its sockets with 1012, and clients
+    catch up with `reconnect`, which replays the log; waiters read their rows."""
+    try:
+        async_to_sync(send)()
+    except Exception as exc:
+        logger.warning("Could not deliver %s through the channel layer (%s: %s); clients catch up by reconnect",
+                       what, exc.__class__.__name__, exc)
 
 
 def notify(tenant_id, method, params):
@@ -94,19 +109,19 @@ def notify(tenant_id, method, params):
     never replayed, sent after commit."""
     message = {"type": "ahp.notification", "method": method, "params": params}
 
-    def send():
-        async_to_sync(get_channel_layer().group_send)(group_for(params["channel"], tenant_id), message)
+    async def send():
+        await get_channel_layer().group_send(group_for(params["channel"], tenant_id), message)
 
-    transaction.on_commit(send)
+    transaction.on_commit(lambda: _after_commit_send(method, send))
 
 
 def wake(group, result=None):
     """After commit, wake whoever waits on `group` (an agent waiting for a tool call), handing it
     the committed result so it need not read the row again."""
-    def send():
-        async_to_sync(get_channel_layer().group_send)(group, {"type": "wake", "group": group, "result": result})
+    async def send():
+        await get_channel_layer().group_send(group, {"type": "wake", "group": group, "result": result})
 
-    transaction.on_commit(send)
+    transaction.on_commit(lambda: _after_commit_send(f"the wake-up of {group}", send))
 
 
 def prune_action_log(keep=REPLAY_LOG_SIZE):

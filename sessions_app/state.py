@@ -9,9 +9,10 @@ def chat_status(chat):
     return Session.IN_PROGRESS if chat.turns.filter(state="active").exists() else Session.IDLE
 
 
-def chat_summary(chat):
-    return {"resource": chat.uri, "title": chat.title, "status": chat_status(chat), "modifiedAt": iso(chat.modified),
-            "origin": chat.origin()}
+def chat_summary(chat, status=None):
+    """`status` when the caller read it already (a session snapshot reads all its chats' at once)."""
+    return {"resource": chat.uri, "title": chat.title, "status": chat_status(chat) if status is None else status,
+            "modifiedAt": iso(chat.modified), "origin": chat.origin()}
 
 
 def input_needed(session):
@@ -30,12 +31,13 @@ def client_execution_request(call):
 def session_state(session):
     chats = list(session.chats.filter(archived=False).order_by("created"))
     default = next((c for c in chats if c.is_default), None)
+    busy = set(Turn.objects.filter(chat__in=chats, state="active").values_list("chat_id", flat=True))
     state = {
         **{k: v for k, v in session.summary().items() if k not in ("resource", "createdAt", "modifiedAt")},
         "lifecycle": "ready",
         "serverTools": session.server_tools,
         "activeClients": [c.to_wire() for c in ActiveClient.objects.filter(session=session).order_by("id")],
-        "chats": [chat_summary(c) for c in chats],
+        "chats": [chat_summary(c, Session.IN_PROGRESS if c.pk in busy else Session.IDLE) for c in chats],
         "inputNeeded": input_needed(session),
         "_meta": session.meta,
     }

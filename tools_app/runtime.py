@@ -244,9 +244,10 @@ async def wait_for_result(call_id, deadline, woken):
 _LOOP = {}
 
 
-async def run_turn(turn_id):
+async def run_turn(turn_id, on_process_loop=True):
     """Answer a turn with its session's provider, end it, then take the chat's next queued message."""
-    _LOOP["loop"] = asyncio.get_running_loop()
+    if on_process_loop:
+        _LOOP["loop"] = asyncio.get_running_loop()
     while turn_id is not None:
         turn = await database_sync_to_async(
             Turn.objects.select_related("chat__session__tenant", "sender").get)(id=turn_id)
@@ -286,4 +287,6 @@ def launch_turn(turn_id):
     elif loop is not None and loop.is_running():
         asyncio.run_coroutine_threadsafe(run_turn(turn_id), loop)
     else:
-        asyncio.run(run_turn(turn_id))
+        # A loop of its own, never handed other turns: it ends with this one, and a turn another
+        # thread handed it would be cancelled (two wakeups firing at once in a worker).
+        asyncio.run(run_turn(turn_id, on_process_loop=False))

@@ -14,7 +14,7 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 
 from grants.algebra import holds
 from grants.authentication import token_from_headers
@@ -32,6 +32,7 @@ from workbench import actions as workbench_actions
 from workbench.resources import annotations_state, client_group
 
 from . import errors
+from . import process
 from .process import ensure_started
 
 logger = logging.getLogger(__name__)
@@ -40,6 +41,11 @@ SUPPORTED_VERSIONS = ("1.0.0",)
 SERVER_INFO = {"name": "ahp-host", "version": "0.1.0"}
 MAX_FRAME_BYTES = 1024 * 1024
 DEFAULT_PAGE, MAX_PAGE = 50, 200
+DATABASE_UNAVAILABLE = "Service unavailable: the host's database did not answer; try again shortly."
+# Close code when the channel layer failed: reconnect and replay. 1012 (service restart) in the
+# private range, as 4401 is 401: daphne lets an application send only 1000 or 3000-4999.
+SERVICE_RESTART = 4012
+
 
 REFUSAL_CODES = {
     "permission": errors.PERMISSION_DENIED, "not_found": errors.NOT_FOUND, "conflict": errors.CONFLICT,
@@ -98,21 +104,64 @@ class AhpConsumer(AsyncWebsocketConsumer):
         self.server_request_ids = itertools.count(1)
         await self.accept()
         ensure_started()
+        process.track(self)
+
+    async def __call__(self, scope, receive, send):
+        """A failing channel layer (Redis restarting) ends the connection with SERVICE_RESTART,
+        never a hang: the client reconnects and `reconnect` replays the log."""
+        try:
+            await super().__call__(scope, receive, send)
+        except Exception as exc:
+            if not hasattr(self, "tenant"):
+                raise  # before the connection was set up: the server answers the handshake
+            if not process.is_layer_failure(exc):
+                await self.leave()
+                raise  # the server logs it and closes with 1011
+            logger.warning("The channel layer failed (%s: %s); closing this process's sockets with %s",
+                           exc.__class__.__name__, exc, SERVICE_RESTART)
+            await self.abandon(SERVICE_RESTART)
+            await process.close_all(SERVICE_RESTART)
+
+    async def abandon(self, code):
+        """Close from this side and clean up without the channel layer, which may be down."""
+        if getattr(self, "left", False):
+            return
+        try:
+            await self.close(code=code)
+        except Exception:
+            logger.debug("The socket was already gone", exc_info=True)
+        await self.leave(layer_up=False)
 
     async def disconnect(self, code):
-        for channel in list(getattr(self, "subscriptions", ())):
-            await self.channel_layer.group_discard(events.group_for(channel, self.tenant.pk), self.channel_name)
-        if getattr(self, "client_id", None):
-            await self.channel_layer.group_discard(client_group(self.tenant.pk, self.client_id), self.channel_name)
-        if getattr(self, "connection_id", None):
-            await database_sync_to_async(self.close_connection)()
+        await self.leave()
 
-    def close_connection(self):
+    async def leave(self, layer_up=True):
+        if getattr(self, "left", False):
+            return
+        self.left = True
+        process.untrack(self)
+        try:
+            for channel in list(getattr(self, "subscriptions", ())) if layer_up else ():
+                await self.channel_layer.group_discard(events.group_for(channel, self.tenant.pk), self.channel_name)
+            if getattr(self, "client_id", None) and layer_up:
+                await self.channel_layer.group_discard(client_group(self.tenant.pk, self.client_id), self.channel_name)
+        except Exception as exc:
+            logger.info("Could not leave the channel layer's groups (%s); they expire there", exc)
+        if getattr(self, "connection_id", None):
+            try:
+                await database_sync_to_async(self.close_connection)(layer_up)
+            except Exception:
+                # Untracked, its row goes stale and the sweep closes it by the disconnect rule.
+                logger.exception("Could not close connection %s; the sweep will", self.connection_id)
+
+    def close_connection(self, schedule=True):
         from sessions_app.tasks import release_client
 
         timeout = HostConfig.for_tenant(self.tenant).client_tool_call_disconnect_timeout_ms
         for pk, due in actions.do_close_connection(self.connection_id, timeout):
-            release_client.apply_async((pk,), eta=due)
+            # With the broker down (it is the same Redis), the sweep releases the client when due.
+            if schedule:
+                release_client.apply_async((pk,), eta=due)
 
     # Frames ------------------------------------------------------------------------------------
 
@@ -147,6 +196,10 @@ class AhpConsumer(AsyncWebsocketConsumer):
             return
         except Refused as refusal:
             await self.send_error(request_id, REFUSAL_CODES[refusal.kind], refusal.sentence)
+            return
+        except (OperationalError, InterfaceError) as exc:
+            logger.warning("Method %s met an unavailable database: %s", message["method"], exc)
+            await self.send_error(request_id, errors.INTERNAL_ERROR, DATABASE_UNAVAILABLE)
             return
         except Exception:
             logger.exception("Method %s failed", message["method"])

@@ -4,6 +4,7 @@ other processes (the Celery worker) logged to this process's subscribers."""
 import asyncio
 import logging
 import os
+import weakref
 
 from channels.db import database_sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
@@ -18,6 +19,34 @@ logger = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = float(os.environ.get("AHP_HEARTBEAT_SECONDS", "5"))
 TAIL_SECONDS = 0.2
 _started = {}
+# This process's open sockets: the heartbeat keeps only their rows fresh, and a failed channel
+# layer closes them all.
+_consumers = weakref.WeakSet()
+
+
+def track(consumer):
+    _consumers.add(consumer)
+
+
+def untrack(consumer):
+    _consumers.discard(consumer)
+
+
+def is_layer_failure(exc):
+    """An error of the channel layer's transport (Redis gone or restarting), not a bug."""
+    try:
+        from redis.exceptions import RedisError
+    except ImportError:  # pragma: no cover - redis comes with channels-redis
+        RedisError = OSError
+    return isinstance(exc, (OSError, RedisError))
+
+
+async def close_all(code):
+    """The channel layer failed. Its group memberships may be gone with it (a restarted Redis
+    keeps none), so a socket that seems fine may never hear of its channels again: every socket
+    of this process is closed with `code`, its client reconnects and replays what it missed."""
+    for consumer in list(_consumers):
+        await consumer.abandon(code)
 
 
 def ensure_started():
@@ -33,8 +62,11 @@ def ensure_started():
 async def heartbeat():
     while True:
         try:
+            # Only rows of sockets still open here: a socket whose clean-up failed (the database
+            # was down) goes stale, and the sweep closes it by the disconnect rule.
+            open_ids = [c.connection_id for c in list(_consumers) if getattr(c, "connection_id", None)]
             await database_sync_to_async(
-                ClientConnection.objects.filter(process=PROCESS).update)(seen=timezone.now())
+                ClientConnection.objects.filter(process=PROCESS, id__in=open_ids).update)(seen=timezone.now())
         except Exception:
             logger.exception("Could not refresh this process's connections")
         await asyncio.sleep(HEARTBEAT_SECONDS)

@@ -2,8 +2,11 @@
 import json
 from datetime import datetime
 
+from django.db.models import TextField
+from django.db.models.functions import Cast
+
 from sessions_app.actions import Refused, require
-from sessions_app.models import ChatBackend, Session, iso
+from sessions_app.models import Chat, ChatBackend, Session, Turn, iso
 from sessions_app.providers import PROVIDERS
 
 from .links import open_link, resolve
@@ -18,6 +21,7 @@ DEFAULT_CONFIG_SCHEMA = {
     "additionalProperties": False,
 }
 MODELS_PER_AGENT = 5
+MAX_LISTED = 100
 
 
 def status_words(bits):
@@ -40,37 +44,49 @@ def chat_status(chat):
     return "inProgress" if chat.turns.filter(state="active").exists() else "idle"
 
 
-def listed_chats(session):
-    """The row's chats when the session has one besides its default: main first, worker and
-    hidden (archived) chats left out."""
-    chats = list(session.chats.filter(archived=False).exclude(origin_kind="tool").order_by("-is_default", "created"))
-    if not any(not c.is_default for c in chats):
-        return None
-    backends = {b.chat_id: b.provider for b in ChatBackend.objects.filter(chat__in=chats).exclude(provider="")}
-    rows = []
+def listed_chats(sessions):
+    """Each session's row chats, by session id, for those with a chat besides their default: main
+    first, worker and hidden (archived) chats left out. Three queries for any number of sessions."""
+    by_session = {}
+    chats = (Chat.objects.filter(session__in=[s.pk for s in sessions], archived=False).exclude(origin_kind="tool")
+             .order_by("-is_default", "created"))
     for chat in chats:
-        row = {"title": chat.title, "openLink": open_link(session, chat), "status": chat_status(chat)}
-        if chat.is_default:
-            row["main"] = True
-        harness = backends.get(chat.pk)
-        if harness and harness != session.provider:
-            row["harness"] = harness
-        rows.append(row)
+        by_session.setdefault(chat.session_id, []).append(chat)
+    by_session = {pk: chats for pk, chats in by_session.items() if any(not c.is_default for c in chats)}
+    shown = [c.pk for chats in by_session.values() for c in chats]
+    if not shown:
+        return {}
+    backends = dict(ChatBackend.objects.filter(chat__in=shown).exclude(provider="").values_list("chat_id", "provider"))
+    busy = set(Turn.objects.filter(chat__in=shown, state="active").values_list("chat_id", flat=True))
+    rows = {}
+    for session in sessions:
+        for chat in by_session.get(session.pk, ()):
+            row = {"title": chat.title, "openLink": open_link(session, chat),
+                   "status": "inProgress" if chat.pk in busy else "idle"}
+            if chat.is_default:
+                row["main"] = True
+            harness = backends.get(chat.pk)
+            if harness and harness != session.provider:
+                row["harness"] = harness
+            rows.setdefault(session.pk, []).append(row)
     return rows
 
 
-def session_row(session):
-    row = {"session": session.uri, "openLink": open_link(session), "title": session.title,
-           "status": ",".join(status_words(session.wire_status)), "createdAt": iso(session.created),
-           "modifiedAt": iso(session.modified), "unread": not session.read}
-    if session.working_directories:
-        row["workingDirectory"] = session.working_directories[0]
-        if len(session.working_directories) > 1:
-            row["workingDirectories"] = list(session.working_directories)
-    chats = listed_chats(session)
-    if chats is not None:
-        row["chats"] = chats
-    return row
+def session_rows(sessions):
+    chats = listed_chats(sessions)
+    rows = []
+    for session in sessions:
+        row = {"session": session.uri, "openLink": open_link(session), "title": session.title,
+               "status": ",".join(status_words(session.wire_status)), "createdAt": iso(session.created),
+               "modifiedAt": iso(session.modified), "unread": not session.read}
+        if session.working_directories:
+            row["workingDirectory"] = session.working_directories[0]
+            if len(session.working_directories) > 1:
+                row["workingDirectories"] = list(session.working_directories)
+        if session.pk in chats:
+            row["chats"] = chats[session.pk]
+        rows.append(row)
+    return rows
 
 
 def _moment(arguments, key):
@@ -93,7 +109,7 @@ def list_sessions(context, arguments):
     sessions = Session.objects.visible_to(context.principal).order_by("-modified")
     if arguments.get("session"):
         session, _ = resolve(context.principal, arguments["session"])
-        return json.dumps({"sessions": [session_row(session)]})
+        return json.dumps({"sessions": session_rows([session])})
     after, before = _moment(arguments, "createdAfter"), _moment(arguments, "createdBefore")
     if after:
         sessions = sessions.filter(created__gte=after)
@@ -105,19 +121,32 @@ def list_sessions(context, arguments):
     if not arguments.get("includeArchived") and "archived" not in wanted:
         sessions = sessions.filter(archived=False)
     workspace = arguments.get("workspace")
-    rows = []
-    for session in sessions:
+    folder = _folder(workspace).rstrip("/") if workspace else ""
+    if folder and folder.isascii() and folder.isprintable() and not set(folder) & {'"', "\\"}:
+        # The database drops rows whose folders cannot match (a plain path reads the same in the
+        # column's JSON text); the exact comparison below decides.
+        sessions = sessions.annotate(folders=Cast("working_directories", TextField())).filter(folders__contains=folder)
+    matching = []
+    # Newest first, and no more than MAX_LISTED: past that the answer would outgrow what a tool
+    # result may carry, and reading every row of a large tenant would make each call cost more.
+    for session in sessions.iterator(chunk_size=MAX_LISTED + 1):
         if wanted and not wanted & set(status_words(session.wire_status)):
             continue
         if workspace and _folder(workspace).rstrip("/") not in {_folder(d).rstrip("/") for d in session.working_directories}:
             continue
-        rows.append(session_row(session))
-    return json.dumps({"sessions": rows})
+        matching.append(session)
+        if len(matching) > MAX_LISTED:
+            break
+    answer = {"sessions": session_rows(matching[:MAX_LISTED])}
+    if len(matching) > MAX_LISTED:
+        answer["truncated"] = (f"Only the {MAX_LISTED} most recently modified matching sessions are listed; "
+                               "narrow the list with the filters to see others.")
+    return json.dumps(answer)
 
 
 def get_current_session(context, arguments):
     require(context.principal, "session:read", context.session)
-    return json.dumps(session_row(Session.objects.get(pk=context.session.pk)))
+    return json.dumps(session_rows([Session.objects.get(pk=context.session.pk)])[0])
 
 
 def config_schema(provider):

@@ -1,0 +1,127 @@
+"""The reads that run on every listing, snapshot and model request take a fixed number of
+queries, however many sessions a tenant has and however many chats a session has: each is
+counted at a small and at a larger size and the two counts must be equal."""
+import uuid
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from ahp.protocol.consumer import AhpConsumer
+from sessions_app import actions, state
+from sessions_app.models import Chat, ChatBackend, Session, Turn
+from tools_app.loader import catalog_for_chat
+
+from ..session_tools.conftest import Place
+
+PING = {"name": "ping", "inputSchema": {"type": "object", "properties": {}}}
+
+
+def add_sessions(people, count):
+    """`count` more sessions, each with its default chat, a side chat (so list rows carry chats)
+    running a turn, and a chat on another agent."""
+    sessions = Session.objects.bulk_create(
+        Session(tenant=people.tenant, owner=people.member, title=f"bulk {i}") for i in range(count))
+    chats = Chat.objects.bulk_create(
+        [Chat(session=s, is_default=True) for s in sessions] + [Chat(session=s, title="side") for s in sessions])
+    Turn.objects.bulk_create(Turn(chat=c, text="busy") for c in chats[count:])
+    ChatBackend.objects.bulk_create(ChatBackend(chat=c, provider="other") for c in chats[count:])
+
+
+def add_chats(place, count):
+    for _ in range(count):
+        chat = actions.do_create_chat(place.principal, place.session, uuid.uuid4(), "side")
+        actions.do_start_turn(place.principal, chat, uuid.uuid4(), "busy")
+
+
+def queries(read):
+    with CaptureQueriesContext(connection) as captured:
+        read()
+    return len(captured)
+
+
+def counted_at_two_sizes(read, grow):
+    read()  # objects the read caches on first use (a chat's session, its tenant) are loaded once
+    small = queries(read)
+    grow()
+    return small, queries(read)
+
+
+@pytest.fixture
+def place(acme):
+    place = Place(acme)
+    actions.do_set_active_client(place.principal, place.session, "ide", {"clientId": "ide", "tools": [PING]})
+    return place
+
+
+def consumer_of(principal):
+    consumer = AhpConsumer()
+    consumer.principal, consumer.tenant = principal, principal.tenant
+    return consumer
+
+
+def test_it_lists_sessions_with_the_tool_in_queries_that_do_not_grow_with_sessions_or_chats(place, acme):
+    add_sessions(acme, 3)
+    small, large = counted_at_two_sizes(lambda: place.call("list_sessions"), lambda: add_sessions(acme, 40))
+    assert len(place.call("list_sessions")["sessions"]) == 44
+    # The catalog check and the person's role are in the count: tool calls go through both.
+    assert small == large <= 8
+
+
+def test_it_lists_at_most_the_hundred_newest_sessions_and_says_so(place, acme):
+    add_sessions(acme, 100)
+    answer = place.call("list_sessions")
+    assert len(answer["sessions"]) == 100 and place.session.uri not in {r["session"] for r in answer["sessions"]}
+    assert answer["truncated"] == ("Only the 100 most recently modified matching sessions are listed; "
+                                   "narrow the list with the filters to see others.")
+    assert [r["session"] for r in place.call("list_sessions", workspace="/nowhere")["sessions"]] == []
+
+
+def test_it_lists_one_session_with_the_tool_in_queries_that_do_not_grow_with_its_chats(place):
+    add_chats(place, 2)
+    small, large = counted_at_two_sizes(lambda: place.call("list_sessions", session=place.session.uri),
+                                        lambda: add_chats(place, 15))
+    assert small == large <= 9
+
+
+def test_it_answers_get_current_session_in_queries_that_do_not_grow_with_its_chats(place):
+    add_chats(place, 2)
+    small, large = counted_at_two_sizes(lambda: place.call("get_current_session"), lambda: add_chats(place, 15))
+    assert len(place.call("get_current_session")["chats"]) == 18
+    assert small == large <= 8
+
+
+def test_it_answers_the_socket_listSessions_in_queries_that_do_not_grow_with_sessions(place, acme):
+    consumer = consumer_of(acme.principal("member"))
+    add_sessions(acme, 3)
+    small, large = counted_at_two_sizes(lambda: consumer.list_sessions(50, None), lambda: add_sessions(acme, 60))
+    page = consumer.list_sessions(50, None)
+    assert len(page["items"]) == 50 and page["nextCursor"]
+    assert small == large <= 2
+    assert queries(lambda: consumer.list_sessions(50, page["nextCursor"])) == large
+
+
+def test_it_reads_a_session_snapshot_in_queries_that_do_not_grow_with_its_chats(place):
+    add_chats(place, 2)
+    small, large = counted_at_two_sizes(lambda: state.session_state(place.session), lambda: add_chats(place, 15))
+    assert len(state.session_state(place.session)["chats"]) == 18
+    assert small == large <= 5
+
+
+def test_it_reads_a_chat_snapshot_in_queries_that_do_not_grow_with_its_turns(place):
+    def more_turns(count):
+        for _ in range(count):
+            actions.do_end_turn(place.turn.id, response_text="ok")
+            place.turn = actions.do_start_turn(place.principal, place.chat, uuid.uuid4(), "again")
+
+    more_turns(2)
+    small, large = counted_at_two_sizes(lambda: state.chat_state(place.chat), lambda: more_turns(15))
+    assert small == large <= 5
+
+
+def test_it_loads_a_chats_catalog_in_queries_that_do_not_grow_with_sessions_or_chats(place, acme):
+    chat = Chat.objects.get(pk=place.chat.pk)
+    small, large = counted_at_two_sizes(lambda: catalog_for_chat(chat),
+                                        lambda: (add_sessions(acme, 40), add_chats(place, 10)))
+    assert "ide__ping" in catalog_for_chat(chat).names
+    assert small == large <= 3
