@@ -106,7 +106,7 @@ def _folder(text):
 
 def list_sessions(context, arguments):
     """Cut to what the person may read: the whole catalogue with session:read, nothing without."""
-    sessions = Session.objects.visible_to(context.principal).order_by("-modified")
+    sessions = Session.objects.visible_to(context.principal).order_by("-modified", "-id")  # stable pages
     if arguments.get("session"):
         session, _ = resolve(context.principal, arguments["session"])
         return json.dumps({"sessions": session_rows([session])})
@@ -126,17 +126,22 @@ def list_sessions(context, arguments):
         # The database drops rows whose folders cannot match (a plain path reads the same in the
         # column's JSON text); the exact comparison below decides.
         sessions = sessions.annotate(folders=Cast("working_directories", TextField())).filter(folders__contains=folder)
-    matching = []
-    # Newest first, and no more than MAX_LISTED: past that the answer would outgrow what a tool
-    # result may carry, and reading every row of a large tenant would make each call cost more.
-    for session in sessions.iterator(chunk_size=MAX_LISTED + 1):
+
+    def kept(session):
         if wanted and not wanted & set(status_words(session.wire_status)):
-            continue
-        if workspace and _folder(workspace).rstrip("/") not in {_folder(d).rstrip("/") for d in session.working_directories}:
-            continue
-        matching.append(session)
-        if len(matching) > MAX_LISTED:
+            return False
+        return not workspace or folder in {_folder(d).rstrip("/") for d in session.working_directories}
+
+    # Newest first, and no more than MAX_LISTED: past that the answer would outgrow what a tool
+    # result may carry. Read in LIMITed pages, so the database walks the (tenant, modified)
+    # index instead of sorting the whole tenant.
+    matching, offset, page = [], 0, MAX_LISTED + 1
+    while len(matching) <= MAX_LISTED:
+        chunk = list(sessions[offset:offset + page])
+        matching += [s for s in chunk if kept(s)]
+        if len(chunk) < page:
             break
+        offset += page
     answer = {"sessions": session_rows(matching[:MAX_LISTED])}
     if len(matching) > MAX_LISTED:
         answer["truncated"] = (f"Only the {MAX_LISTED} most recently modified matching sessions are listed; "
