@@ -10,4 +10,4 @@ COPY templates templates
 COPY manage.py ./
 RUN pip install --no-cache-dir . && mkdir -p /var/lib/ahp
 EXPOSE 8000
-CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "ahp.asgi:application"]
+CMD ["python", "-m", "ahp.serve", "-b", "0.0.0.0", "-p", "8000", "ahp.asgi:application"]

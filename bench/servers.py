@@ -70,4 +70,4 @@ def host_install():
 
 
 def daphne(app, env, port):
-    return running([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), app], env, port)
+    return running([sys.executable, "-m", "ahp.serve", "-b", "127.0.0.1", "-p", str(port), app], env, port)

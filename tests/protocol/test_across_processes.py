@@ -27,7 +27,7 @@ def two_servers(transactional_db):
     for _ in range(2):
         port = free_port()
         processes.append(subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "ahp.asgi:application"],
+            [sys.executable, "-m", "ahp.serve", "-b", "127.0.0.1", "-p", str(port), "ahp.asgi:application"],
             env=child_env(AHP_HEARTBEAT_SECONDS="0.5"), cwd=ROOT,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         ))

@@ -19,7 +19,7 @@ def start_daphne(tmp_path, **env):
     port = free_port()
     log = open(tmp_path / f"daphne-{port}.log", "w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "ahp.asgi:application"],
+        [sys.executable, "-m", "ahp.serve", "-b", "127.0.0.1", "-p", str(port), "ahp.asgi:application"],
         env=child_env(AHP_HEARTBEAT_SECONDS="0.5", **env), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     log.close()
     wait_for_port(port, process)

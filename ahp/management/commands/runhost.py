@@ -80,7 +80,7 @@ class Command(BaseCommand):
         for key, value in apply_config_flags(options).items():
             self.stdout.write(f"{DEMO_TENANT}: {key} = {json.dumps(value)}")
         children = [
-            subprocess.Popen([sys.executable, "-m", "daphne", "-b", host, "-p", str(port), "ahp.asgi:application"]),
+            subprocess.Popen([sys.executable, "-m", "ahp.serve", "-b", host, "-p", str(port), "ahp.asgi:application"]),
             subprocess.Popen(
                 [sys.executable, "-m", "celery", "-A", "ahp", "worker", "--beat", "--pool", "solo",
                  "--loglevel", "INFO"]
