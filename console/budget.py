@@ -1,16 +1,14 @@
 """Orchestration budget used per session tree in the sliding hour, read from the charge rows
 the session tools write (sessions_app.OrchestrationCharge). Where that model is not installed
 there is nothing to read, and callers say so instead of guessing."""
-from datetime import timedelta
-
 from django.apps import apps
 from django.db.models import Count
 from django.utils import timezone
 
-# The limits of the orchestration issue, per tree (or session) and sliding hour.
-LIMITS = {"session": 50, "chat": 50, "message": 100}
-MAX_SPAWN_DEPTH = 3
-WINDOW = timedelta(hours=1)
+# The limits the session tools enforce, per tree (or session) and sliding hour.
+from sessions_app.actions import MAX_SPAWN_DEPTH  # noqa: F401 (the dashboard shows it)
+from sessions_app.actions import ORCHESTRATION_LIMITS as LIMITS
+from sessions_app.actions import ORCHESTRATION_WINDOW as WINDOW
 
 
 def charge_model():
