@@ -231,16 +231,18 @@ def header(scope, name):
 
 
 async def tools_endpoint_app(scope, receive, send):
+    token = token_from_headers(header(scope, b"authorization"))
+    if not token:
+        await send_json(send, 401, rpc_error(None, -32001, WRONG_TOKEN), [(b"www-authenticate", b"Bearer")])
+        return
     session_id = session_id_of(scope["path"])
     endpoint, accepted = (None, False)
     if session_id is not None:
-        token = token_from_headers(header(scope, b"authorization"))
         endpoint, accepted = await database_sync_to_async(open_endpoint)(session_id, token)
-    if endpoint is None:
+    if endpoint is None or not accepted:
+        # A token that is not this endpoint's own is answered exactly as where there is no
+        # endpoint: no token can tell which sessions (of any tenant) exist.
         await send_json(send, 404, rpc_error(None, -32600, NO_ENDPOINT))
-        return
-    if not accepted:
-        await send_json(send, 401, rpc_error(None, -32001, WRONG_TOKEN), [(b"www-authenticate", b"Bearer")])
         return
     if scope["method"] == "POST":
         body = await read_body(receive)

@@ -18,6 +18,7 @@ from .models import (
 from .providers import get_provider
 
 MAX_TITLE_CHARS = 200
+MAX_MESSAGE_CHARS = 128 * 1024  # a prompt or message a turn starts with, whoever sends it
 
 
 class Refused(Exception):
@@ -27,6 +28,12 @@ class Refused(Exception):
         super().__init__(sentence)
         self.sentence = sentence
         self.kind = kind  # permission | not_found | conflict | exists | invalid | no_agent
+
+
+def check_message_text(text):
+    """Every door that starts a turn (turnStarted, createChat, send_message, wakeups) refuses so."""
+    if not isinstance(text, str) or len(text) > MAX_MESSAGE_CHARS:
+        raise Refused(f"A message is a string of at most {MAX_MESSAGE_CHARS} characters.", "invalid")
 
 
 def require(principal, grant, session=None):
@@ -240,6 +247,7 @@ def do_start_turn(principal, chat, turn_id, text, client_id="", origin=None):
     require(principal, "chat:send", chat.session)
     if not isinstance(text, str):
         raise Refused("message.text must be a string.", "invalid")
+    check_message_text(text)
     if Turn.objects.filter(id=turn_id).exists():
         raise Refused(f"Turn {turn_id} already exists.", "exists")
     if _chat_busy(chat):
@@ -273,6 +281,7 @@ def do_send_message(principal, chat, text, sender_chat=None, origin_kind="user",
     otherwise a queued message the chat takes as its next turn. Answers (turn, pending message),
     one of them None. Whoever gets a turn back runs it (tools_app.runtime.launch_turn)."""
     require(principal, "chat:send", chat.session)
+    check_message_text(text)
     if not _chat_busy(chat):
         return _begin_turn(chat, uuid.uuid4(), text, principal.person, origin_kind=origin_kind), None
     pending = PendingMessage.objects.create(chat=chat, sender=principal.person, sender_chat=sender_chat, text=text,
@@ -426,6 +435,10 @@ def _check_result(result):
     message = result.get("pastTenseMessage")
     if not isinstance(message, (str, dict)):
         raise Refused("result.pastTenseMessage must be a string or {markdown}.", "invalid")
+    content = result.get("content", [])
+    if not isinstance(content, list) or not all(
+            isinstance(c, dict) and (c.get("type") != "text" or isinstance(c.get("text"), str)) for c in content):
+        raise Refused("result.content must be an array of content items; a text item's text is a string.", "invalid")
 
 
 def do_client_complete_tool_call(principal, client_id, chat, turn_id, tool_call_id, result, origin=None):

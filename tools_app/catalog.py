@@ -8,6 +8,7 @@ a call the snapshot does not hold is refused, and a tool still checks its own gr
 from __future__ import annotations
 
 import fnmatch
+import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ CLIENT_TOOL_SEPARATOR = "__"
 MAX_RULE_CHARS = 4096
 MAX_OUTPUT_LINES = 2000
 MAX_OUTPUT_BYTES = 50 * 1024
+MAX_INPUT_BYTES = 256 * 1024  # a tool input, serialized as JSON
+NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")  # \u0000 not itself behind an escaped backslash
 
 
 class ToolRefusal(Exception):
@@ -115,11 +118,37 @@ class CatalogSnapshot:
         schema = binding.tool.input_schema
         if not isinstance(arguments, dict):
             raise ToolRefusal(f"Invalid input for {name} at /: expected an object.")
+        problem = input_problem(name, arguments)
+        if problem:
+            raise ToolRefusal(problem)
         error = next(iter(sorted(Draft202012Validator(schema).iter_errors(arguments), key=lambda e: e.path)), None)
         if error is not None:
             pointer = "/" + "/".join(str(p) for p in error.absolute_path)
             raise ToolRefusal(f"Invalid input for {name} at {pointer}: {error.message}")
         return binding
+
+
+def input_problem(name, arguments):
+    """Why an input no tool should be handed is refused, or None: over MAX_INPUT_BYTES as JSON,
+    nested past what can be walked, or holding text no database stores (NUL, lone surrogates)."""
+    try:
+        serialized = json.dumps(arguments)  # ASCII: lone surrogates and NUL show as escapes
+    except (RecursionError, ValueError, TypeError):
+        return f"Invalid input for {name}: it is not plain JSON or nests too deep."
+    if len(serialized) > MAX_INPUT_BYTES:
+        return f"Input for {name} refused: over {MAX_INPUT_BYTES} bytes as JSON."
+    lone_surrogate = "\\ud" in serialized and not _encodable(json.dumps(arguments, ensure_ascii=False))
+    if lone_surrogate or NUL_ESCAPE.search(serialized):
+        return f"Invalid input for {name}: strings may not hold NUL characters or lone surrogates."
+    return None
+
+
+def _encodable(text):
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return True
 
 
 def denied_everywhere(action, rules):

@@ -21,7 +21,7 @@ from sessions_app import actions
 from sessions_app.models import ChatBackend, ToolCall, Turn
 from sessions_app.providers import get_provider
 
-from .catalog import ToolRefusal, bound_output
+from .catalog import ToolRefusal, bound_output, input_problem
 from .loader import catalog_for_chat
 from .models import FullToolOutput, HostConfig
 
@@ -88,8 +88,9 @@ class ChatToolbox:
         try:
             binding = snapshot.check_input(name, arguments)
         except ToolRefusal as refusal:
-            return await database_sync_to_async(actions.do_refuse_tool_call)(
-                self.turn, name, arguments if isinstance(arguments, dict) else {}, refusal.sentence)
+            # The refused call shows its input, unless that input could not be kept at all.
+            kept = arguments if isinstance(arguments, dict) and input_problem(name, arguments) is None else {}
+            return await database_sync_to_async(actions.do_refuse_tool_call)(self.turn, name, kept, refusal.sentence)
         if binding.client_id:
             return await self.run_client_tool(binding, arguments)
         return await self.run_host_tool(binding, arguments)

@@ -10,7 +10,7 @@ from django.utils import timezone
 from grants.models import Principal
 from sessions_app import actions as session_actions
 from sessions_app import events
-from sessions_app.actions import Refused, require
+from sessions_app.actions import Refused, check_message_text, require
 from sessions_app.channels import annotations_uri
 from sessions_app.models import Session, ToolCall
 
@@ -230,6 +230,7 @@ def schedule_firing(wakeup):
 @transaction.atomic
 def do_schedule_wakeup(chat, person, prompt, delay_seconds):
     """One wakeup per chat: a new one replaces whatever was scheduled."""
+    check_message_text(prompt)  # refused now, not when it fires
     due = timezone.now() + timedelta(seconds=delay_seconds)
     wakeup, _ = Wakeup.objects.update_or_create(
         chat=chat, defaults={"person": person, "prompt": prompt, "due": due, "state": "pending", "refusal": "",

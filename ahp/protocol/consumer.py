@@ -2,13 +2,14 @@
 
 The consumer parses and authorises; every state change is a `do_*` function of the owning
 app, which publishes what subscribers see. Nothing a peer sends can close the connection but
-an oversized frame (1009).
+an oversized frame (1009); a token revoked meanwhile closes it at its next message (4401).
 """
 import asyncio
 import base64
 import json
 import itertools
 import logging
+import uuid
 from datetime import datetime
 from urllib.parse import parse_qs
 
@@ -26,12 +27,12 @@ from sessions_app.models import ActionLog, Session
 from tools_app import actions as tool_actions
 from tools_app.host_config import wire_values
 from tools_app.live import refresh_server_tools
-from tools_app.models import HostConfig
-from tools_app.runtime import run_turn
+from tools_app.models import FullToolOutput, HostConfig
+from tools_app.runtime import bound_result, run_turn
 from workbench import actions as workbench_actions
 from workbench.resources import annotations_state, client_group
 
-from . import errors
+from . import errors, frames, throttle
 from . import process
 from .process import ensure_started
 
@@ -41,11 +42,11 @@ SUPPORTED_VERSIONS = ("1.0.0",)
 SERVER_INFO = {"name": "ahp-host", "version": "0.1.0"}
 MAX_FRAME_BYTES = 1024 * 1024
 DEFAULT_PAGE, MAX_PAGE = 50, 200
+TOKEN_REVOKED_CLOSE = 4401  # as a handshake without a live token
 DATABASE_UNAVAILABLE = "Service unavailable: the host's database did not answer; try again shortly."
 # Close code when the channel layer failed: reconnect and replay. 1012 (service restart) in the
 # private range, as 4401 is 401: daphne lets an application send only 1000 or 3000-4999.
 SERVICE_RESTART = 4012
-
 
 REFUSAL_CODES = {
     "permission": errors.PERMISSION_DENIED, "not_found": errors.NOT_FOUND, "conflict": errors.CONFLICT,
@@ -88,12 +89,24 @@ def decode_cursor(cursor):
         raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: cursor is not one this host gave.") from None
 
 
+def uuid_in(action, field):
+    """The action's `field` as a UUID string; ids the host keys rows by are refused otherwise."""
+    try:
+        return str(uuid.UUID(str(action.get(field))))
+    except ValueError:
+        raise Refused(f"{action.get('type')} needs a {field} that is a UUID.", "invalid") from None
+
+
 class AhpConsumer(AsyncWebsocketConsumer):
     async def connect(self):
+        address = throttle.address_of(self.scope)
+        await throttle.HANDSHAKES.wait(address)  # repeated failures from one address slow it down
         token = await database_sync_to_async(ApiToken.authenticate)(token_from_scope(self.scope))
         if token is None:
+            throttle.HANDSHAKES.failed(address)
             await self.close(code=4401)
             return
+        self.token_id = token.pk  # re-checked on every message: revoking it ends the connection
         self.principal = await database_sync_to_async(token.principal)()
         self.tenant = self.principal.tenant
         self.client_id = None
@@ -165,7 +178,18 @@ class AhpConsumer(AsyncWebsocketConsumer):
 
     # Frames ------------------------------------------------------------------------------------
 
+    def token_is_live(self):
+        try:
+            return (ApiToken.objects.filter(pk=self.token_id, revoked__isnull=True)
+                    .exclude(person__is_active=False).exists())
+        except (OperationalError, InterfaceError):
+            # The database is away: whatever the message needs of it fails with DATABASE_UNAVAILABLE.
+            return True
+
     async def receive(self, text_data=None, bytes_data=None):
+        if not await database_sync_to_async(self.token_is_live)():
+            await self.close(code=TOKEN_REVOKED_CLOSE, reason="The connection's token was revoked.")
+            return
         if text_data is None:
             await self.send_error(None, errors.INVALID_REQUEST, "Invalid request: AHP messages are text frames.")
             return
@@ -173,9 +197,9 @@ class AhpConsumer(AsyncWebsocketConsumer):
             await self.close(code=1009)
             return
         try:
-            message = json.loads(text_data)
-        except ValueError:
-            await self.send_error(None, errors.PARSE_ERROR, "Parse error: the frame is not JSON.")
+            message = frames.parse(text_data)
+        except frames.BadFrame as bad:
+            await self.send_error(bad.request_id, bad.code, bad.message)
             return
         if self.is_response(message):
             await self.route_response(message)
@@ -548,14 +572,22 @@ class AhpConsumer(AsyncWebsocketConsumer):
 
     def act_tool_call_complete(self, channel, action, origin):
         chat = self.target_chat(channel)
-        actions.do_client_complete_tool_call(self.principal, self.client_id, chat, str(action.get("turnId")),
-                                             str(action.get("toolCallId")), action.get("result"), origin)
+        call_id, result, full_text = uuid_in(action, "toolCallId"), action.get("result"), None
+        content = result.get("content") if isinstance(result, dict) else None
+        if isinstance(content, list) and all(isinstance(c, dict) and isinstance(c.get("text", ""), str) for c in content):
+            result, full_text = bound_result(result, call_id)  # a client's text is cut as a host tool's is
+        # Not one transaction with the completion: a late result is refused after the timeout
+        # that beat it is committed.
+        actions.do_client_complete_tool_call(self.principal, self.client_id, chat, uuid_in(action, "turnId"),
+                                             call_id, result, origin)
+        if full_text is not None:  # kept for ahp_resource, as a host tool's whole output is
+            FullToolOutput.objects.create(call_id=call_id, text=full_text)
 
     def act_tool_call_confirmed(self, channel, action, origin):
         chat = self.target_chat(channel)
         # Only a host tool that asked the person (viewUnreviewedComments) waits for an answer.
-        workbench_actions.do_answer_question(self.principal, chat, str(action.get("turnId")),
-                                             str(action.get("toolCallId")), action.get("approved"), origin)
+        workbench_actions.do_answer_question(self.principal, chat, uuid_in(action, "turnId"),
+                                             uuid_in(action, "toolCallId"), action.get("approved"), origin)
 
     def act_config_changed(self, channel, action, origin):
         if channel != ROOT:

@@ -5,7 +5,7 @@ import httpx
 import pytest
 from mcp.shared.exceptions import McpError
 
-from mcp_app.endpoint import WRONG_TOKEN
+from mcp_app.endpoint import NO_ENDPOINT, WRONG_TOKEN
 from sessions_app.models import Chat, Session, ToolCall, Turn
 from tools_app.loader import catalog_for_chat
 
@@ -129,19 +129,22 @@ def test_a_refused_call_answers_the_sentence_the_model_sees(acme, host, host_too
         assert bad.isError is True and bad.content[0].text == "Invalid input for add at /a: 'two' is not of type 'number'"
 
 
-def test_a_missing_or_another_sessions_token_gets_401(acme, host, host_tools):
+def test_a_missing_token_gets_401_and_another_sessions_token_404(acme, host, host_tools):
     alice, session, url, token = open_session(host, acme)
     with alice:
         other = alice.create_session()
         other_token = tools_endpoint(host.port, acme.tokens["member"], other).json()["token"]
         ping = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-        for wrong in (None, other_token, acme.tokens["member"], token + "x"):
+        response = raw_post(url, None, ping)
+        assert response.status_code == 401
+        assert response.json()["error"]["message"] == WRONG_TOKEN
+        # A wrong token is told what it would be told where there is no endpoint at all.
+        for wrong in (other_token, acme.tokens["member"], token + "x"):
             response = raw_post(url, wrong, ping)
-            assert response.status_code == 401
-            assert response.json()["error"]["message"] == WRONG_TOKEN
-        with pytest.raises(httpx.HTTPStatusError) as failed:
+            assert response.status_code == 404
+            assert response.json()["error"]["message"] == NO_ENDPOINT
+        with pytest.raises(McpError):  # the SDK's client reads a 404 as its session ended
             with_mcp(url, other_token, lambda s: s.list_tools())
-        assert failed.value.response.status_code == 401
 
 
 def test_an_unknown_or_closed_endpoint_gets_404(acme, host, host_tools):

@@ -10,7 +10,7 @@ from grants.algebra import holds
 from grants.models import Membership
 from sessions_app.actions import Refused
 
-from ..catalog import Caller, sessionless_tools
+from ..catalog import Caller, input_problem, sessionless_tools
 from ..host_tools import REGISTRY
 from ..runtime import ToolCallContext, as_result, result_text
 
@@ -27,6 +27,9 @@ def input_error(tool, arguments):
     schema = tool.wire_definition(tool.for_session(None) if tool.for_session else None)["inputSchema"]
     if not isinstance(arguments, dict):
         return f"Invalid input for {tool.effective_name} at /: expected an object."
+    problem = input_problem(tool.effective_name, arguments)
+    if problem:
+        return problem
     error = next(iter(sorted(Draft202012Validator(schema).iter_errors(arguments), key=lambda e: e.path)), None)
     if error is None:
         return None

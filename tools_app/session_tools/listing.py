@@ -122,7 +122,8 @@ def list_sessions(context, arguments):
         sessions = sessions.filter(archived=False)
     workspace = arguments.get("workspace")
     folder = _folder(workspace).rstrip("/") if workspace else ""
-    if folder and folder.isascii() and folder.isprintable() and not set(folder) & {'"', "\\"}:
+    # (Not for a folder past any real path's length: SQLite refuses LIKE patterns over 50000 bytes.)
+    if folder and len(folder) <= 4096 and folder.isascii() and folder.isprintable() and not set(folder) & {'"', "\\"}:
         # The database drops rows whose folders cannot match (a plain path reads the same in the
         # column's JSON text); the exact comparison below decides.
         sessions = sessions.annotate(folders=Cast("working_directories", TextField())).filter(folders__contains=folder)

@@ -1,0 +1,91 @@
+"""Credentials in mcpServers (env and headers values) never appear in logs, admin pages, REST
+answers, snapshots or the action log a reconnect replays."""
+import asyncio
+import logging
+import uuid
+
+import pytest
+from django.test import Client
+from rest_framework.test import APIClient
+
+from mcp_app.models import SessionMcpServers
+from mcp_app.server_tools import list_session_servers
+from sessions_app.actions import do_create_session
+from sessions_app.models import ActionLog
+from tools_app.models import HostConfig
+
+from ..protocol.harness import AhpClient, default_chat
+
+SECRETS = ("s3cret-env-value", "s3cret-header-value")
+SERVERS = {
+    "git": {"type": "stdio", "command": "/nonexistent/ahp-test-mcp-server", "env": {"GIT_TOKEN": SECRETS[0]}},
+    "web": {"type": "http", "url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": f"Bearer {SECRETS[1]}"}},
+}
+
+
+def assert_no_secret(text, where):
+    for secret in SECRETS:
+        assert secret not in text, f"{where} shows a credential"
+
+
+@pytest.fixture
+def configured(acme):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {acme.tokens['root']}")
+    response = client.patch("/api/v1/config", {"mcpServers": SERVERS}, format="json")
+    assert response.status_code == 200
+    assert_no_secret(response.content.decode(), "the PATCH answer")
+    assert HostConfig.for_tenant(acme.tenant).mcp_servers["git"]["env"]["GIT_TOKEN"] == SECRETS[0]  # kept
+    return client
+
+
+def test_rest_answers_mask_credentials(acme, configured):
+    body = configured.get("/api/v1/config")
+    assert_no_secret(body.content.decode(), "GET /api/v1/config")
+    assert body.json()["mcpServers"]["git"]["env"] == {"GIT_TOKEN": "<set>"}
+    put = configured.put("/api/v1/config", {"mcpServers": body.json()["mcpServers"]}, format="json")
+    assert_no_secret(put.content.decode(), "the PUT answer")
+    assert HostConfig.for_tenant(acme.tenant).mcp_servers["web"]["headers"]["Authorization"].endswith(SECRETS[1])
+
+
+def test_snapshots_actions_and_the_replayed_log_mask_credentials(acme, host, configured):
+    with AhpClient(host.port, acme.tokens["root"], "ide") as client:
+        root = client.call("subscribe", {"channel": "ahp-root://"})
+        assert_no_secret(str(root), "the root snapshot")
+        client.dispatch("ahp-root://", {"type": "root/configChanged", "config": {"advancedTools": True}})
+        assert_no_secret(str(client.action("root/configChanged")), "root/configChanged")
+        session = client.create_session()
+        assert_no_secret(str(client.call("subscribe", {"channel": session})), "the session snapshot")
+        assert_no_secret(str(client.subscribe(default_chat(client, session))), "the chat snapshot")
+        replay = client.call("reconnect", {"clientId": "ide", "lastSeenServerSeq": 0, "subscriptions": ["ahp-root://"]})
+        assert_no_secret(str(replay), "the reconnect replay")
+    assert_no_secret(str(list(ActionLog.objects.values_list("envelope", flat=True))), "the action log")
+
+
+def test_logs_and_recorded_listing_errors_never_show_credentials(acme, configured, caplog, transactional_db):
+    session = do_create_session(acme.principal("member"), uuid.uuid4())
+    with caplog.at_level(logging.DEBUG):
+        listed = asyncio.run(list_session_servers(session.id))
+    assert set(listed) == {"git", "web"} and all("error" in v for v in listed.values())
+    assert_no_secret(caplog.text, "the log")
+    assert_no_secret(str(SessionMcpServers.objects.get(session=session).server_tools), "the recorded errors")
+
+
+def test_admin_pages_mask_credentials(acme, configured, transactional_db):
+    session = do_create_session(acme.principal("member"), uuid.uuid4())
+    acme.admin.is_staff = True
+    acme.admin.save()
+    admin = Client()
+    admin.force_login(acme.admin)
+    pages = [
+        f"/admin/tools_app/hostconfig/{HostConfig.for_tenant(acme.tenant).pk}/change/",
+        "/admin/tools_app/hostconfig/",
+        f"/admin/mcp_app/sessionmcpservers/{session.pk}/change/",
+        "/admin/mcp_app/sessionmcpservers/",
+        f"/admin/sessions_app/session/{session.pk}/change/",
+        f"/console/{acme.tenant.slug}/dashboard",
+    ]
+    for page in pages:
+        response = admin.get(page)
+        assert response.status_code == 200, page
+        assert_no_secret(response.content.decode(), page)
