@@ -1,6 +1,7 @@
 import hashlib
 import hmac
 import secrets
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
@@ -124,7 +125,15 @@ class ApiToken(models.Model):
             return None
         if row.person is not None and not row.person.is_active:
             return None
+        row.mark_used()
         return row
+
+    def mark_used(self, every=timedelta(minutes=1)):
+        """Record use for operators, writing at most once a minute per token."""
+        now = timezone.now()
+        if self.last_used is None or self.last_used < now - every:
+            ApiToken.objects.filter(pk=self.pk).update(last_used=now)
+            self.last_used = now
 
     def principal(self):
         return Principal.for_token(self)

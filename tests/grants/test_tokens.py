@@ -49,3 +49,11 @@ def test_a_deactivated_persons_token_no_longer_authenticates(acme):
 def test_a_tenant_defined_role_replaces_the_built_in_of_the_same_name(acme):
     acme.tenant.roles.create(name="guest", grants=["session:read", "chat:tool"])
     assert ApiToken.authenticate(acme.tokens["guest"]).principal().may("chat:tool")
+
+
+def test_using_a_token_records_when_it_was_last_used(acme):
+    row, plaintext = do_mint_token(acme.tenant, person=acme.member, name="laptop")
+    assert row.last_used is None
+    ApiToken.authenticate(plaintext)
+    row.refresh_from_db()
+    assert row.last_used is not None
