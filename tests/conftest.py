@@ -92,3 +92,15 @@ def host(transactional_db):
 
     with ServerThread() as server:
         yield server
+
+
+@pytest.fixture
+def tenant_admin(acme):
+    """The Django test client logged in as acme's tenant admin (staff, not superuser)."""
+    from django.test import Client
+
+    acme.admin.is_staff = True
+    acme.admin.save()
+    client = Client()
+    client.force_login(acme.admin)
+    return client

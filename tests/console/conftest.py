@@ -3,21 +3,10 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from django.test import Client
 from django.utils import timezone
 
 from tools_app.host_config import wire_values
 from tools_app.models import HostConfig
-
-
-@pytest.fixture
-def acme_admin(acme):
-    """The Django test client logged in as acme's tenant admin (staff, not superuser)."""
-    acme.admin.is_staff = True
-    acme.admin.save()
-    client = Client()
-    client.force_login(acme.admin)
-    return client
 
 
 def host_config_form(tenant, **changes):

@@ -39,7 +39,7 @@ def test_it_classifies_every_call_and_every_refusal_by_its_sentence(acme, acme_w
     ]
 
 
-def test_a_refusal_over_a_real_socket_is_audited_with_who_and_where(acme, host, acme_admin):
+def test_a_refusal_over_a_real_socket_is_audited_with_who_and_where(acme, host, tenant_admin):
     with AhpClient(host.port, acme.tokens["member"]) as client:
         session = client.create_session()
         chat = default_chat(client, session)
@@ -47,37 +47,37 @@ def test_a_refusal_over_a_real_socket_is_audited_with_who_and_where(acme, host, 
         client.reply_to(client.start_turn(chat, '/call nope {"x": 1}'))
     entry = AuditEntry.objects.for_tenant(acme.tenant).with_outcome().get()
     assert (entry.turn.sender, entry.outcome, entry.refusal_reason) == (acme.member, "refused", "unknown_tool")
-    page = acme_admin.get(f"{AUDIT}?reason=unknown_tool").content.decode()
+    page = tenant_admin.get(f"{AUDIT}?reason=unknown_tool").content.decode()
     assert "acme-member" in page and "No tool named &quot;nope&quot; is available in this chat." in page
 
 
-def test_the_admin_filters_by_outcome_and_reason(acme, acme_work, acme_admin):
+def test_the_admin_filters_by_outcome_and_reason(acme, acme_work, tenant_admin):
     turn = acme_work.turn(acme_work.session())
     acme_work.refused(turn, SENTENCES["grant"], tool="guarded")
     acme_work.refused(turn, SENTENCES["limit"], tool="create_session")
     acme_work.ran(turn, "lint")
-    assert listed(acme_admin, "?reason=grant") == ["guarded"]
-    assert listed(acme_admin, "?reason=limit") == ["create_session"]
-    assert listed(acme_admin, "?outcome=ok") == ["lint"]
-    assert listed(acme_admin, "?outcome=refused") == ["create_session", "guarded"]
+    assert listed(tenant_admin, "?reason=grant") == ["guarded"]
+    assert listed(tenant_admin, "?reason=limit") == ["create_session"]
+    assert listed(tenant_admin, "?outcome=ok") == ["lint"]
+    assert listed(tenant_admin, "?outcome=refused") == ["create_session", "guarded"]
 
 
-def test_a_tenant_admin_sees_only_their_tenants_audit(acme, globex, acme_work, acme_admin):
+def test_a_tenant_admin_sees_only_their_tenants_audit(acme, globex, acme_work, tenant_admin):
     from .conftest import Work
 
     Work(globex).refused(Work(globex).turn(Work(globex).session()), SENTENCES["unknown_tool"], tool="globex_secret")
     acme_work.ran(acme_work.turn(acme_work.session()), "acme_tool")
-    assert listed(acme_admin, "") == ["acme_tool"]
-    exported = acme_admin.get(f"{AUDIT}export.csv").content.decode()
+    assert listed(tenant_admin, "") == ["acme_tool"]
+    exported = tenant_admin.get(f"{AUDIT}export.csv").content.decode()
     assert "acme_tool" in exported and "globex_secret" not in exported
 
 
-def test_it_exports_the_filtered_audit_as_csv(acme, acme_work, acme_admin):
+def test_it_exports_the_filtered_audit_as_csv(acme, acme_work, tenant_admin):
     session = acme_work.session()
     turn = acme_work.turn(session)
     acme_work.refused(turn, SENTENCES["grant"], tool="guarded")
     acme_work.ran(turn, "lint", source="plugin")
-    response = acme_admin.get(f"{AUDIT}export.csv?outcome=refused")
+    response = tenant_admin.get(f"{AUDIT}export.csv?outcome=refused")
     assert response["Content-Type"] == "text/csv; charset=utf-8"
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
     assert len(rows) == 1
@@ -87,7 +87,7 @@ def test_it_exports_the_filtered_audit_as_csv(acme, acme_work, acme_admin):
         "tenant": "acme", "who": "acme-member", "session": str(session.id), "chat": str(turn.chat_id),
         "tool": "guarded", "source": "", "outcome": "refused", "refusal reason": "grant",
         "sentence": "acme-guest may not chat:tool here"}
-    everything = list(csv.DictReader(io.StringIO(acme_admin.get(f"{AUDIT}export.csv").content.decode())))
+    everything = list(csv.DictReader(io.StringIO(tenant_admin.get(f"{AUDIT}export.csv").content.decode())))
     assert sorted(r["tool"] for r in everything) == ["guarded", "lint"]
     assert [r["source"] for r in everything if r["tool"] == "lint"] == ["plugin"]
 

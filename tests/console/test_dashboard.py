@@ -29,9 +29,9 @@ def test_it_counts_calls_by_source_refusals_by_reason_and_client_calls(acme, acm
     assert (tree["root"], tree["tool_calls"], tree["depth"]) == (root, 9, 1)
 
 
-def test_a_tenant_admin_opens_their_dashboard_with_svg_charts(acme, acme_work, acme_admin):
+def test_a_tenant_admin_opens_their_dashboard_with_svg_charts(acme, acme_work, tenant_admin):
     acme_work.refused(acme_work.turn(acme_work.session()), SENTENCES["limit"])
-    response = acme_admin.get(f"/console/{acme.tenant.slug}/dashboard")
+    response = tenant_admin.get(f"/console/{acme.tenant.slug}/dashboard")
     page = response.content.decode()
     assert response.status_code == 200
     assert page.count('<svg xmlns="http://www.w3.org/2000/svg" role="img"') == 3
@@ -39,9 +39,9 @@ def test_a_tenant_admin_opens_their_dashboard_with_svg_charts(acme, acme_work, a
     assert "Refusals by reason (last 24 hours: 1)" in page
 
 
-def test_another_tenants_dashboard_does_not_exist_for_them(acme, globex, acme_admin):
-    assert acme_admin.get(f"/console/{globex.tenant.slug}/dashboard").status_code == 404
-    page = acme_admin.get("/console/").content.decode()
+def test_another_tenants_dashboard_does_not_exist_for_them(acme, globex, tenant_admin):
+    assert tenant_admin.get(f"/console/{globex.tenant.slug}/dashboard").status_code == 404
+    page = tenant_admin.get("/console/").content.decode()
     assert "/console/acme/dashboard" in page and "globex" not in page
 
 

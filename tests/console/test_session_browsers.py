@@ -5,47 +5,47 @@ from sessions_app.models import Chat, Session
 from grants.models import Principal
 
 
-def test_sessions_are_listed_per_tree_with_parent_and_depth(acme, acme_work, acme_admin):
+def test_sessions_are_listed_per_tree_with_parent_and_depth(acme, acme_work, tenant_admin):
     root = acme_work.session()
     child = acme_work.session(parent=root)
     grandchild = acme_work.session(parent=child)
     acme_work.session()  # another tree
-    response = acme_admin.get(f"/admin/sessions_app/session/?tree={root.pk}")
+    response = tenant_admin.get(f"/admin/sessions_app/session/?tree={root.pk}")
     listed = {s.pk: s.depth for s in response.context["cl"].result_list}
     assert listed == {root.pk: 0, child.pk: 1, grandchild.pk: 2}
     page = response.content.decode()
     assert f"/admin/sessions_app/session/{child.pk}/change/" in page  # the grandchild's parent link
 
 
-def test_the_session_list_shows_orchestration_budget_used(acme, acme_work, acme_admin):
+def test_the_session_list_shows_orchestration_budget_used(acme, acme_work, tenant_admin):
     root = acme_work.session()
-    page = acme_admin.get("/admin/sessions_app/session/").content.decode()
+    page = tenant_admin.get("/admin/sessions_app/session/").content.decode()
     assert "0/50 sessions, 0/50 chats, 0/100 messages" in page or "not recorded" in page
     assert str(root.pk) in page
 
 
-def test_the_browsers_are_read_only(acme, acme_work, acme_admin):
+def test_the_browsers_are_read_only(acme, acme_work, tenant_admin):
     session = acme_work.session()
-    assert acme_admin.get("/admin/sessions_app/session/add/").status_code == 403
-    assert acme_admin.get(f"/admin/sessions_app/session/{session.pk}/delete/").status_code == 403
-    page = acme_admin.get(f"/admin/sessions_app/toolcall/").status_code
+    assert tenant_admin.get("/admin/sessions_app/session/add/").status_code == 403
+    assert tenant_admin.get(f"/admin/sessions_app/session/{session.pk}/delete/").status_code == 403
+    page = tenant_admin.get(f"/admin/sessions_app/toolcall/").status_code
     assert page == 200
 
 
-def test_chats_show_their_origin(acme, acme_work, acme_admin):
+def test_chats_show_their_origin(acme, acme_work, tenant_admin):
     session = acme_work.session()
     default = session.chats.get()
     Chat.objects.create(session=session, origin_kind="tool", origin_chat=default, origin_tool_call_id="call-7",
                         title="spawned")
-    page = acme_admin.get("/admin/sessions_app/chat/?origin_kind=tool").content.decode()
+    page = tenant_admin.get("/admin/sessions_app/chat/?origin_kind=tool").content.decode()
     assert "tool of" in page and "tool call call-7" in page
 
 
-def test_tool_calls_show_status_contributor_duration_and_outcome(acme, acme_work, acme_admin):
+def test_tool_calls_show_status_contributor_duration_and_outcome(acme, acme_work, tenant_admin):
     turn = acme_work.turn(acme_work.session())
     acme_work.ran(turn, "lint")
     acme_work.client_call(turn, "pick")
-    page = acme_admin.get("/admin/sessions_app/toolcall/").content.decode()
+    page = tenant_admin.get("/admin/sessions_app/toolcall/").content.decode()
     assert "waiting for its client" in page and ">ide<" in page and " ms<" in page and ">ok<" in page
 
 
@@ -53,29 +53,29 @@ def session_form(**fields):
     return {"grant_person": "", "grant": "", **fields}
 
 
-def test_a_tenant_admin_gives_and_takes_back_a_per_session_grant(acme, acme_work, acme_admin):
+def test_a_tenant_admin_gives_and_takes_back_a_per_session_grant(acme, acme_work, tenant_admin):
     session = acme_work.session(person="admin")
     guest = Principal.for_person(acme.tenant, acme.guest)
     assert not guest.may("session:rename", session)
     url = f"/admin/sessions_app/session/{session.pk}/change/"
-    response = acme_admin.post(url, session_form(grant_person=acme.guest.pk, grant="session:write"))
+    response = tenant_admin.post(url, session_form(grant_person=acme.guest.pk, grant="session:write"))
     assert response.status_code == 302
     assert guest.may("session:rename", session)
     assert sorted(guest.object_grants(session)) == ["session:read", "session:write"]
-    page = acme_admin.get(url).content.decode()
+    page = tenant_admin.get(url).content.decode()
     assert "acme-guest: session:read, session:write" in page
-    response = acme_admin.post(url, session_form(revoke=[f"{acme.guest.pk} session:read"]))
+    response = tenant_admin.post(url, session_form(revoke=[f"{acme.guest.pk} session:read"]))
     assert response.status_code == 302
     assert not guest.may("session:rename", session) and guest.object_grants(session) == ()
-    assert "none: only role grants apply" in acme_admin.get(url).content.decode()
+    assert "none: only role grants apply" in tenant_admin.get(url).content.decode()
 
 
-def test_a_grant_needs_a_person_of_the_tenant(acme, globex, acme_work, acme_admin):
+def test_a_grant_needs_a_person_of_the_tenant(acme, globex, acme_work, tenant_admin):
     session = acme_work.session()
     url = f"/admin/sessions_app/session/{session.pk}/change/"
-    response = acme_admin.post(url, session_form(grant_person=globex.member.pk, grant="session:read"))
+    response = tenant_admin.post(url, session_form(grant_person=globex.member.pk, grant="session:read"))
     assert "grant_person" in response.context["adminform"].form.errors
-    response = acme_admin.post(url, session_form(grant="session:read"))
+    response = tenant_admin.post(url, session_form(grant="session:read"))
     assert response.context["adminform"].form.non_field_errors() == [
         "Choose both a person and a grant to give, or neither."]
     assert Session.objects.visible_to(Principal.for_person(globex.tenant, globex.member)).count() == 0

@@ -1,17 +1,6 @@
-import pytest
 from django.test import Client
 
 from sessions_app.models import Session
-
-
-@pytest.fixture
-def tenant_admin(acme):
-    person = acme.admin
-    person.is_staff = True
-    person.save()
-    client = Client()
-    client.force_login(person)
-    return client
 
 
 def test_a_tenant_admin_sees_only_their_tenants_sessions(acme, globex, tenant_admin):

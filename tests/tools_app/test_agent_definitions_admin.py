@@ -1,20 +1,9 @@
 import html
 
-import pytest
-from django.test import Client
 
 from tools_app.models import AgentDefinition
 
 BUILTIN = "github-cli-builtin-tools"
-
-
-@pytest.fixture
-def tenant_admin(acme):
-    acme.admin.is_staff = True
-    acme.admin.save()
-    client = Client()
-    client.force_login(acme.admin)
-    return client
 
 
 def form(tenant, tools):
