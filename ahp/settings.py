@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "channels",
     "ahp",
     "grants",
+    "sandbox",
     "sessions_app",
     "tools_app",
     "mcp_app",
