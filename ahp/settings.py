@@ -3,6 +3,7 @@
 With no environment set the host runs embedded: SQLite under var/, Channels' in-memory layer
 and a Celery broker on the filesystem. Production sets DATABASE_URL and REDIS_URL.
 """
+import json
 import os
 from pathlib import Path
 
@@ -13,7 +14,9 @@ VAR_DIR = Path(os.environ.get("AHP_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 # Every environment variable the host reads; docker-compose.yml is checked against this list.
-ENVIRONMENT_KEYS = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "ALLOWED_HOSTS", "DEBUG", "AHP_VAR_DIR", "LOG_LEVEL", "AHP_HEARTBEAT_SECONDS")
+ENVIRONMENT_KEYS = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "ALLOWED_HOSTS", "DEBUG", "AHP_VAR_DIR", "LOG_LEVEL", "AHP_HEARTBEAT_SECONDS",
+                    "AHP_SANDBOX_UID", "AHP_SANDBOX_CPU_SECONDS", "AHP_SANDBOX_MEMORY_MB", "AHP_SANDBOX_PROCESSES",
+                    "AHP_SANDBOX_FILE_MB", "AHP_STDIO_MCP_SERVERS", "AHP_MCP_LISTING_WORKERS")
 
 
 def _env_bool(name, default):
@@ -168,3 +171,15 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
+
+# The per-session sandbox everything run for a tenant runs in (docs/security.md).
+AHP_SANDBOX_UID = int(os.environ.get("AHP_SANDBOX_UID", "61000"))
+AHP_SANDBOX_CPU_SECONDS = int(os.environ.get("AHP_SANDBOX_CPU_SECONDS", "3600"))
+AHP_SANDBOX_MEMORY_MB = int(os.environ.get("AHP_SANDBOX_MEMORY_MB", "16384"))
+AHP_SANDBOX_PROCESSES = int(os.environ.get("AHP_SANDBOX_PROCESSES", "1024"))
+AHP_SANDBOX_FILE_MB = int(os.environ.get("AHP_SANDBOX_FILE_MB", "2048"))
+# Stdio MCP servers tenants may pick by name, beside the superuser's StdioServer rows:
+# {"name": {"command": "/abs/path", "args": [...], "env": {...}, "readOnlyPaths": [...]}}.
+AHP_STDIO_MCP_SERVERS = json.loads(os.environ.get("AHP_STDIO_MCP_SERVERS") or "{}")
+# How many sessions' MCP servers one process lists at once; the rest wait their turn.
+AHP_MCP_LISTING_WORKERS = int(os.environ.get("AHP_MCP_LISTING_WORKERS", "4"))

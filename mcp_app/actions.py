@@ -36,3 +36,12 @@ def do_record_server_tools(session_id, listed):
     row.server_tools = {**row.server_tools, **listed}
     row.save(update_fields=["server_tools"])
     return row
+
+
+@transaction.atomic
+def do_record_client_servers(session_id, client_id, servers):
+    """The http servers client `client_id`'s plugins declare for this session (empty: none)."""
+    row, _ = SessionMcpServers.objects.select_for_update().get_or_create(session_id=session_id)
+    row.client_servers = {**(row.client_servers or {}), client_id: servers}
+    row.save(update_fields=["client_servers"])
+    return row

@@ -1,27 +1,34 @@
-"""Talking to a configured MCP server through the official `mcp` client, stdio or http."""
+"""Talking to a configured MCP server through the official `mcp` client, stdio or http.
+
+A stdio server is the operator's command, run in the sandbox of the session that uses it."""
 import contextlib
-import os
 from datetime import timedelta
 
 import httpx
+from channels.db import database_sync_to_async
 from mcp import ClientSession, StdioServerParameters
 from mcp.types import PaginatedRequestParams
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from sandbox.bubblewrap import session_sandbox
+
+from .servers import runnable_stdio
+
 LIST_TIMEOUT_SECONDS = 20
 
 
 @contextlib.asynccontextmanager
-async def connected(entry, timeout=LIST_TIMEOUT_SECONDS):
-    """An initialized ClientSession on the server `entry` describes."""
+async def connected(entry, session, timeout=LIST_TIMEOUT_SECONDS):
+    """An initialized ClientSession on the server `entry` describes, for `session`."""
     if entry["type"] == "stdio":
-        params = StdioServerParameters(
-            command=entry["command"], args=list(entry.get("args") or ()), cwd=entry.get("cwd"),
-            # A server inherits the host's PATH and the like, plus its own credentials.
-            env={**os.environ, **(entry.get("env") or {})},
-        )
-        transport = stdio_client(params)
+        runnable = await database_sync_to_async(runnable_stdio)(entry)
+        if runnable is None:
+            raise LookupError(f'No stdio MCP server named "{entry.get("server")}" is defined on this host.')
+        sandbox = session_sandbox(session, read_only=runnable.get("readOnlyPaths") or ())
+        argv = sandbox.argv([runnable["command"], *runnable.get("args", ())], env=runnable.get("env"))
+        # The sandbox clears the environment: the server sees only its own entry's.
+        transport = stdio_client(StdioServerParameters(command=argv[0], args=argv[1:], env={}))
     else:
         http = httpx.AsyncClient(headers=entry.get("headers") or {}, timeout=timeout)
         transport = _http_transport(entry["url"], http)
@@ -38,9 +45,9 @@ async def _http_transport(url, http):
         yield streams
 
 
-async def list_tools(entry):
+async def list_tools(entry, for_session):
     """The server's tool definitions as MCP wire dicts."""
-    async with connected(entry) as session:
+    async with connected(entry, for_session) as session:
         tools, cursor = [], None
         while True:
             page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
@@ -50,8 +57,8 @@ async def list_tools(entry):
                 return tools
 
 
-async def call_tool(entry, name, arguments):
+async def call_tool(entry, name, arguments, for_session):
     """The server's CallToolResult for one call, as a wire dict."""
-    async with connected(entry) as session:
+    async with connected(entry, for_session) as session:
         result = await session.call_tool(name, arguments)
         return result.model_dump(by_alias=True, exclude_none=True, mode="json")

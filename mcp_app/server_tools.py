@@ -10,9 +10,11 @@ session's server. A server that cannot be listed is recorded as a gap; the sessi
 import asyncio
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 from channels.db import database_sync_to_async
+from django.conf import settings
 from django.db import close_old_connections
 
 from sessions_app.models import ActiveClient, Session
@@ -20,9 +22,9 @@ from tools_app.host_tools import MCP
 from tools_app.registry import Tool
 
 from . import client
-from .actions import do_record_server_tools
+from .actions import do_record_client_servers, do_record_server_tools
 from .models import SessionMcpServers
-from .servers import fingerprint, merged_servers, plugin_servers, usable_servers
+from .servers import fingerprint, merged_servers, plugin_manifest_uris, servers_of_manifest, usable_servers
 
 logger = logging.getLogger(__name__)
 
@@ -30,20 +32,23 @@ LIST_TIMEOUT_SECONDS = 20
 PERMISSIVE_SCHEMA = {"type": "object"}  # the server checks its own input
 
 
-def client_servers(session):
-    """Servers the session's active clients' plugins contribute, later clients over earlier."""
+def client_servers(row, active_client_ids):
+    """The http servers the session's active clients' plugins contribute, later clients over
+    earlier (as the clients' own `.mcp.json` files said when the host asked them)."""
     found = {}
-    for customizations in ActiveClient.objects.filter(session=session).order_by("id").values_list(
-            "customizations", flat=True):
-        found.update(plugin_servers(customizations))
-    return usable_servers(found, f"the client plugins of session {session.id}")
+    for client_id in active_client_ids:
+        found.update((row.client_servers or {}).get(client_id) or {})
+    return usable_servers(found, f"the client plugins of session {row.session_id}")
 
 
 def effective_servers(session):
     """The map the session's agent gets: what the tenant gave it at start, with servers its
     clients' plugins contribute merged over it. None when there are none (absent, not empty)."""
     row = SessionMcpServers.objects.filter(session=session).first()
-    return merged_servers(row.servers if row else None, client_servers(session))
+    if row is None:
+        return None
+    active = ActiveClient.objects.filter(session=session).order_by("id").values_list("client_id", flat=True)
+    return merged_servers(row.servers, client_servers(row, active))
 
 
 def ahp_result(tool_name, result):
@@ -110,7 +115,7 @@ class ServerToolOffers:
         if configuration is None:
             return {"success": False, "pastTenseMessage": f"{tool_name} failed",
                     "error": {"message": f"The MCP server {name} is not available to this session."}}
-        return ahp_result(tool_name, await client.call_tool(configuration["entry"], tool_name, arguments))
+        return ahp_result(tool_name, await client.call_tool(configuration["entry"], tool_name, arguments, context.session))
 
     def publish(self, name):
         with self.lock:
@@ -144,7 +149,7 @@ async def list_session_servers(session_id, offers=OFFERS):
     listed = {}
     for name, entry in servers.items():
         try:
-            tools = await asyncio.wait_for(client.list_tools(entry), LIST_TIMEOUT_SECONDS)
+            tools = await asyncio.wait_for(client.list_tools(entry, session), LIST_TIMEOUT_SECONDS)
         except Exception as exc:  # one unreachable server is a gap, never a failed session
             while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
                 exc = exc.exceptions[0]  # the client's task groups wrap the cause
@@ -159,17 +164,54 @@ async def list_session_servers(session_id, offers=OFFERS):
     return listed
 
 
-def list_in_background(session_id):
-    """Listing spawns processes and opens sockets: never inside a request or a transaction."""
+class ListingPool:
+    """Listing spawns processes and opens sockets: never inside a request or a transaction, and
+    at most `workers` sessions at once per process, however many start together. A session
+    already waiting is not queued twice."""
 
-    def run():
+    def __init__(self, workers):
+        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mcp-list")
+        self.lock = threading.Lock()
+        self.waiting = set()
+
+    def submit(self, session_id):
+        with self.lock:
+            if session_id in self.waiting:
+                return None
+            self.waiting.add(session_id)
+        return self.executor.submit(self.run, session_id)
+
+    def run(self, session_id):
+        with self.lock:
+            self.waiting.discard(session_id)
         try:
-            asyncio.run(list_session_servers(session_id))
+            return asyncio.run(list_session_servers(session_id))
         except Exception:
             logger.exception("Listing the MCP servers of session %s failed", session_id)
         finally:
             close_old_connections()
 
-    thread = threading.Thread(target=run, name=f"mcp-list-{session_id}", daemon=True)
-    thread.start()
-    return thread
+
+LISTING = ListingPool(settings.AHP_MCP_LISTING_WORKERS)
+
+
+def list_in_background(session_id):
+    """Queue the listing of the session's servers; a Future of what was recorded."""
+    return LISTING.submit(session_id)
+
+
+async def learn_client_plugins(tenant_id, session_id, client_id, customizations):
+    """Ask the client for each of its plugins' `.mcp.json` (the file is on the client's
+    machine), keep the http servers they declare for this session, and list them."""
+    from workbench.resources import ask_client
+
+    found = {}
+    for plugin_uri, manifest_uri in plugin_manifest_uris(customizations).items():
+        ok, text = await ask_client(tenant_id, client_id, manifest_uri)
+        if not ok:
+            logger.warning("Could not read the MCP servers of plugin %s: %s", plugin_uri, text)
+            continue
+        found.update(servers_of_manifest(text, plugin_uri))
+    await database_sync_to_async(do_record_client_servers)(session_id, client_id, found)
+    if found:
+        list_in_background(session_id)

@@ -1,18 +1,42 @@
 """Configured MCP servers: which entries are usable, and the map a session's agent is given.
 
-An entry is `{"type": "stdio", "command", "args"?, "cwd"?, "env"?}` or
-`{"type": "http", "url", "headers"?}`. Anything else is one warning in the log (naming the
-server and the reason, never a credential) and is left out; the other entries still apply.
+A tenant's entry is `{"type": "stdio", "server": "<operator's server name>", "env"?}` or
+`{"type": "http", "url", "headers"?}`. A stdio server's command is the operator's (a
+`StdioServer` row or `AHP_STDIO_MCP_SERVERS`), never the tenant's or a client's: the host runs
+it in the session's sandbox. Anything else is one warning in the log (naming the server and the
+reason, never a credential) and is left out; the other entries still apply.
 """
 import hashlib
 import json
 import logging
-from pathlib import Path
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
+
+from django.conf import settings
+
+from tools_app.host_config import TENANT_COMMAND
 
 logger = logging.getLogger(__name__)
 
 PLUGIN_MCP_FILE = ".mcp.json"
+
+
+def operator_stdio_servers():
+    """{name: {"command", "args", "env", "readOnlyPaths"}}: the settings' servers, then the
+    superuser's rows over them."""
+    from .models import StdioServer
+
+    servers = dict(settings.AHP_STDIO_MCP_SERVERS)
+    servers.update({row.name: row.to_entry() for row in StdioServer.objects.all()})
+    return servers
+
+
+def runnable_stdio(entry):
+    """What the host runs for a tenant's stdio entry: the operator's server, with the tenant's
+    env over the operator's. None when the operator no longer defines it."""
+    defined = operator_stdio_servers().get(entry.get("server"))
+    if defined is None:
+        return None
+    return {**defined, "env": {**(defined.get("env") or {}), **(entry.get("env") or {})}}
 
 
 def _string_map(value):
@@ -25,14 +49,14 @@ def entry_problem(entry):
         return "an entry must be an object"
     kind = entry.get("type")
     if kind == "stdio":
-        if not isinstance(entry.get("command"), str) or not entry["command"]:
-            return 'a stdio entry needs "command"'
-        if "args" in entry and not (isinstance(entry["args"], list) and all(isinstance(a, str) for a in entry["args"])):
-            return '"args" must be a list of strings'
-        if "cwd" in entry and not isinstance(entry["cwd"], str):
-            return '"cwd" must be a string'
+        if "command" in entry or "args" in entry or "cwd" in entry:
+            return TENANT_COMMAND
+        if not isinstance(entry.get("server"), str) or not entry["server"]:
+            return 'a stdio entry needs "server": the name of one of the operator\'s stdio servers'
         if "env" in entry and not _string_map(entry["env"]):
             return '"env" must map names to strings'
+        if entry["server"] not in operator_stdio_servers():
+            return f'no stdio MCP server named "{entry["server"]}" is defined on this host'
         return None
     if kind == "http":
         url = entry.get("url")
@@ -58,27 +82,37 @@ def usable_servers(servers, origin="mcpServers"):
     return usable or None
 
 
-def plugin_servers(customizations):
-    """MCP servers the client plugins in `customizations` bundle: an Open Plugins plugin lists
-    them in `.mcp.json` at its root. Only plugins the host can read (file: URIs) contribute;
-    an entry without "type" is stdio when it has a command and http when it has a url."""
+def plugin_manifest_uris(customizations):
+    """{plugin uri: the uri of its `.mcp.json`} for each enabled Open Plugins plugin. The file is
+    the client's: the host asks the client for it (resourceRead), never reads its own disk."""
     found = {}
     for plugin in customizations or ():
         if not isinstance(plugin, dict) or plugin.get("type", "plugin") != "plugin" or plugin.get("enabled") is False:
             continue
-        uri = urlparse(str(plugin.get("uri", "")))
-        if uri.scheme != "file":
+        uri = plugin.get("uri")
+        if isinstance(uri, str) and uri:
+            found[uri] = f"{uri.rstrip('/')}/{PLUGIN_MCP_FILE}"
+    return found
+
+
+def servers_of_manifest(text, plugin_uri):
+    """The http servers a plugin's `.mcp.json` declares. A client's plugin never brings a
+    command for the host to run: its stdio servers are left out, one warning each."""
+    try:
+        declared = json.loads(text).get("mcpServers") or {}
+    except (ValueError, AttributeError):
+        logger.warning("Could not read the MCP servers of plugin %s: its .mcp.json is not a JSON object.", plugin_uri)
+        return {}
+    found = {}
+    for name, entry in declared.items() if isinstance(declared, dict) else ():
+        if not isinstance(entry, dict):
             continue
-        manifest = Path(unquote(uri.path)) / PLUGIN_MCP_FILE
-        try:
-            declared = json.loads(manifest.read_text()).get("mcpServers") or {}
-        except (OSError, ValueError, AttributeError) as exc:
-            logger.warning("Could not read the MCP servers of plugin %s: %s", plugin.get("uri"), exc.__class__.__name__)
+        kind = entry.get("type") or ("stdio" if "command" in entry else "http")
+        if kind != "http":
+            logger.warning("Left out MCP server %r of plugin %s: a client's plugin may bring http servers only, "
+                           "never a command for the host to run.", name, plugin_uri)
             continue
-        for name, entry in declared.items() if isinstance(declared, dict) else ():
-            if isinstance(entry, dict) and "type" not in entry:
-                entry = {"type": "stdio" if "command" in entry else "http", **entry}
-            found[name] = entry
+        found[name] = {**entry, "type": "http"}
     return found
 
 

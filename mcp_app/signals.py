@@ -3,7 +3,8 @@ from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
-from sessions_app.models import ActiveClient, Session
+from sandbox.bubblewrap import end_sandbox
+from sessions_app.models import Session
 
 from .actions import do_capture_mcp_servers
 
@@ -19,17 +20,6 @@ def capture_servers(sender, instance, created, raw=False, **kwargs):
         transaction.on_commit(lambda: list_in_background(instance.id))
 
 
-@receiver(post_save, sender=ActiveClient, dispatch_uid="mcp_app.client_plugins")
-def list_client_plugin_servers(sender, instance, raw=False, **kwargs):
-    """A client announcing plugins may bring MCP servers of its own."""
-    if raw or not instance.customizations:
-        return
-    from .server_tools import list_in_background
-
-    session_id = instance.session_id
-    transaction.on_commit(lambda: list_in_background(session_id))
-
-
 @receiver(post_delete, sender=Session, dispatch_uid="mcp_app.forget_servers")
 def forget_servers(sender, instance, **kwargs):
     from sessions_app.providers import PROVIDERS
@@ -40,6 +30,7 @@ def forget_servers(sender, instance, **kwargs):
 
     def forget():
         OFFERS.forget_session(session_id)
+        end_sandbox(session_id)
         acp = PROVIDERS.get("acp")
         if acp is not None and hasattr(acp, "forget"):
             acp.forget(session_id)

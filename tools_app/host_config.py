@@ -35,9 +35,16 @@ def _providers(key, value):
     return value
 
 
+TENANT_COMMAND = ("a tenant cannot name a command for the host to run; pick one of the operator's stdio servers "
+                  'with {"type": "stdio", "server": "<name>"}')
+
+
 def _mcp_servers(key, value):
     if value is not None and not (isinstance(value, dict) and all(isinstance(v, dict) for v in value.values())):
         raise ConfigInvalid(f"{key} must be an object mapping server names to server entries.")
+    for name, entry in (value or {}).items():
+        if entry.get("type", "stdio") == "stdio" and {"command", "args", "cwd"} & set(entry):
+            raise ConfigInvalid(f"{key}.{name}: {TENANT_COMMAND}.")
     return value
 
 

@@ -20,6 +20,7 @@ from django.db import InterfaceError, OperationalError, transaction
 from grants.algebra import holds
 from grants.authentication import token_from_headers
 from grants.models import ApiToken
+from mcp_app.server_tools import learn_client_plugins
 from sessions_app import actions, events, state
 from sessions_app.actions import Refused
 from sessions_app.channels import ROOT, annotations_session_at, chat_at, parse, session_at
@@ -113,6 +114,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
         self.connection_id = None
         self.subscriptions = set()
         self.turn_tasks = set()
+        self.background = set()  # tasks that must not block this consumer's own messages
         self.server_requests = {}  # JSON-RPC id of a request this host sent -> channel awaiting the answer
         self.server_request_ids = itertools.count(1)
         await self.accept()
@@ -519,7 +521,18 @@ class AhpConsumer(AsyncWebsocketConsumer):
             return None
         if action_type == "chat/turnStarted":
             self.launch_turn(outcome.id)
+        elif action_type == "session/activeClientSet" and outcome.customizations:
+            self.learn_client_plugins(outcome)
         return None
+
+    def learn_client_plugins(self, active_client):
+        """The client's plugins may bring http MCP servers; their `.mcp.json` is on the client's
+        machine, so the host asks the client. A task: this consumer must stay free to carry
+        the question and its answer."""
+        task = asyncio.get_running_loop().create_task(learn_client_plugins(
+            self.tenant.pk, active_client.session_id, active_client.client_id, active_client.customizations))
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
 
     async def reject(self, channel, action, origin, reason):
         seq = await database_sync_to_async(events.current_seq)()
@@ -539,7 +552,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
 
     def act_active_client_set(self, channel, action, origin):
         session = self.target_session(channel)
-        actions.do_set_active_client(self.principal, session, self.client_id, action.get("activeClient"), origin)
+        return actions.do_set_active_client(self.principal, session, self.client_id, action.get("activeClient"), origin)
 
     def act_active_client_removed(self, channel, action, origin):
         actions.do_remove_active_client(self.principal, self.target_session(channel), self.client_id,

@@ -65,10 +65,10 @@ def test_patch_refuses_an_unknown_key_and_a_bad_value(acme):
 
 def test_patch_keeps_mcp_credentials_sent_back_masked(acme):
     client = api(acme.tokens["root"])
-    client.patch("/api/v1/config", {"mcpServers": {"git": {"command": "g", "headers": {"Authorization": "x"}}}},
-                 format="json")
+    client.patch("/api/v1/config", {"mcpServers": {"git": {"type": "http", "url": "https://mcp.example/",
+                                                            "headers": {"Authorization": "x"}}}}, format="json")
     shown = client.get("/api/v1/config").json()["mcpServers"]
-    assert shown == {"git": {"command": "g", "headers": {"Authorization": "<set>"}}}
+    assert shown == {"git": {"type": "http", "url": "https://mcp.example/", "headers": {"Authorization": "<set>"}}}
     client.patch("/api/v1/config", {"mcpServers": shown}, format="json")
     assert HostConfig.for_tenant(acme.tenant).mcp_servers["git"]["headers"] == {"Authorization": "x"}
 

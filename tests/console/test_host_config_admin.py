@@ -44,7 +44,7 @@ def test_it_saves_values_through_the_config_checks(acme, tenant_admin):
 
 def test_it_shows_mcp_credentials_as_set_and_keeps_them_when_unchanged(acme, tenant_admin):
     config = HostConfig.for_tenant(acme.tenant)
-    config.mcp_servers = {"git": {"command": "git-mcp", "env": {"GIT_TOKEN": "s3cret"}}}
+    config.mcp_servers = {"git": {"type": "stdio", "server": "git", "env": {"GIT_TOKEN": "s3cret"}}}
     config.save()
     page = tenant_admin.get(change_url(acme.tenant)).content.decode()
     assert "s3cret" not in page and "&lt;set&gt;" in page

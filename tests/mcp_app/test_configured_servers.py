@@ -10,7 +10,7 @@ import time
 import pytest
 import uvicorn
 
-from mcp_app.models import SessionMcpServers
+from mcp_app.models import SessionMcpServers, StdioServer
 from mcp_app.server_tools import effective_servers
 from mcp_app.servers import usable_servers
 from sessions_app.models import Session
@@ -36,10 +36,14 @@ TINY_SERVER = textwrap.dedent('''
 
 
 @pytest.fixture
-def tiny_server(tmp_path):
+def tiny_server(tmp_path, db):
+    """The operator's stdio server `tiny` (a tenant picks it by name); it runs in the sandbox."""
     script = tmp_path / "tiny_server.py"
     script.write_text(TINY_SERVER)
-    return {"type": "stdio", "command": sys.executable, "args": [str(script)]}
+    tmp_path.chmod(0o755)  # the sandbox's user reads the operator's program
+    StdioServer.objects.create(name="tiny", command=sys.executable, args=[str(script)],
+                               read_only_paths=[str(tmp_path), sys.prefix])
+    return {"type": "stdio", "server": "tiny"}
 
 
 @pytest.fixture
@@ -73,11 +77,12 @@ def listed(uri, *names):
                       describe=f"the host listing {names}")
 
 
-def test_it_leaves_out_each_bad_entry_with_one_warning_and_keeps_the_rest(caplog):
+def test_it_leaves_out_each_bad_entry_with_one_warning_and_keeps_the_rest(caplog, db):
+    StdioServer.objects.create(name="srv", command="/usr/bin/srv")
     servers = {
-        "good": {"type": "stdio", "command": "srv"},
+        "good": {"type": "stdio", "server": "srv"},
         "typeless": {"command": "srv", "env": {"TOKEN": "hunter2"}},
-        "no-command": {"type": "stdio", "env": {"TOKEN": "hunter2"}},
+        "no-server": {"type": "stdio", "env": {"TOKEN": "hunter2"}},
         "no-url": {"type": "http", "headers": {"Authorization": "hunter2"}},
         "bad-url": {"type": "http", "url": "ftp://x"},
         "not-an-object": "srv",
@@ -88,7 +93,8 @@ def test_it_leaves_out_each_bad_entry_with_one_warning_and_keeps_the_rest(caplog
     assert list(usable) == ["good", "web"]
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 5
-    assert "Left out MCP server 'no-command' of mcpServers: a stdio entry needs \"command\"." in warnings
+    assert ("Left out MCP server 'no-server' of mcpServers: a stdio entry needs \"server\": the name of one of "
+            "the operator's stdio servers.") in warnings
     assert all("hunter2" not in w for w in warnings)
     assert usable_servers({}) is None and usable_servers(None) is None
     assert usable_servers({"only-bad": {"type": "ftp"}}) is None
@@ -170,9 +176,10 @@ def test_the_host_lists_an_http_server(acme, host, tiny_http_server):
 
 
 def test_an_unreachable_server_is_a_gap_never_a_failed_session(acme, host, tiny_server):
+    StdioServer.objects.create(name="gone", command="/nonexistent/mcp-server")
     set_config(host.port, acme.tokens["root"], mcpServers={
         "tiny": tiny_server,
-        "gone": {"type": "stdio", "command": "/nonexistent/mcp-server"},
+        "gone": {"type": "stdio", "server": "gone"},
         "down": {"type": "http", "url": f"http://127.0.0.1:{free_port()}/mcp"},
     })
     with AhpClient(host.port, acme.tokens["member"]) as alice:
@@ -186,30 +193,61 @@ def test_an_unreachable_server_is_a_gap_never_a_failed_session(acme, host, tiny_
         assert alice.reply_to(alice.start_turn(chat, "hello")) == "hello"
 
 
-def test_a_client_plugin_server_is_merged_over_the_tenants_and_wins_a_clash(acme, host, tiny_server, tmp_path):
-    set_config(host.port, acme.tokens["root"], mcpServers={"tiny": {**tiny_server, "env": {"SUFFIX": "-tenant"}},
+def answer_manifest(ide, manifests):
+    """Answer the host's resourceRead for a plugin's .mcp.json as a client would: from its own disk."""
+    while (frame := ide.read(15)).get("method") != "resourceRead":
+        pass
+    uri = frame["params"]["uri"]
+    ide.send({"jsonrpc": "2.0", "id": frame["id"], "result": {"data": manifests[uri], "encoding": "utf-8"}})
+    return uri
+
+
+def test_a_client_plugin_http_server_is_merged_over_the_tenants_and_wins_a_clash(
+        acme, host, tiny_server, tiny_http_server):
+    set_config(host.port, acme.tokens["root"], mcpServers={"web": {"type": "http", "url": "http://127.0.0.1:9/mcp"},
                                                              "kept": tiny_server})
-    plugin = tmp_path / "plugin"
-    plugin.mkdir()
-    mine = {"command": tiny_server["command"], "args": tiny_server["args"], "env": {"SUFFIX": "-client"}}
-    (plugin / ".mcp.json").write_text(json.dumps({"mcpServers": {"tiny": mine}}))
+    manifest = json.dumps({"mcpServers": {"web": {"url": tiny_http_server["url"]},
+                                          "local": {"command": "/bin/sh", "args": ["-c", "id"]}}})
     with AhpClient(host.port, acme.tokens["member"], "ide") as ide:
         uri = ide.create_session()
-        listed(uri, "tiny", "kept")
+        listed(uri, "kept")
         ide.subscribe(uri)
         ide.dispatch(uri, {"type": "session/activeClientSet", "activeClient": {
             "clientId": "ide", "tools": [],
-            "customizations": [{"type": "plugin", "id": "p1", "uri": plugin.as_uri(), "name": "mine"}]}})
+            "customizations": [{"type": "plugin", "id": "p1", "uri": "file:///home/dev/plugins/mine", "name": "mine"}]}})
         ide.action("session/activeClientSet")
+        asked = answer_manifest(ide, {"file:///home/dev/plugins/mine/.mcp.json": manifest})
+        assert asked == "file:///home/dev/plugins/mine/.mcp.json"
         session = Session.objects.get(id=uri.split("/")[-1])
-        servers = effective_servers(session)
-        assert servers["tiny"] == {"type": "stdio", **mine} and servers["kept"] == tiny_server
+        servers = wait_until(lambda: (found := effective_servers(session)) and found["web"] != {
+            "type": "http", "url": "http://127.0.0.1:9/mcp"} and found, describe="the plugin's servers")
+        # The client's http server wins the clash; its stdio server is never the host's to run.
+        assert servers == {"web": {"type": "http", "url": tiny_http_server["url"]}, "kept": tiny_server}
         chat = default_chat(ide, uri)
         ide.subscribe(chat)
         deadline = time.monotonic() + 40
         while True:  # the client's server replaces the tenant's once the host has listed it
-            reply = ide.reply_to(ide.start_turn(chat, '/call tiny_shout {"text": "hi"}'), timeout=40)
-            if reply == "HI-client" or time.monotonic() > deadline:
+            reply = ide.reply_to(ide.start_turn(chat, '/call web_whisper {"text": "HI"}'), timeout=40)
+            if reply == "hi" or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
-        assert reply == "HI-client"
+        assert reply == "hi"
+
+
+def test_a_client_plugin_folder_is_never_read_from_the_hosts_disk(acme, host, tmp_path):
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    (plugin / ".mcp.json").write_text(json.dumps({"mcpServers": {"web": {"url": "http://127.0.0.1:9/mcp"}}}))
+    with AhpClient(host.port, acme.tokens["member"], "ide") as ide:
+        uri = ide.create_session()
+        ide.subscribe(uri)
+        ide.dispatch(uri, {"type": "session/activeClientSet", "activeClient": {
+            "clientId": "ide", "tools": [], "customizations": [{"type": "plugin", "uri": plugin.as_uri()}]}})
+        ide.action("session/activeClientSet")
+        while (frame := ide.read(15)).get("method") != "resourceRead":
+            pass
+        ide.send({"jsonrpc": "2.0", "id": frame["id"], "error": {"code": -32008, "message": "No such file"}})
+        row = wait_until(lambda: (r := session_row(uri)) and "ide" in r.client_servers and r,
+                         describe="the host recording what the client answered")
+        assert row.client_servers == {"ide": {}}
+        assert effective_servers(Session.objects.get(id=uri.split("/")[-1])) is None

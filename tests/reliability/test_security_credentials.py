@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from mcp_app.models import SessionMcpServers
+from mcp_app.models import SessionMcpServers, StdioServer
 from mcp_app.server_tools import list_session_servers
 from sessions_app.actions import do_create_session
 from sessions_app.models import ActionLog
@@ -18,7 +18,7 @@ from ..protocol.harness import AhpClient, default_chat
 
 SECRETS = ("s3cret-env-value", "s3cret-header-value")
 SERVERS = {
-    "git": {"type": "stdio", "command": "/nonexistent/ahp-test-mcp-server", "env": {"GIT_TOKEN": SECRETS[0]}},
+    "git": {"type": "stdio", "server": "git", "env": {"GIT_TOKEN": SECRETS[0]}},
     "web": {"type": "http", "url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": f"Bearer {SECRETS[1]}"}},
 }
 
@@ -30,6 +30,7 @@ def assert_no_secret(text, where):
 
 @pytest.fixture
 def configured(acme):
+    StdioServer.objects.create(name="git", command="/nonexistent/ahp-test-mcp-server")
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {acme.tokens['root']}")
     response = client.patch("/api/v1/config", {"mcpServers": SERVERS}, format="json")

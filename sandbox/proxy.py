@@ -1,0 +1,157 @@
+"""The forwarding proxy: a sandbox's only way out of its network namespace.
+
+Per sandbox, a Unix socket in the sandbox's control folder (bound into it, where the bridge
+carries 127.0.0.1:<port> to it). It speaks the HTTP proxy protocol: `CONNECT host:port` for
+TLS and absolute-form requests for plain HTTP, and forwards only to the destinations the
+sandbox was opened with (its agent's model endpoint, its configured http MCP servers, the
+host's own tools endpoint). Anything else is answered 403 with a sentence. All proxies of a
+process run on one event loop in a thread of their own, so a sandbox outlives the request or
+the short-lived loop that started it.
+"""
+import asyncio
+import logging
+import os
+import threading
+
+logger = logging.getLogger(__name__)
+
+HEAD_LIMIT = 16 * 1024
+CONNECT_TIMEOUT_SECONDS = 10
+
+
+def refusal_sentence(host, port):
+    return f"This sandbox may not connect to {host}:{port}: it is not one of the destinations its session was given."
+
+
+class Destinations:
+    """The (host, port) pairs one sandbox may reach, and the outbound check each must pass."""
+
+    def __init__(self, allowed, check=None):
+        self.allowed = {(h.lower(), int(p)) for h, p in allowed}
+        self.check = check
+
+    def refusal(self, host, port):
+        if (host.lower(), port) not in self.allowed:
+            return refusal_sentence(host, port)
+        if self.check is not None:
+            return self.check(host, port)
+        return None
+
+
+def split_host_port(authority, default_port):
+    if authority.startswith("["):  # [v6]:port
+        host, _, rest = authority[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    elif authority.count(":") == 1:
+        host, _, port = authority.partition(":")
+    else:
+        host, port = authority, ""
+    return host, int(port) if port.isdigit() else default_port
+
+
+def parse_head(head):
+    """(method, host, port, the head to send on) of a proxy request head."""
+    request_line, _, rest = head.partition(b"\r\n")
+    method, target, version = request_line.decode("latin-1").split(" ", 2)
+    if method == "CONNECT":
+        host, port = split_host_port(target, 443)
+        return method, host, port, None
+    if not target.startswith("http://"):
+        raise ValueError("a proxy request names an absolute http:// URL")
+    authority, _, path = target[len("http://"):].partition("/")
+    host, port = split_host_port(authority, 80)
+    forwarded = f"{method} /{path} {version}\r\n".encode("latin-1") + rest
+    return method, host, port, forwarded
+
+
+async def pump(reader, writer):
+    try:
+        while chunk := await reader.read(65536):
+            writer.write(chunk)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        writer.close()
+
+
+async def refuse(writer, sentence, status="403 Forbidden"):
+    body = sentence.encode()
+    writer.write(f"HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
+                 "Connection: close\r\n\r\n".encode() + body)
+    await writer.drain()
+    writer.close()
+
+
+async def serve_one(destinations, reader, writer):
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+        writer.close()
+        return
+    try:
+        method, host, port, forwarded = parse_head(head)
+    except ValueError as exc:
+        await refuse(writer, f"Bad proxy request: {exc}.", "400 Bad Request")
+        return
+    sentence = destinations.refusal(host, port)
+    if sentence:
+        logger.warning("Sandbox proxy refused %s %s:%s: %s", method, host, port, sentence)
+        await refuse(writer, sentence)
+        return
+    try:
+        up_reader, up_writer = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT_SECONDS)
+    except (OSError, asyncio.TimeoutError) as exc:
+        await refuse(writer, f"{host}:{port} did not answer: {exc.__class__.__name__}.", "502 Bad Gateway")
+        return
+    if forwarded is None:
+        writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+        await writer.drain()
+    else:
+        up_writer.write(forwarded)
+        await up_writer.drain()
+    await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+
+
+class ProxyLoop:
+    """One event loop thread per process serving every sandbox proxy of the process."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.loop = None
+        self.servers = {}  # socket path -> (asyncio server, Destinations)
+
+    def _loop(self):
+        with self.lock:
+            if self.loop is None:
+                self.loop = asyncio.new_event_loop()
+                threading.Thread(target=self.loop.run_forever, name="sandbox-proxy", daemon=True).start()
+            return self.loop
+
+    def serve(self, path, destinations):
+        """Serve `destinations` on the Unix socket `path` (replacing what it served before)."""
+        path = str(path)
+        loop = self._loop()
+        existing = self.servers.get(path)
+        if existing is not None:
+            existing[1].allowed, existing[1].check = destinations.allowed, destinations.check
+            return
+
+        async def start():
+            if os.path.exists(path):
+                os.unlink(path)
+            server = await asyncio.start_unix_server(lambda r, w: serve_one(destinations, r, w), path,
+                                                     limit=HEAD_LIMIT)
+            os.chmod(path, 0o666)  # the sandbox's user connects to it; only the sandbox sees the folder
+            return server
+
+        server = asyncio.run_coroutine_threadsafe(start(), loop).result(10)
+        self.servers[path] = (server, destinations)
+
+    def stop(self, path):
+        entry = self.servers.pop(str(path), None)
+        if entry is not None and self.loop is not None:
+            self.loop.call_soon_threadsafe(entry[0].close)
+
+
+PROXIES = ProxyLoop()
