@@ -9,28 +9,30 @@ reports becomes a chat tool call, except one it made through the endpoint, which
 has already recorded as the chat's own call.
 
 The agent's command line is the operator's: `AHP_ACP_AGENT_COMMAND` (split like a shell), or
-the `command` this provider was built with. A client never chooses what the host runs.
+the `command` this provider was built with; the host folders it reads are
+`AHP_ACP_AGENT_READ_ONLY_PATHS`. A client never chooses what the host runs, and the agent runs
+in its session's sandbox, reaching only the host's tools endpoint and the session's http servers.
 """
 import asyncio
 import contextlib
 import logging
 import os
 import shlex
-from pathlib import Path
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 
 import acp
 from acp import schema
 from channels.db import database_sync_to_async
-from django.conf import settings
 
 from grants.models import Principal
+from sandbox.bubblewrap import session_sandbox
 from sessions_app import actions
 from sessions_app.models import Session
 
 from .actions import do_open_tools_endpoint
 from .endpoint import base_url
 from .server_tools import effective_servers
+from .servers import runnable_stdio
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +54,9 @@ def host_instructions(session, snapshot):
 
 
 def acp_servers(endpoint_url, token, servers):
-    """The session's servers as ACP's session/new wants them, the endpoint first."""
+    """The session's servers as ACP's session/new wants them, the endpoint first. A stdio
+    entry is already the operator's runnable command (`runnable_stdio`): the agent starts it
+    inside its own sandbox."""
     handed = [schema.HttpMcpServer(type="http", name=ENDPOINT_SERVER_NAME, url=endpoint_url,
                                    headers=[schema.HttpHeader(name="Authorization", value=f"Bearer {token}")])]
     for name, entry in (servers or {}).items():
@@ -70,12 +74,33 @@ def acp_servers(endpoint_url, token, servers):
     return handed
 
 
-def working_directory(session):
-    for directory in session.working_directories or ():
-        uri = urlparse(str(directory))
-        if uri.scheme == "file" and Path(unquote(uri.path)).is_dir():
-            return unquote(uri.path)
-    return str(settings.VAR_DIR)
+def runnable_servers(servers):
+    """The session's map with each stdio entry replaced by the operator's command it names (one
+    the operator no longer defines is left out), and the host folders those commands read."""
+    runnable, read_only = {}, []
+    for name, entry in (servers or {}).items():
+        if entry["type"] == "stdio":
+            resolved = runnable_stdio(entry)
+            if resolved is None:
+                logger.warning('Left out MCP server "%s": the operator no longer defines "%s".', name, entry["server"])
+                continue
+            read_only.extend(resolved.get("readOnlyPaths") or ())
+            entry = {"type": "stdio", **resolved}
+        runnable[name] = entry
+    return runnable, read_only
+
+
+def destination(url):
+    parts = urlparse(url)
+    return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def agent_sandbox(session, endpoint_url, servers, read_only):
+    """The agent's sandbox: its session's folders, the agent's and its servers' programs, and a
+    way out to the host's tools endpoint and the session's http servers only."""
+    reached = [destination(e["url"]) for e in servers.values() if e["type"] == "http"]
+    return session_sandbox(session, read_only=read_only, destinations=reached,
+                           host_destinations=[destination(endpoint_url)])
 
 
 def text_of(content):
@@ -163,7 +188,8 @@ class RunningAgent:
 def agent_session_details(session_id):
     session = Session.objects.select_related("tenant").get(id=session_id)
     endpoint = do_open_tools_endpoint(Principal.root(session.tenant), session)
-    return session, endpoint.path, endpoint.token, effective_servers(session)
+    servers, read_only = runnable_servers(effective_servers(session))
+    return session, endpoint.path, endpoint.token, servers, read_only
 
 
 class AcpProvider:
@@ -172,8 +198,9 @@ class AcpProvider:
     description = "An Agent Client Protocol agent the host runs; it reaches the session's tools over MCP."
     models = ({"id": "acp", "provider": "acp", "name": "ACP agent"},)
 
-    def __init__(self, command=None):
+    def __init__(self, command=None, read_only_paths=()):
         self.command = command
+        self.read_only_paths = list(read_only_paths)
         self.agents = {}
 
     def agent_info(self):
@@ -186,20 +213,29 @@ class AcpProvider:
         configured = os.environ.get("AHP_ACP_AGENT_COMMAND", "")
         return shlex.split(configured) if configured.strip() else None
 
+    def agent_read_only_paths(self):
+        """Host folders the agent's program needs (its script, a virtualenv): the operator's."""
+        configured = os.environ.get("AHP_ACP_AGENT_READ_ONLY_PATHS", "")
+        return [*self.read_only_paths, *(p for p in configured.split(os.pathsep) if p)]
+
     async def start_agent(self, session_id):
         command = self.command_line()
         if not command:
             raise actions.Refused(NO_COMMAND, "no_agent")
-        session, path, token, servers = await database_sync_to_async(agent_session_details)(session_id)
+        session, path, token, servers, read_only = await database_sync_to_async(agent_session_details)(session_id)
+        endpoint_url = f"{base_url()}{path}"
+        sandbox = agent_sandbox(session, endpoint_url, servers, [*self.agent_read_only_paths(), *read_only])
+        argv = sandbox.argv(command)
         mapper = TurnMapper()
         stack = contextlib.AsyncExitStack()
         try:
+            # The sandbox clears the environment: the agent sees only what the sandbox sets.
             connection, process = await stack.enter_async_context(
-                acp.spawn_agent_process(mapper, command[0], *command[1:], cwd=working_directory(session)))
+                acp.spawn_agent_process(mapper, argv[0], *argv[1:], env={}))
             await connection.initialize(protocol_version=acp.PROTOCOL_VERSION,
                                         client_info=schema.Implementation(name="ahp-host", version="1"))
-            created = await connection.new_session(cwd=working_directory(session),
-                                                   mcp_servers=acp_servers(f"{base_url()}{path}", token, servers))
+            created = await connection.new_session(cwd=sandbox.working_directory,
+                                                   mcp_servers=acp_servers(endpoint_url, token, servers))
         except BaseException:
             await stack.aclose()
             raise

@@ -90,8 +90,17 @@ class Sandbox:
     key: str
     writable: tuple = ()
     read_only: tuple = ()
-    destinations: tuple = ()  # (host, port) pairs the proxy forwards to
-    check: object = field(default=None, compare=False)  # outbound rule each destination must pass
+    destinations: tuple = ()  # (host, port) pairs the proxy forwards to, each under the outbound rule
+    host_destinations: tuple = ()  # the host's own listeners (its tools endpoint)
+    check: object = field(default=None, compare=False)  # the outbound rule: (host, port) -> sentence | None
+
+    @property
+    def reaches_out(self):
+        return bool(self.destinations or self.host_destinations)
+
+    @property
+    def working_directory(self):
+        return self.writable[0] if self.writable else HOME
 
     @property
     def folder(self):
@@ -119,8 +128,8 @@ class Sandbox:
         for path in (home, *self.writable):
             if self.privileged and Path(path).exists() and Path(path).stat().st_uid != uid:
                 _chown_tree(path, uid, gid)
-        if self.destinations:
-            PROXIES.serve(control / "proxy.sock", Destinations(self.destinations, self.check))
+        if self.reaches_out:
+            PROXIES.serve(control / "proxy.sock", Destinations(self.destinations, self.host_destinations, self.check))
 
     def argv(self, command, env=None, cwd=None):
         """The host command line that runs `command` in this sandbox."""
@@ -168,20 +177,20 @@ class Sandbox:
         mount("--ro-bind", BRIDGE, "/.bridge.py")
         environment = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": HOME, "LANG": "C.UTF-8",
                        "TMPDIR": "/tmp", "USER": "sandbox"}
-        if self.destinations:
+        if self.reaches_out:
             proxy = f"http://127.0.0.1:{PROXY_PORT}"
             for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY"):
                 environment[name] = proxy
         environment.update(env or {})
         for name, value in environment.items():
             args.extend(["--setenv", name, value])
-        args.extend(["--chdir", cwd or (self.writable[0] if self.writable else HOME), "--"])
+        args.extend(["--chdir", cwd or self.working_directory, "--"])
         if self.privileged:
             uid, gid = self.owner()
             args.extend(["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
                          "--no-new-privs"])
         args.extend([python, "-I", "-S", "/.bridge.py", "--alive", f"{CONTROL}/alive"])
-        if self.destinations:
+        if self.reaches_out:
             args.extend(["--proxy", f"{CONTROL}/proxy.sock", "--port", str(PROXY_PORT)])
         for name, value in limits().items():
             args.extend(["--limit", f"{name}={value}"])
@@ -222,7 +231,7 @@ def session_folders(session):
     return tuple(folders)
 
 
-def session_sandbox(session, read_only=(), destinations=(), check=None):
+def session_sandbox(session, read_only=(), destinations=(), host_destinations=(), check=None):
     """The sandbox of `session`: its folders writable, `read_only` host paths readable."""
     return Sandbox(str(session.id), writable=session_folders(session), read_only=tuple(read_only),
-                   destinations=tuple(destinations), check=check)
+                   destinations=tuple(destinations), host_destinations=tuple(host_destinations), check=check)

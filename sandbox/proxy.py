@@ -24,18 +24,21 @@ def refusal_sentence(host, port):
 
 
 class Destinations:
-    """The (host, port) pairs one sandbox may reach, and the outbound check each must pass."""
+    """The (host, port) pairs one sandbox may reach: the host's own (its tools endpoint), and the
+    others, each of which must also pass the outbound rule `check` (a sentence when refused)."""
 
-    def __init__(self, allowed, check=None):
+    def __init__(self, allowed, own=(), check=None):
         self.allowed = {(h.lower(), int(p)) for h, p in allowed}
+        self.own = {(h.lower(), int(p)) for h, p in own}
         self.check = check
 
     def refusal(self, host, port):
-        if (host.lower(), port) not in self.allowed:
+        key = (host.lower(), port)
+        if key in self.own:
+            return None
+        if key not in self.allowed:
             return refusal_sentence(host, port)
-        if self.check is not None:
-            return self.check(host, port)
-        return None
+        return self.check(host, port) if self.check is not None else None
 
 
 def split_host_port(authority, default_port):
@@ -60,7 +63,12 @@ def parse_head(head):
         raise ValueError("a proxy request names an absolute http:// URL")
     authority, _, path = target[len("http://"):].partition("/")
     host, port = split_host_port(authority, 80)
-    forwarded = f"{method} /{path} {version}\r\n".encode("latin-1") + rest
+    # One request per connection: the next one on a kept-alive connection would reach the
+    # origin unchecked and in proxy form, so the origin is asked to close after answering.
+    headers = [line for line in rest.split(b"\r\n")
+               if line and not line.lower().startswith((b"connection:", b"proxy-connection:", b"keep-alive:"))]
+    forwarded = b"\r\n".join([f"{method} /{path} {version}".encode("latin-1"), *headers, b"Connection: close",
+                               b"", b""])
     return method, host, port, forwarded
 
 
@@ -134,7 +142,7 @@ class ProxyLoop:
         loop = self._loop()
         existing = self.servers.get(path)
         if existing is not None:
-            existing[1].allowed, existing[1].check = destinations.allowed, destinations.check
+            existing[1].__dict__.update(destinations.__dict__)
             return
 
         async def start():

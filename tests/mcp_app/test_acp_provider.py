@@ -1,10 +1,12 @@
 """The `acp` provider: an ACP agent subprocess answers turns and calls host tools through the
 session's tools endpoint."""
 import json
+import os
 import sys
 import textwrap
 
 import pytest
+from django.conf import settings
 
 from sessions_app.models import ToolCall, Turn
 from sessions_app.providers import PROVIDERS
@@ -15,7 +17,7 @@ from .helpers import tools_endpoint
 # A small ACP agent: it reports what it was given, and for "/call <tool> <json>" calls that
 # tool on the MCP server named "ahp" it was handed, through the official mcp client.
 AGENT = textwrap.dedent('''
-    import asyncio, json
+    import asyncio, json, os
     import acp, httpx
     from acp import schema
     from mcp import ClientSession
@@ -48,7 +50,8 @@ AGENT = textwrap.dedent('''
         async def prompt(self, prompt, session_id, **kwargs):
             self.prompts += 1
             texts = [block.text for block in prompt]
-            report = {"prompt": self.prompts, "blocks": texts, "servers": sorted(self.servers)}
+            report = {"prompt": self.prompts, "blocks": texts, "servers": sorted(self.servers),
+                      "uid": os.getuid(), "env": sorted(os.environ)}
             command = texts[-1]
             if command.startswith("/call "):
                 name, _, raw = command[len("/call "):].partition(" ")
@@ -72,10 +75,12 @@ AGENT = textwrap.dedent('''
 def acp_agent(tmp_path):
     script = tmp_path / "agent.py"
     script.write_text(AGENT)
+    tmp_path.chmod(0o755)  # the sandbox's user reads the operator's agent
     provider = PROVIDERS["acp"]
     provider.command = [sys.executable, str(script)]
+    provider.read_only_paths = [str(tmp_path), sys.prefix]
     yield provider
-    provider.command = None
+    provider.command, provider.read_only_paths = None, []
 
 
 def test_an_acp_agent_calls_a_host_tool_through_the_endpoint(acme, host, host_tools, acp_agent, tmp_path):
@@ -91,6 +96,9 @@ def test_an_acp_agent_calls_a_host_tool_through_the_endpoint(acme, host, host_to
         assert first["prompt"] == 1 and first["blocks"][-1] == "hello" and len(first["blocks"]) == 2
         assert first["blocks"][0].startswith(f"You are the agent of AHP session {session}")
         assert first["servers"] == ["ahp", "extra"]
+        if os.geteuid() == 0:  # the agent runs in the session's sandbox, as its unprivileged user
+            assert first["uid"] == settings.AHP_SANDBOX_UID
+        assert not {"DATABASE_URL", "SECRET_KEY", "REDIS_URL"} & set(first["env"])
 
         turn = alice.start_turn(chat, '/call add {"a": 20, "b": 22}')
         start = alice.action("chat/toolCallStart", turnId=turn)["action"]

@@ -1,0 +1,75 @@
+"""The sandbox's only way out: its forwarding proxy reaches the destinations it was opened with
+and nothing else."""
+import http.server
+import os
+import sys
+import threading
+
+import pytest
+
+from sandbox.bubblewrap import Sandbox, end_sandbox
+from sandbox.proxy import refusal_sentence
+
+from ..conftest import free_port
+
+FETCH = """
+import sys, urllib.request, urllib.error
+try:
+    print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode())
+except OSError as e:
+    print("failed", e)
+"""
+
+
+@pytest.fixture
+def web():
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = f"hello from {self.path}".encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+
+
+def fetch(sandbox, url):
+    done = sandbox.run([sys.executable, "-c", FETCH, url], timeout=30)
+    return done.stdout.strip() or done.stderr
+
+
+@pytest.fixture
+def key(request):
+    name = f"test-{request.node.name[:40]}-{os.getpid()}"
+    yield name
+    end_sandbox(name)
+
+
+def test_a_listed_destination_is_reached_and_any_other_is_refused_with_the_sentence(web, key):
+    other = free_port()
+    sandbox = Sandbox(key, read_only=(sys.prefix,), destinations=(("127.0.0.1", web),))
+    assert fetch(sandbox, f"http://127.0.0.1:{web}/mcp") == "hello from /mcp"
+    assert fetch(sandbox, f"http://127.0.0.1:{other}/") == f"403 {refusal_sentence('127.0.0.1', other)}"
+
+
+def test_the_outbound_rule_refuses_what_it_refuses_even_when_listed(web, key):
+    sandbox = Sandbox(key, read_only=(sys.prefix,), destinations=(("127.0.0.1", web),),
+                      check=lambda host, port: f"The host does not connect to {host}.")
+    assert fetch(sandbox, f"http://127.0.0.1:{web}/") == "403 The host does not connect to 127.0.0.1."
+    own = Sandbox(key, read_only=(sys.prefix,), host_destinations=(("127.0.0.1", web),),
+                  check=lambda host, port: "refused")
+    assert fetch(own, f"http://127.0.0.1:{web}/ahp-mcp/x") == "hello from /ahp-mcp/x"
+
+
+def test_without_destinations_there_is_no_network_at_all(web, key):
+    sandbox = Sandbox(key, read_only=(sys.prefix,))
+    assert fetch(sandbox, f"http://127.0.0.1:{web}/").startswith("failed")
