@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from sandbox.bubblewrap import Sandbox, end_sandbox
+from sandbox.bubblewrap import Sandbox, SandboxUnavailable, end_sandbox
 from sandbox.proxy import refusal_sentence
 
 from ..conftest import free_port
@@ -73,3 +73,12 @@ def test_the_outbound_rule_refuses_what_it_refuses_even_when_listed(web, key):
 def test_without_destinations_there_is_no_network_at_all(web, key):
     sandbox = Sandbox(key, read_only=(sys.prefix,))
     assert fetch(sandbox, f"http://127.0.0.1:{web}/").startswith("failed")
+
+
+def test_without_bubblewrap_nothing_runs_at_all(monkeypatch, key, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on it
+    with pytest.raises(SandboxUnavailable) as refused:
+        Sandbox(key).run(["/bin/true"])
+    assert str(refused.value) == (
+        "This host cannot run commands for a tenant: bubblewrap (bwrap) is not installed, and nothing a tenant's "
+        "session asks for runs outside a sandbox.")

@@ -1,8 +1,11 @@
 """set_workspace and isolate_session act when the calling turn ends: carried out on completion
 (real `git worktree` on a temporary repository), dropped on failure."""
+import os
 import subprocess
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 
 from sessions_app import actions
 from sessions_app.actions import Refused
@@ -23,7 +26,9 @@ def repo(tmp_path):
 
 
 def worktrees(folder):
-    listed = subprocess.run(["git", "-C", str(folder), "worktree", "list", "--porcelain"], capture_output=True,
+    # The sandbox's user owns the repository once git ran on it there; the test reads it as root.
+    listed = subprocess.run(["git", "-c", "safe.directory=*", "-C", str(folder), "worktree", "list", "--porcelain"],
+                            capture_output=True,
                             text=True, check=True).stdout
     return [line.split(" ", 1)[1] for line in listed.splitlines() if line.startswith("worktree ")]
 
@@ -43,6 +48,22 @@ def test_set_workspace_with_isolation_works_in_a_new_worktree(place, repo):
     settle_turn_effects(place.turn.id)
     [folder] = place.refresh().session.working_directories
     assert folder.startswith(f"file://{repo}.worktrees/") and folder[len("file://"):] in worktrees(repo)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="an unprivileged sandbox user needs a host run as root")
+def test_git_and_the_repositorys_own_hooks_run_in_the_sessions_sandbox(place, repo, monkeypatch):
+    monkeypatch.setenv("AHP_CANARY_SECRET", "the host's own environment")
+    hook = repo / ".git" / "hooks" / "post-checkout"
+    hook.write_text(f"#!/bin/sh\n{{ id -u; ls {settings.VAR_DIR} 2>&1; env; }} > \"$PWD/hook-saw.txt\"; true\n")
+    hook.chmod(0o755)
+    place.call("set_workspace", workspaceFolder=str(repo), isolation=True)
+    actions.do_end_turn(place.turn.id, response_text="done")
+    settle_turn_effects(place.turn.id)
+    [folder] = place.refresh().session.working_directories
+    saw = (Path(folder[len("file://"):]) / "hook-saw.txt").read_text().splitlines()
+    assert saw[0] == str(settings.AHP_SANDBOX_UID)
+    assert "AHP_CANARY_SECRET" not in "\n".join(saw) and not any(line.startswith("SECRET_KEY=") for line in saw)
+    assert saw[1].endswith("No such file or directory")  # the host's var dir (its database) is not there
 
 
 def test_set_workspace_is_dropped_when_the_turn_fails(place, repo):

@@ -5,6 +5,7 @@ import os
 import subprocess
 import uuid
 
+from sandbox.bubblewrap import Sandbox, SandboxUnavailable
 from sessions_app import actions
 from sessions_app.models import ChatBackend
 from sessions_app.providers import get_provider
@@ -26,14 +27,19 @@ def folder_uri(path):
     return path if "://" in path else f"file://{path}"
 
 
-def cut_worktree(folder, label):
+def cut_worktree(folder, label, session_id):
     """A new worktree of the repository at `folder`, on a new branch, beside it:
-    `<folder>.worktrees/<label>`. Answers its path."""
+    `<folder>.worktrees/<label>`. Answers its path. `git` runs in the session's sandbox, which
+    holds only the repository and the folder of its worktrees."""
     folder = os.path.abspath(folder_path(folder))
-    target = os.path.join(f"{folder}.worktrees", label)
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    done = subprocess.run(["git", "-C", folder, "worktree", "add", "-b", f"agent/{label}", target],
-                          capture_output=True, text=True, timeout=60)
+    worktrees = f"{folder}.worktrees"
+    target = os.path.join(worktrees, label)
+    os.makedirs(worktrees, exist_ok=True)
+    sandbox = Sandbox(str(session_id), writable=(folder, worktrees))
+    try:
+        done = sandbox.run(["git", "-C", folder, "worktree", "add", "-b", f"agent/{label}", target], timeout=60)
+    except (SandboxUnavailable, subprocess.TimeoutExpired) as exc:
+        raise WorktreeFailed(str(exc)) from exc
     if done.returncode != 0:
         raise WorktreeFailed(done.stderr.strip() or f"git worktree add exited with {done.returncode}")
     return target
@@ -85,10 +91,11 @@ def carry_out(effect):
     folder = effect.arguments["folder"]
     label = f"{effect.turn.chat_id.hex[:8]}-{uuid.uuid4().hex[:6]}"
     if effect.kind == "set_workspace":
-        path = cut_worktree(folder, label) if effect.arguments.get("isolation") else folder_path(folder)
+        path = cut_worktree(folder, label, effect.turn.chat.session_id) if effect.arguments.get("isolation") \
+            else folder_path(folder)
         actions.do_set_session_workspace(effect, folder_uri(path))
     else:
-        actions.do_set_chat_folder(effect, folder_uri(cut_worktree(folder, label)))
+        actions.do_set_chat_folder(effect, folder_uri(cut_worktree(folder, label, effect.turn.chat.session_id)))
 
 
 def settle_turn_effects(turn_id):
