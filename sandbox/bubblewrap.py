@@ -217,7 +217,8 @@ def end_sandbox(key):
     try:
         (folder / "control" / "alive").unlink()
     except FileNotFoundError:
-        pass
+        return
+    shutil.rmtree(folder, ignore_errors=True)  # its home goes with it; the bridge sees no marker either way
 
 
 def session_folders(session):
