@@ -1,5 +1,5 @@
 """Every change this app makes: one `do_*` function each."""
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from sessions_app.actions import Refused, require
 from tools_app.models import HostConfig
@@ -16,7 +16,14 @@ def do_open_tools_endpoint(principal, session, api_token=None):
     require(principal, "session:write", session)
     rows = ToolsEndpoint.objects.select_for_update().filter(session=session)
     endpoint = rows.filter(api_token=api_token) if api_token is not None else rows.filter(api_token__isnull=True)
-    return endpoint.first() or ToolsEndpoint.open(session, api_token=api_token)
+    existing = endpoint.first()
+    if existing is not None:
+        return existing
+    try:
+        with transaction.atomic():
+            return ToolsEndpoint.open(session, api_token=api_token)
+    except IntegrityError:  # the same holder asked at the same moment: theirs is the one
+        return endpoint.first()
 
 
 @transaction.atomic
