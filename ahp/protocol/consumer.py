@@ -110,6 +110,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
             await self.close(code=4401)
             return
         self.token_id = token.pk  # re-checked on every message: revoking it ends the connection
+        self.revoked = False
         self.principal = await database_sync_to_async(token.principal)()
         self.tenant = self.principal.tenant
         self.access_groups = [token_group(token.pk)] + ([person_group(token.person_id)] if token.person_id else [])
@@ -195,6 +196,8 @@ class AhpConsumer(AsyncWebsocketConsumer):
             return True
 
     async def receive(self, text_data=None, bytes_data=None):
+        if self.revoked:
+            return  # frames that were on their way when the socket was closed
         if not await database_sync_to_async(self.token_is_live)():
             await self.close_revoked()
             return
@@ -663,6 +666,9 @@ class AhpConsumer(AsyncWebsocketConsumer):
             await self.close_revoked()
 
     async def close_revoked(self):
+        if self.revoked:
+            return  # closing already: a second close on a closed socket would fail
+        self.revoked = True
         await self.close(code=TOKEN_REVOKED_CLOSE, reason="The connection's token was revoked.")
 
     async def ahp_grants_changed(self, message):
