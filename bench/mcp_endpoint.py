@@ -44,7 +44,7 @@ def setup_django(var_dir):
 
 def host_session():
     """A member's session with the endpoint open and `add` registered as a host tool."""
-    from grants.actions import do_add_member, do_create_tenant
+    from grants.actions import do_add_member, do_create_tenant, do_mint_token
     from django.contrib.auth import get_user_model
     from grants.models import Principal
     from mcp_app.actions import do_open_tools_endpoint
@@ -56,9 +56,10 @@ def host_session():
                                                      input_schema=ADD_SCHEMA)), label="bench")
     tenant = do_create_tenant(f"bench-{uuid.uuid4().hex[:6]}")
     do_add_member(tenant, f"bencher-{tenant.slug}", "member")
-    principal = Principal.for_person(tenant, get_user_model().objects.get(username=f"bencher-{tenant.slug}"))
+    person = get_user_model().objects.get(username=f"bencher-{tenant.slug}")
+    principal = Principal.for_person(tenant, person)
     session = do_create_session(principal, uuid.uuid4())
-    endpoint = do_open_tools_endpoint(principal, session)
+    endpoint = do_open_tools_endpoint(principal, session, do_mint_token(tenant, person=person)[0])
     return session, endpoint
 
 

@@ -1,10 +1,62 @@
-"""Every change to tenants, people and tokens goes through one function here."""
+"""Every change to tenants, people and tokens goes through one function here.
+
+Open sockets follow these changes without waiting to speak: each function that takes access
+away or changes it tells the sockets concerned after commit, through channel-layer groups every
+socket joins (one per token, one per person). A revoked token, a deactivated person or a removed
+membership closes them; a changed role hands them their new grants."""
+import logging
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from .models import BUILTIN_ROLES, ApiToken, Membership, Tenant
+from .models import BUILTIN_ROLES, ApiToken, Membership, Role, Tenant
+
+logger = logging.getLogger(__name__)
+
+
+def token_group(token_id):
+    """The group every socket opened with one token joins."""
+    return f"token.{token_id}"
+
+
+def person_group(person_id):
+    """The group every socket of one person joins, in whichever tenant."""
+    return f"person.{person_id}"
+
+
+def _tell_sockets_after_commit(messages):
+    """(group, message) pairs sent once the change commits. A channel layer that is down must not
+    undo a committed revocation: sockets still re-check their token on their next message."""
+    if not messages:
+        return
+
+    async def send_all():
+        layer = get_channel_layer()
+        for group, message in messages:
+            await layer.group_send(group, message)
+
+    def send():
+        try:
+            async_to_sync(send_all)()
+        except Exception as exc:
+            logger.warning("Could not tell open sockets of an access change (%s: %s)", exc.__class__.__name__, exc)
+
+    transaction.on_commit(send)
+
+
+def _access_ended(group, tenant_id=None):
+    return group, {"type": "ahp.access_ended", "tenant_id": tenant_id}
+
+
+def _grants_changed(membership):
+    return person_group(membership.person_id), {
+        "type": "ahp.grants_changed", "tenant_id": membership.tenant_id,
+        "grants": list(membership.tenant.role_grants(membership.role)),
+    }
 
 
 def do_create_tenant(slug, name=None):
@@ -18,12 +70,51 @@ def do_create_tenant(slug, name=None):
 
 @transaction.atomic
 def do_add_member(tenant, username, role):
-    """Make `username` (created if missing) a member of `tenant` with `role`."""
+    """Make `username` (created if missing) a member of `tenant` with `role`; their open sockets
+    there act with the role's grants from their next message."""
     if role not in BUILTIN_ROLES and not tenant.roles.filter(name=role).exists():
         raise ValidationError(f"Tenant {tenant.slug} has no role {role}.")
     person, _ = get_user_model().objects.get_or_create(username=username)
     membership, _ = Membership.objects.update_or_create(tenant=tenant, person=person, defaults={"role": role})
+    _tell_sockets_after_commit([_grants_changed(membership)])
     return membership
+
+
+@transaction.atomic
+def do_remove_member(tenant, person):
+    """`person` leaves `tenant`: their tokens there stop working and their open sockets close."""
+    removed, _ = Membership.objects.for_tenant(tenant).filter(person=person).delete()
+    if not removed:
+        raise ValidationError(f"{person.username} is not a member of {tenant.slug}.")
+    _tell_sockets_after_commit([_access_ended(person_group(person.pk), tenant.pk)])
+
+
+@transaction.atomic
+def do_set_role(tenant, name, grants):
+    """Define (or redefine) a tenant's role; everyone holding it acts with `grants` from their
+    next message."""
+    role, _ = Role.objects.update_or_create(tenant=tenant, name=name, defaults={"grants": list(grants)})
+    _tell_sockets_after_commit([_grants_changed(m) for m in _holders(tenant, name)])
+    return role
+
+
+@transaction.atomic
+def do_delete_role(tenant, name):
+    """A deleted role falls back to the built-in role of the same name (or no grants)."""
+    Role.objects.for_tenant(tenant).filter(name=name).delete()
+    _tell_sockets_after_commit([_grants_changed(m) for m in _holders(tenant, name)])
+
+
+def _holders(tenant, role_name):
+    return list(Membership.objects.for_tenant(tenant).filter(role=role_name).select_related("tenant"))
+
+
+@transaction.atomic
+def do_deactivate_person(person):
+    """The person may no longer sign in anywhere: every token of theirs stops, their sockets close."""
+    get_user_model().objects.filter(pk=person.pk).update(is_active=False)
+    person.is_active = False
+    _tell_sockets_after_commit([_access_ended(person_group(person.pk))])
 
 
 def do_mint_token(tenant, person=None, name=None):
@@ -35,7 +126,19 @@ def do_mint_token(tenant, person=None, name=None):
     return ApiToken.mint(tenant, person=person, name=name)
 
 
+@transaction.atomic
 def do_revoke_token(tenant, name):
-    revoked = ApiToken.objects.for_tenant(tenant).filter(name=name, revoked__isnull=True).update(revoked=timezone.now())
-    if not revoked:
+    """The token stops working at once: sockets opened with it close without waiting to speak."""
+    token = ApiToken.objects.for_tenant(tenant).select_for_update().filter(name=name, revoked__isnull=True).first()
+    if token is None:
         raise ValidationError(f"Tenant {tenant.slug} has no live token named {name}.")
+    ApiToken.objects.filter(pk=token.pk).update(revoked=timezone.now())
+    _tell_sockets_after_commit([_access_ended(token_group(token.pk))])
+
+
+@transaction.atomic
+def do_delete_token(token):
+    """A deleted token ends like a revoked one."""
+    token_id = token.pk
+    ApiToken.objects.filter(pk=token_id).delete()
+    _tell_sockets_after_commit([_access_ended(token_group(token_id))])

@@ -1,9 +1,13 @@
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
 from django.template.response import TemplateResponse
 
-from .actions import do_add_member, do_mint_token, do_revoke_token
+from .actions import (
+    do_add_member, do_deactivate_person, do_delete_role, do_delete_token, do_mint_token, do_remove_member,
+    do_revoke_token, do_set_role,
+)
 
 from .algebra import holds
 from .models import BUILTIN_ROLES, ApiToken, Membership, Principal, Role, Tenant
@@ -98,6 +102,20 @@ class RoleAdmin(TenantScopedAdmin):
     list_display = ("name", "tenant", "grants")
     list_filter = ("tenant",)
 
+    # Through the grants functions, so open sockets of the role's holders get the new grants.
+    def save_model(self, request, obj, form, change):
+        if change and "name" in form.changed_data:
+            do_delete_role(obj.tenant, form.initial["name"])
+        saved = do_set_role(obj.tenant, obj.name, obj.grants)
+        obj.pk = saved.pk
+
+    def delete_model(self, request, obj):
+        do_delete_role(obj.tenant, obj.name)
+
+    def delete_queryset(self, request, queryset):
+        for role in queryset.select_related("tenant"):
+            do_delete_role(role.tenant, role.name)
+
 
 class MembershipForm(forms.ModelForm):
     """Add a person by name (created when new) or change their role; do_add_member checks the
@@ -142,6 +160,14 @@ class MembershipAdmin(TenantScopedAdmin):
         tenant = obj.tenant if change else form.cleaned_data["tenant"]
         saved = do_add_member(tenant, form.cleaned_data["username"], form.cleaned_data["role"])
         obj.pk, obj.person, obj.tenant = saved.pk, saved.person, saved.tenant
+
+    # Through do_remove_member, so the person's open sockets in the tenant close.
+    def delete_model(self, request, obj):
+        do_remove_member(obj.tenant, obj.person)
+
+    def delete_queryset(self, request, queryset):
+        for membership in queryset.select_related("tenant", "person"):
+            do_remove_member(membership.tenant, membership.person)
 
 
 class MintTokenForm(forms.ModelForm):
@@ -223,3 +249,36 @@ class ApiTokenAdmin(TenantScopedAdmin):
 
     def has_revoke_permission(self, request):
         return self._may(request, None)
+
+    def delete_model(self, request, obj):
+        do_delete_token(obj)
+
+    def delete_queryset(self, request, queryset):
+        for token in queryset:
+            do_delete_token(token)
+
+
+class PersonAdmin(UserAdmin):
+    """Django's user admin, except that deactivating or deleting a person closes their sockets."""
+
+    def save_model(self, request, obj, form, change):
+        deactivated = change and "is_active" in form.changed_data and not obj.is_active
+        if deactivated:
+            obj.is_active = True  # written by do_deactivate_person, which tells the sockets
+        super().save_model(request, obj, form, change)
+        if deactivated:
+            do_deactivate_person(obj)
+
+    def delete_model(self, request, obj):
+        do_deactivate_person(obj)
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        for person in queryset:
+            do_deactivate_person(person)
+        super().delete_queryset(request, queryset)
+
+
+if admin.site.is_registered(get_user_model()):
+    admin.site.unregister(get_user_model())
+admin.site.register(get_user_model(), PersonAdmin)

@@ -123,10 +123,22 @@ class ApiToken(models.Model):
         row = cls.objects.select_related("tenant", "person").filter(key_id=key_id, revoked__isnull=True).first()
         if row is None or not hmac.compare_digest(row.secret_sha256, cls._digest(secret)):
             return None
-        if row.person is not None and not row.person.is_active:
+        if row.person is not None and not (row.person.is_active and row.person_belongs()):
             return None
         row.mark_used()
         return row
+
+    @classmethod
+    def live(cls):
+        """Tokens that still work: not revoked, and a person's only while they are active and in
+        the token's tenant."""
+        return cls.objects.filter(revoked__isnull=True).filter(
+            models.Q(person__isnull=True)
+            | models.Q(person__is_active=True, person__memberships__tenant=models.F("tenant"))
+        )
+
+    def person_belongs(self):
+        return Membership.objects.filter(tenant_id=self.tenant_id, person_id=self.person_id).exists()
 
     def mark_used(self, every=timedelta(minutes=1)):
         """Record use for operators, writing at most once a minute per token."""
@@ -142,10 +154,15 @@ class ApiToken(models.Model):
 class Principal:
     """Who is acting: a tenant's root, or a person of the tenant with their role's grants."""
 
-    def __init__(self, tenant, person=None, grants=()):
+    def __init__(self, tenant, person=None, grants=(), token_id=None):
         self.tenant = tenant
         self.person = person
         self.grants = tuple(grants)
+        self.token_id = token_id  # the ApiToken acting, when one is
+
+    @property
+    def person_id(self):
+        return self.person.pk if self.person is not None else None
 
     @classmethod
     def root(cls, tenant):
@@ -163,9 +180,9 @@ class Principal:
 
     @classmethod
     def for_token(cls, token):
-        if token.person is None:
-            return cls.root(token.tenant)
-        return cls.for_person(token.tenant, token.person)
+        principal = cls.root(token.tenant) if token.person is None else cls.for_person(token.tenant, token.person)
+        principal.token_id = token.pk
+        return principal
 
     is_authenticated = True  # lets DRF's IsAuthenticated accept a principal as request.user
 

@@ -1,5 +1,5 @@
 """Every change this app makes: one `do_*` function each."""
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from sessions_app.actions import Refused, require
 from tools_app.models import HostConfig
@@ -9,13 +9,21 @@ from .servers import usable_servers
 
 
 @transaction.atomic
-def do_open_tools_endpoint(principal, session):
-    """The session's tools endpoint, opened on first use; holders of session:write share it."""
+def do_open_tools_endpoint(principal, session, api_token=None):
+    """The session's tools endpoint token for `api_token` (acting as its person), or, without
+    one, for the agent the host starts (acting as the person whose turn it answers). Opened on
+    first use; asking again answers the same token."""
     require(principal, "session:write", session)
-    endpoint = ToolsEndpoint.objects.select_for_update().filter(session=session).first()
-    if endpoint is None:
-        endpoint = ToolsEndpoint.open(session, opened_by=principal.person)
-    return endpoint
+    rows = ToolsEndpoint.objects.select_for_update().filter(session=session)
+    endpoint = rows.filter(api_token=api_token) if api_token is not None else rows.filter(api_token__isnull=True)
+    existing = endpoint.first()
+    if existing is not None:
+        return existing
+    try:
+        with transaction.atomic():
+            return ToolsEndpoint.open(session, api_token=api_token)
+    except IntegrityError:  # the same holder asked at the same moment: theirs is the one
+        return endpoint.first()
 
 
 @transaction.atomic

@@ -44,8 +44,8 @@ class SessionMcpServersAdmin(TenantScopedAdmin):
 
 @admin.register(ToolsEndpoint)
 class ToolsEndpointAdmin(TenantScopedAdmin):
-    list_display = ("__str__", "opened_by", "created")
-    fields = ("session", "opened_by", "created")
+    list_display = ("__str__", "api_token", "created")
+    fields = ("session", "api_token", "created")
     readonly_fields = fields
 
     def has_add_permission(self, request):

@@ -3,14 +3,16 @@
 Built on the official `mcp` SDK: its low-level Server answers `initialize`, `tools/list` and
 `tools/call` (and `ping`, which every MCP peer must answer) over streamable HTTP, stateless
 with JSON responses, so any worker process can serve any request. Before the SDK sees a
-request, this module finds the session's open endpoint (404 when there is none), checks the
-bearer token is that endpoint's own (401 otherwise) and answers -32601 for any other method.
+request, this module answers anything but POST with 405, finds the endpoint token (404 when
+it is unknown, or its ApiToken revoked, its person deactivated or out of the tenant, or no
+longer holding session:write), refuses bodies over MAX_BODY_BYTES (413) and frames the socket
+would refuse (400), and answers -32601 for any other method.
 
-What a call is attached to: `tools/call` runs through `tools_app.runtime.ChatToolbox` on the
-session's default chat, exactly as an in-process agent's call does. When that chat has an
-active turn (an agent answering a person, as the `acp` provider does), the call joins it and
-acts as that turn's sender. Otherwise the host begins a turn for the out-of-process agent,
-sent by whoever opened the endpoint, and ends it once none of its calls is still open.
+Who a call acts as: a person's token acts as that person, with their grants as they are now.
+It joins the default chat's active turn when that turn is theirs, and otherwise the host begins
+a turn sent by them and ends it once none of its calls is still open, so the chat and the audit
+name whoever called. The token of the agent the host started (the `acp` provider's) acts only
+within the turn it is answering, as that turn's sender.
 """
 import json
 import os
@@ -23,6 +25,7 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 
+from ahp.protocol import errors, frames
 from grants.authentication import token_from_headers
 from grants.models import Principal
 from sessions_app import actions
@@ -35,6 +38,11 @@ from .models import ToolsEndpoint
 PATH_PREFIX = "/ahp-mcp/"
 WRONG_TOKEN = "This tools server answers only its own session's token"
 NO_ENDPOINT = "There is no open tools endpoint here."
+NOT_POST = "This tools server answers POST only."
+NO_TURN_FOR_AGENT = "No turn is running in this session for the agent to act in."
+ANOTHER_PERSONS_TURN = "Another person's turn is running in this session's default chat; call again once it ends."
+MAX_BODY_BYTES = 1024 * 1024
+TOO_LARGE = f"The request body is larger than {MAX_BODY_BYTES} bytes."
 ANSWERED_METHODS = frozenset({"initialize", "tools/list", "tools/call", "ping"})
 TURN_CLIENT_ID = "ahp-mcp"
 TURN_TEXT = "Tool calls from an agent attached to the session's MCP tools endpoint"
@@ -49,17 +57,28 @@ LISTENER = {}
 class OpenEndpoint:
     session_id: uuid.UUID
     tenant_id: int
-    opened_by_id: int | None
+    person_id: int | None  # whom a person's token acts as; None for a root token or the host's agent
+    for_agent: bool  # the host's agent: acts only within the turn it answers
 
 
 # Rows ------------------------------------------------------------------------------------------
 
 def open_endpoint(session_id, token):
-    """(endpoint or None, token accepted)."""
-    row = ToolsEndpoint.objects.select_related("session").filter(session_id=session_id).first()
+    """The endpoint `token` opens on the session, checked as of now, or None."""
+    row = (ToolsEndpoint.objects.select_related("session__tenant", "api_token__tenant", "api_token__person")
+           .filter(session_id=session_id, token_sha256=ToolsEndpoint.digest(token)).first())
     if row is None:
-        return None, False
-    return OpenEndpoint(row.session_id, row.session.tenant_id, row.opened_by_id), row.accepts(token)
+        return None
+    session, api_token = row.session, row.api_token
+    if api_token is None:
+        return OpenEndpoint(session.id, session.tenant_id, None, for_agent=True)
+    if api_token.revoked is not None:
+        return None
+    if api_token.person is not None and not (api_token.person.is_active and api_token.person_belongs()):
+        return None
+    if not Principal.for_token(api_token).may("session:write", session):
+        return None
+    return OpenEndpoint(session.id, session.tenant_id, api_token.person_id, for_agent=False)
 
 
 def default_chat(session_id):
@@ -73,25 +92,30 @@ def tool_definitions(session_id):
 
 
 def turn_for_call(endpoint):
-    """The default chat's active turn, or one the host begins for the attached agent."""
+    """The turn a call runs in: the default chat's active turn when the caller may act in it,
+    else one the host begins, sent by the caller."""
     chat = default_chat(endpoint.session_id)
     while True:
         turn = (Turn.objects.select_related("chat__session__tenant", "sender")
                 .filter(chat=chat, state="active").order_by("started").first())
         if turn is not None:
-            return turn
-        if endpoint.opened_by_id is None:
+            if endpoint.for_agent or turn.sender_id == endpoint.person_id:
+                return turn
+            raise actions.Refused(ANOTHER_PERSONS_TURN, "conflict")
+        if endpoint.for_agent:
+            raise actions.Refused(NO_TURN_FOR_AGENT, "conflict")
+        if endpoint.person_id is None:
             principal = Principal.root(chat.session.tenant)
         else:
             from django.contrib.auth import get_user_model
 
-            principal = Principal.for_person(chat.session.tenant, get_user_model().objects.get(pk=endpoint.opened_by_id))
+            principal = Principal.for_person(chat.session.tenant, get_user_model().objects.get(pk=endpoint.person_id))
         try:
             started = actions.do_start_turn(principal, chat, uuid.uuid4(), TURN_TEXT, TURN_CLIENT_ID)
         except actions.Refused as refusal:
             if refusal.kind != "conflict":
                 raise
-            continue  # another call began one first: join it
+            continue  # another call began one first: see whose it is
         return Turn.objects.select_related("chat__session__tenant", "sender").get(pk=started.pk)
 
 
@@ -192,14 +216,50 @@ def rpc_error(request_id, code, message):
 
 
 async def read_body(receive):
-    chunks = []
+    """The whole body, None when the client left, or False once it passes MAX_BODY_BYTES (the
+    rest is never read)."""
+    chunks, size = [], 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             return None
-        chunks.append(message.get("body", b""))
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return False
+        chunks.append(chunk)
         if not message.get("more_body"):
             return b"".join(chunks)
+
+
+def parse_body(body):
+    """The JSON-RPC message in `body`, or BadFrame: the socket's frame rules, and nesting too
+    deep for the parser itself is refused as too deep (-32600), not as unreadable."""
+    try:
+        return frames.parse(body.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise frames.BadFrame(errors.PARSE_ERROR, frames.NOT_JSON) from None
+    except frames.BadFrame as bad:
+        if bad.code == errors.PARSE_ERROR and too_deep_to_parse(body):
+            raise frames.BadFrame(errors.INVALID_REQUEST, frames.TOO_DEEP) from None
+        raise
+
+
+def too_deep_to_parse(body):
+    try:
+        json.loads(body)
+    except RecursionError:
+        return True
+    except ValueError:
+        return False
+    return False
+
+
+def declared_length(scope):
+    try:
+        return int(header(scope, b"content-length") or 0)
+    except ValueError:
+        return 0
 
 
 def replay(body, receive):
@@ -231,32 +291,41 @@ def header(scope, name):
 
 
 async def tools_endpoint_app(scope, receive, send):
+    if scope["method"] != "POST":
+        # Stateless: there is no stream to GET and no session to DELETE.
+        await send_json(send, 405, rpc_error(None, errors.INVALID_REQUEST, NOT_POST), [(b"allow", b"POST")])
+        return
     token = token_from_headers(header(scope, b"authorization"))
     if not token:
         await send_json(send, 401, rpc_error(None, -32001, WRONG_TOKEN), [(b"www-authenticate", b"Bearer")])
         return
+    if declared_length(scope) > MAX_BODY_BYTES:
+        await send_json(send, 413, rpc_error(None, errors.INVALID_REQUEST, TOO_LARGE))
+        return
     session_id = session_id_of(scope["path"])
-    endpoint, accepted = (None, False)
+    endpoint = None
     if session_id is not None:
-        endpoint, accepted = await database_sync_to_async(open_endpoint)(session_id, token)
-    if endpoint is None or not accepted:
-        # A token that is not this endpoint's own is answered exactly as where there is no
-        # endpoint: no token can tell which sessions (of any tenant) exist.
+        endpoint = await database_sync_to_async(open_endpoint)(session_id, token)
+    if endpoint is None:
+        # A token that is not this endpoint's own (or no longer any person's) is answered exactly
+        # as where there is no endpoint: no token can tell which sessions (of any tenant) exist.
         await send_json(send, 404, rpc_error(None, -32600, NO_ENDPOINT))
         return
-    if scope["method"] == "POST":
-        body = await read_body(receive)
-        if body is None:
-            return
-        try:
-            message = json.loads(body)
-        except ValueError:
-            message = None
-        if isinstance(message, dict) and "id" in message and message.get("method") not in ANSWERED_METHODS:
-            await send_json(send, 200, rpc_error(message["id"], -32601, f"Method not found: {message.get('method')}"))
-            return
-        receive = replay(body, receive)
-    await serve_mcp({**scope, "ahp.endpoint": endpoint}, receive, send)
+    body = await read_body(receive)
+    if body is None:
+        return
+    if body is False:
+        await send_json(send, 413, rpc_error(None, errors.INVALID_REQUEST, TOO_LARGE))
+        return
+    try:
+        message = parse_body(body)
+    except frames.BadFrame as bad:
+        await send_json(send, 400, rpc_error(bad.request_id, bad.code, bad.message))
+        return
+    if isinstance(message, dict) and "id" in message and message.get("method") not in ANSWERED_METHODS:
+        await send_json(send, 200, rpc_error(message["id"], -32601, f"Method not found: {message.get('method')}"))
+        return
+    await serve_mcp({**scope, "ahp.endpoint": endpoint}, replay(body, receive), send)
 
 
 def remember_listener(scope):

@@ -6,37 +6,46 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from grants.models import TenantScopedManager
+from grants.models import ApiToken, TenantScopedManager
 from sessions_app.models import Session
 
 
 class ToolsEndpoint(models.Model):
-    """A session's MCP tools endpoint, `/ahp-mcp/<session uuid>`, and its one bearer token.
+    """One bearer token for a session's MCP tools endpoint, `/ahp-mcp/<session uuid>`.
 
-    Only the token's sha256 is stored. The token itself is an HMAC of the session id and a
-    random nonce under SECRET_KEY, so the REST view can hand the same token to every holder of
-    session:write without the database ever holding it. The row goes with its session, and so
-    the endpoint answers 404 from then on."""
+    Each ApiToken that asks gets a token of its own, acting as that token's person with their
+    grants at each request, and ending with the ApiToken, the person or their membership. The
+    host's own agent for the session (no ApiToken) gets one more, acting as the person whose turn
+    it answers. Only the token's sha256 is stored; the token is an HMAC of the session id and a
+    random nonce under SECRET_KEY, so asking again hands back the same token."""
 
     PREFIX = "ahpmcp"
 
-    session = models.OneToOneField(Session, on_delete=models.CASCADE, related_name="tools_endpoint", primary_key=True)
-    nonce = models.CharField(max_length=64, editable=False)
-    token_sha256 = models.CharField(max_length=64, editable=False)
-    opened_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-        help_text="Who opened the endpoint; empty for a root token. Calls made while no turn runs act as them.",
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="tools_endpoints")
+    api_token = models.ForeignKey(
+        ApiToken, null=True, blank=True, on_delete=models.CASCADE, related_name="tools_endpoints",
+        help_text="The token that asked for it, whose person the calls act as; empty for the agent the host "
+                  "starts, whose calls act as the person whose turn it answers.",
     )
+    nonce = models.CharField(max_length=64, editable=False)
+    token_sha256 = models.CharField(max_length=64, editable=False, unique=True)
     created = models.DateTimeField(default=timezone.now)
 
     tenant_path = "session__tenant"
     objects = TenantScopedManager()
 
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "api_token"], name="tools_endpoint_per_token"),
+            models.UniqueConstraint(fields=["session"], condition=models.Q(api_token__isnull=True),
+                                    name="tools_endpoint_one_agent"),
+        ]
+
     def __str__(self):
-        return f"/ahp-mcp/{self.session_id}"
+        return f"/ahp-mcp/{self.session_id} for {self.api_token or 'the host agent'}"
 
     @staticmethod
-    def _digest(token):
+    def digest(token):
         return hashlib.sha256(token.encode()).hexdigest()
 
     @classmethod
@@ -45,10 +54,10 @@ class ToolsEndpoint(models.Model):
         return f"{cls.PREFIX}_{mac}"
 
     @classmethod
-    def open(cls, session, opened_by=None):
+    def open(cls, session, api_token=None):
         nonce = secrets.token_hex(16)
-        return cls.objects.create(session=session, nonce=nonce, opened_by=opened_by,
-                                  token_sha256=cls._digest(cls.token_for(session.id, nonce)))
+        return cls.objects.create(session=session, nonce=nonce, api_token=api_token,
+                                  token_sha256=cls.digest(cls.token_for(session.id, nonce)))
 
     @property
     def token(self):
@@ -59,8 +68,8 @@ class ToolsEndpoint(models.Model):
         return f"/ahp-mcp/{self.session_id}"
 
     def accepts(self, token):
-        """True for this endpoint's own token only, compared in constant time."""
-        return bool(token) and hmac.compare_digest(self.token_sha256, self._digest(token))
+        """True for this row's own token only, compared in constant time."""
+        return bool(token) and hmac.compare_digest(self.token_sha256, self.digest(token))
 
 
 class SessionMcpServers(models.Model):

@@ -200,14 +200,14 @@ def list_in_background(session_id):
     return LISTING.submit(session_id)
 
 
-async def learn_client_plugins(tenant_id, session_id, client_id, customizations):
+async def learn_client_plugins(tenant_id, session_id, client_id, owner_id, customizations):
     """Ask the client for each of its plugins' `.mcp.json` (the file is on the client's
     machine), keep the http servers they declare for this session, and list them."""
     from workbench.resources import ask_client
 
     found = {}
     for plugin_uri, manifest_uri in plugin_manifest_uris(customizations).items():
-        ok, text = await ask_client(tenant_id, client_id, manifest_uri)
+        ok, text = await ask_client(tenant_id, client_id, manifest_uri, owner_id=owner_id)
         if not ok:
             logger.warning("Could not read the MCP servers of plugin %s: %s", plugin_uri, text)
             continue

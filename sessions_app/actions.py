@@ -6,7 +6,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from . import events
@@ -19,6 +19,10 @@ from .providers import get_provider
 
 MAX_TITLE_CHARS = 200
 MAX_MESSAGE_CHARS = 128 * 1024  # a prompt or message a turn starts with, whoever sends it
+
+
+def client_taken(client_id):
+    return f"Client id {client_id} belongs to another person in this session."
 
 
 class Refused(Exception):
@@ -150,16 +154,33 @@ def _check_active_client(active_client, client_id):
         raise Refused("activeClient.displayName must be a string.", "invalid")
 
 
+def _claimed_client(principal, session, client_id):
+    """The session's ActiveClient row for `client_id`, locked, or None; refused when another
+    person's connection claimed that client id here first."""
+    row = ActiveClient.objects.select_for_update().filter(session=session, client_id=client_id).first()
+    if row is not None and row.owner_id != principal.person_id:
+        raise Refused(client_taken(client_id))
+    return row
+
+
 @transaction.atomic
 def do_set_active_client(principal, session, client_id, active_client, origin=None):
     require(principal, "session:attach", session)
     _check_active_client(active_client, client_id)
-    row, _ = ActiveClient.objects.update_or_create(
-        session=session, client_id=client_id,
-        defaults={"display_name": active_client.get("displayName", ""), "tools": active_client["tools"],
-                  "customizations": active_client.get("customizations"), "release_at": None,
-                  "modified": timezone.now()},
-    )
+    fields = {"display_name": active_client.get("displayName", ""), "tools": active_client["tools"],
+              "customizations": active_client.get("customizations"), "release_at": None, "modified": timezone.now()}
+    row = _claimed_client(principal, session, client_id)
+    if row is None:
+        try:
+            with transaction.atomic():
+                row = ActiveClient.objects.create(session=session, client_id=client_id, owner=principal.person,
+                                                  **fields)
+        except IntegrityError:
+            # Another connection claimed it in the meantime: theirs if it is another person's.
+            row = _claimed_client(principal, session, client_id)
+    for name, value in fields.items():
+        setattr(row, name, value)
+    row.save()
     events.publish(session.tenant_id, session.uri, {"type": "session/activeClientSet", "activeClient": row.to_wire()},
                    origin)
     return row
@@ -169,7 +190,8 @@ def do_remove_active_client(principal, session, connection_client_id, client_id,
     require(principal, "session:attach", session)
     if client_id != connection_client_id:
         raise Refused(f"A client may remove only itself ({connection_client_id}).", "invalid")
-    row = ActiveClient.objects.filter(session=session, client_id=client_id).first()
+    with transaction.atomic():
+        row = _claimed_client(principal, session, client_id)
     if row is not None:
         do_release_client(row.pk, origin=origin)
 
@@ -208,29 +230,31 @@ def do_release_client(active_client_pk, origin=None, only_if_due=False):
 
 # Connections ---------------------------------------------------------------------------------
 
-def do_open_connection(tenant, client_id, process):
-    """A client (re)connected: any place it kept in a session is its again."""
+def do_open_connection(tenant, client_id, process, person=None):
+    """`person`'s client (re)connected: any place it kept in a session is its again."""
     with transaction.atomic():
-        connection = ClientConnection.objects.create(tenant=tenant, client_id=client_id, process=process)
-        ActiveClient.objects.for_tenant(tenant).filter(client_id=client_id).update(release_at=None)
+        connection = ClientConnection.objects.create(tenant=tenant, client_id=client_id, process=process,
+                                                     person=person)
+        ActiveClient.objects.for_tenant(tenant).filter(client_id=client_id, owner=person).update(release_at=None)
     return connection
 
 
 def do_close_connection(connection_id, disconnect_timeout_ms):
-    """A connection closed. When it was its client's last, the client's places in sessions are
-    kept for `disconnect_timeout_ms` (0: released at once); answers (active client pk, due) pairs
-    the caller schedules."""
+    """A connection closed. When it was its person's client's last, the client's places in
+    sessions are kept for `disconnect_timeout_ms` (0: released at once); answers (active client
+    pk, due) pairs the caller schedules."""
     with transaction.atomic():
         connection = ClientConnection.objects.select_for_update().filter(id=connection_id).first()
         if connection is None:
             return []
         connection.delete()
         if not connection.client_id or ClientConnection.objects.filter(
-            tenant_id=connection.tenant_id, client_id=connection.client_id
+            tenant_id=connection.tenant_id, client_id=connection.client_id, person_id=connection.person_id
         ).exists():
             return []
         due = timezone.now() + timedelta(milliseconds=disconnect_timeout_ms)
-        rows = ActiveClient.objects.filter(session__tenant_id=connection.tenant_id, client_id=connection.client_id)
+        rows = ActiveClient.objects.filter(session__tenant_id=connection.tenant_id, client_id=connection.client_id,
+                                           owner_id=connection.person_id)
         rows.update(release_at=due)
         pending = [(pk, due) for pk in rows.values_list("pk", flat=True)]
     if disconnect_timeout_ms == 0:
@@ -454,6 +478,10 @@ def do_client_complete_tool_call(principal, client_id, chat, turn_id, tool_call_
                           f"not {client_id}.")
         if call.completed is not None:
             raise Refused(f"Tool call {tool_call_id} is already complete.", "conflict")
+        # Only the connection of the person who announced the client in this session answers for it.
+        if not ActiveClient.objects.filter(session=chat.session, client_id=client_id,
+                                           owner_id=principal.person_id).exists():
+            raise Refused(client_taken(client_id))
         if call.deadline is None or call.deadline > timezone.now():
             _finish_call(call, result, origin)
             return

@@ -281,6 +281,11 @@ class ActiveClient(models.Model):
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="active_clients")
     client_id = models.CharField(max_length=128)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+",
+        help_text="The person whose connection first announced this client id in the session; empty for the "
+                  "tenant's root. Nobody else may act as this client here.",
+    )
     display_name = models.CharField(max_length=200, blank=True)
     tools = models.JSONField(default=list, blank=True)
     customizations = models.JSONField(null=True, blank=True)
@@ -335,6 +340,8 @@ class ClientConnection(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     client_id = models.CharField(max_length=128, blank=True)
+    person = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                               related_name="+", help_text="Whose token opened it; empty for the tenant's root.")
     process = models.CharField(max_length=64)
     seen = models.DateTimeField(default=timezone.now)
     subscriptions = models.JSONField(default=list, blank=True)

@@ -22,9 +22,10 @@ CLIENT_ANSWER_SECONDS = 10
 TOOL_OUTPUT_PREFIX = "ahp-tool-output:/"
 
 
-def client_group(tenant_id, client_id):
-    """The channel-layer group every connection of one client joins (ids may hold any character)."""
-    digest = hashlib.sha256(f"{tenant_id}:{client_id}".encode()).hexdigest()[:40]
+def client_group(tenant_id, client_id, owner_id):
+    """The channel-layer group every connection of one person's client joins (ids may hold any
+    character): another person using the same client id never hears what is asked of it."""
+    digest = hashlib.sha256(f"{tenant_id}:{owner_id or 'root'}:{client_id}".encode()).hexdigest()[:40]
     return f"client.{digest}"
 
 
@@ -86,11 +87,12 @@ def answer_text(result):
     return json.dumps(result)
 
 
-async def ask_client(tenant_id, client_id, uri, timeout=CLIENT_ANSWER_SECONDS):
-    """Ask one client for `uri`: (True, text) or (False, why not)."""
+async def ask_client(tenant_id, client_id, uri, timeout=CLIENT_ANSWER_SECONDS, *, owner_id):
+    """Ask one client (the connections of `owner_id`, who announced it) for `uri`: (True, text)
+    or (False, why not)."""
     layer = get_channel_layer()
     reply_to = await layer.new_channel()
-    await layer.group_send(client_group(tenant_id, client_id), {
+    await layer.group_send(client_group(tenant_id, client_id, owner_id), {
         "type": "ahp.server_request", "method": "resourceRead",
         "params": {"channel": "ahp-root://", "uri": uri}, "reply_to": reply_to})
     loop = asyncio.get_running_loop()
@@ -112,11 +114,12 @@ async def ahp_resource(context, arguments):
     if text is not None:
         return text
     clients = await database_sync_to_async(
-        lambda: list(ActiveClient.objects.filter(session=context.session).order_by("id").values_list("client_id", flat=True))
+        lambda: list(ActiveClient.objects.filter(session=context.session).order_by("id")
+                     .values_list("client_id", "owner_id"))
     )()
     reasons = []
-    for client_id in clients:
-        ok, text = await ask_client(context.session.tenant_id, client_id, uri)
+    for client_id, owner_id in clients:
+        ok, text = await ask_client(context.session.tenant_id, client_id, uri, owner_id=owner_id)
         if ok:
             return text
         reasons.append(text)

@@ -2,7 +2,9 @@
 
 The consumer parses and authorises; every state change is a `do_*` function of the owning
 app, which publishes what subscribers see. Nothing a peer sends can close the connection but
-an oversized frame (1009); a token revoked meanwhile closes it at its next message (4401).
+an oversized frame (1009). Revoking the token, deactivating the person or removing their
+membership closes it at once (4401), told through the token's and the person's groups (and
+re-checked at every message); a changed role hands it the new grants the same way.
 """
 import asyncio
 import base64
@@ -17,9 +19,10 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.db import InterfaceError, OperationalError, transaction
 
+from grants.actions import person_group, token_group
 from grants.algebra import holds
 from grants.authentication import token_from_headers
-from grants.models import ApiToken
+from grants.models import ApiToken, Principal
 from mcp_app.server_tools import learn_client_plugins
 from sessions_app import actions, events, state
 from sessions_app.actions import Refused
@@ -108,8 +111,10 @@ class AhpConsumer(AsyncWebsocketConsumer):
             await self.close(code=4401)
             return
         self.token_id = token.pk  # re-checked on every message: revoking it ends the connection
+        self.revoked = False
         self.principal = await database_sync_to_async(token.principal)()
         self.tenant = self.principal.tenant
+        self.access_groups = [token_group(token.pk)] + ([person_group(token.person_id)] if token.person_id else [])
         self.client_id = None
         self.connection_id = None
         self.subscriptions = set()
@@ -117,6 +122,9 @@ class AhpConsumer(AsyncWebsocketConsumer):
         self.background = set()  # tasks that must not block this consumer's own messages
         self.server_requests = {}  # JSON-RPC id of a request this host sent -> channel awaiting the answer
         self.server_request_ids = itertools.count(1)
+        # Joined before accepting, so a revocation committed from here on reaches this socket.
+        for group in self.access_groups:
+            await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
         ensure_started()
         process.track(self)
@@ -159,7 +167,9 @@ class AhpConsumer(AsyncWebsocketConsumer):
             for channel in list(getattr(self, "subscriptions", ())) if layer_up else ():
                 await self.channel_layer.group_discard(events.group_for(channel, self.tenant.pk), self.channel_name)
             if getattr(self, "client_id", None) and layer_up:
-                await self.channel_layer.group_discard(client_group(self.tenant.pk, self.client_id), self.channel_name)
+                await self.channel_layer.group_discard(self.own_client_group(), self.channel_name)
+            for group in getattr(self, "access_groups", ()) if layer_up else ():
+                await self.channel_layer.group_discard(group, self.channel_name)
         except Exception as exc:
             logger.info("Could not leave the channel layer's groups (%s); they expire there", exc)
         if getattr(self, "connection_id", None):
@@ -182,15 +192,16 @@ class AhpConsumer(AsyncWebsocketConsumer):
 
     def token_is_live(self):
         try:
-            return (ApiToken.objects.filter(pk=self.token_id, revoked__isnull=True)
-                    .exclude(person__is_active=False).exists())
+            return ApiToken.live().filter(pk=self.token_id).exists()
         except (OperationalError, InterfaceError):
             # The database is away: whatever the message needs of it fails with DATABASE_UNAVAILABLE.
             return True
 
     async def receive(self, text_data=None, bytes_data=None):
+        if self.revoked:
+            return  # frames that were on their way when the socket was closed
         if not await database_sync_to_async(self.token_is_live)():
-            await self.close(code=TOKEN_REVOKED_CLOSE, reason="The connection's token was revoked.")
+            await self.close_revoked()
             return
         if text_data is None:
             await self.send_error(None, errors.INVALID_REQUEST, "Invalid request: AHP messages are text frames.")
@@ -248,11 +259,15 @@ class AhpConsumer(AsyncWebsocketConsumer):
         if self.client_id is not None:
             raise errors.RpcError(errors.INVALID_REQUEST, "This connection is already initialized.")
         connection = await database_sync_to_async(actions.do_open_connection)(
-            self.tenant, client_id, events.PROCESS)
+            self.tenant, client_id, events.PROCESS, self.principal.person)
         self.client_id = client_id
         self.connection_id = connection.id
-        # The host may ask this client things (resourceRead) from any process: through this group.
-        await self.channel_layer.group_add(client_group(self.tenant.pk, client_id), self.channel_name)
+        # The host may ask this client things (resourceRead) from any process: through this group,
+        # which is this person's, so another person claiming the same client id hears nothing.
+        await self.channel_layer.group_add(self.own_client_group(), self.channel_name)
+
+    def own_client_group(self):
+        return client_group(self.tenant.pk, self.client_id, self.principal.person_id)
 
     async def rpc_initialize(self, params):
         versions = errors.require(params, "protocolVersions", list)
@@ -378,7 +393,8 @@ class AhpConsumer(AsyncWebsocketConsumer):
         from sessions_app.models import ActiveClient
 
         session = session_at(uri, self.tenant)
-        row = session and ActiveClient.objects.filter(session=session, client_id=self.client_id).first()
+        row = session and ActiveClient.objects.filter(session=session, client_id=self.client_id,
+                                                      owner_id=self.principal.person_id).first()
         if row:
             actions.do_release_client(row.pk)
 
@@ -530,7 +546,8 @@ class AhpConsumer(AsyncWebsocketConsumer):
         machine, so the host asks the client. A task: this consumer must stay free to carry
         the question and its answer."""
         task = asyncio.get_running_loop().create_task(learn_client_plugins(
-            self.tenant.pk, active_client.session_id, active_client.client_id, active_client.customizations))
+            self.tenant.pk, active_client.session_id, active_client.client_id, active_client.owner_id,
+            active_client.customizations))
         self.background.add(task)
         task.add_done_callback(self.background.discard)
 
@@ -656,6 +673,31 @@ class AhpConsumer(AsyncWebsocketConsumer):
             session_uri and await database_sync_to_async(self.may_subscribe)(session_uri)
         ):
             await self.send_notification(message["method"], params)
+
+    async def ahp_access_ended(self, message):
+        """The token was revoked, or the person deactivated or removed from this tenant."""
+        if message.get("tenant_id") in (None, self.tenant.pk):
+            await self.close_revoked()
+
+    async def close_revoked(self):
+        if self.revoked:
+            return  # closing already: a second close on a closed socket would fail
+        self.revoked = True
+        await self.close(code=TOKEN_REVOKED_CLOSE, reason="The connection's token was revoked.")
+
+    async def ahp_grants_changed(self, message):
+        """The person's role (or its grants) changed: the next message acts with the new grants,
+        and channels they may no longer read are left at once."""
+        if message.get("tenant_id") != self.tenant.pk:
+            return
+        self.principal = Principal(self.tenant, self.principal.person, message["grants"], self.token_id)
+        unreadable = await database_sync_to_async(
+            lambda: [uri for uri in self.subscriptions if not self.may_subscribe(uri)])()
+        for uri in unreadable:
+            self.subscriptions.discard(uri)
+            await self.channel_layer.group_discard(events.group_for(uri, self.tenant.pk), self.channel_name)
+        if unreadable:
+            await database_sync_to_async(self.save_subscriptions)()
 
     # Requests this host sends the client ---------------------------------------------------------
 

@@ -11,6 +11,8 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db.models import Max
 from django.utils import timezone
 
+from grants.models import ApiToken
+
 from sessions_app.events import PROCESS, group_for
 from sessions_app.models import ActionLog, ClientConnection
 
@@ -67,9 +69,27 @@ async def heartbeat():
             open_ids = [c.connection_id for c in list(_consumers) if getattr(c, "connection_id", None)]
             await database_sync_to_async(
                 ClientConnection.objects.filter(process=PROCESS, id__in=open_ids).update)(seen=timezone.now())
+            await close_revoked()
         except Exception:
             logger.exception("Could not refresh this process's connections")
         await asyncio.sleep(HEARTBEAT_SECONDS)
+
+
+def _live_token_ids(token_ids):
+    return set(ApiToken.live().filter(pk__in=token_ids).values_list("pk", flat=True))
+
+
+async def close_revoked():
+    """Sockets whose token stopped working close even when the news did not reach this process
+    (an in-memory channel layer, revoked from a management command): the sockets are told at
+    once through the channel layer, and this catches the rest within a heartbeat."""
+    consumers = [c for c in list(_consumers) if getattr(c, "token_id", None)]
+    if not consumers:
+        return
+    live = await database_sync_to_async(_live_token_ids)({c.token_id for c in consumers})
+    for consumer in consumers:
+        if consumer.token_id not in live:
+            await consumer.close_revoked()
 
 
 def _newest_seq():

@@ -65,3 +65,23 @@ def test_revoketoken_revokes_by_name(db):
     assert ApiToken.authenticate(token) is None
     with pytest.raises(CommandError, match="Tenant initech has no live token named ci."):
         run("revoketoken", "initech", "ci")
+
+
+def test_removemember_ends_the_persons_tokens_in_the_tenant(db):
+    run("createtenant", "initech")
+    run("addmember", "initech", "milton", "--role", "member")
+    token = run("minttoken", "initech", "milton").strip()
+    assert run("removemember", "initech", "milton") == "milton is no longer in initech\n"
+    assert ApiToken.authenticate(token) is None
+    with pytest.raises(CommandError, match="milton is not a member of initech."):
+        run("removemember", "initech", "milton")
+
+
+def test_deactivateperson_ends_every_token_of_theirs(db):
+    run("createtenant", "initech")
+    run("addmember", "initech", "milton", "--role", "member")
+    token = run("minttoken", "initech", "milton").strip()
+    assert run("deactivateperson", "milton") == "Deactivated milton\n"
+    assert ApiToken.authenticate(token) is None
+    with pytest.raises(CommandError, match="No person bob."):
+        run("deactivateperson", "bob")

@@ -15,10 +15,13 @@ def test_it_answers_the_url_and_token_to_a_holder_of_session_write(acme, host):
         assert set(body) == {"url", "token"}
         assert body["url"] == f"http://127.0.0.1:{host.port}/ahp-mcp/{session_id}"
         row = ToolsEndpoint.objects.get(session_id=session_id)
+        assert row.api_token.name == "acme-member"
         assert body["token"] not in (row.token_sha256, row.nonce) and row.accepts(body["token"])
-        # Every holder is handed the same token; the endpoint keeps one.
-        assert tools_endpoint(host.port, acme.tokens["admin"], session).json() == body
-        assert tools_endpoint(host.port, acme.tokens["root"], session).json() == body
+        # Asking again answers the same token; every other holder gets one of their own.
+        assert tools_endpoint(host.port, acme.tokens["member"], session).json() == body
+        others = {tools_endpoint(host.port, acme.tokens[who], session).json()["token"] for who in ("admin", "root")}
+        assert len(others) == 2 and body["token"] not in others
+        assert ToolsEndpoint.objects.filter(session_id=session_id).count() == 3
         assert with_mcp(body["url"], body["token"], lambda s: s.list_tools()).tools is not None
 
 

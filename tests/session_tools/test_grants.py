@@ -69,6 +69,8 @@ def test_a_turn_begun_by_a_session_tool_carries_the_person_that_began_it(acme, p
 
 
 def test_a_member_may_answer_tool_calls(acme, place):
+    # Answered by the person whose connection announced the client in the session.
+    actions.do_set_active_client(acme.principal("member"), place.session, "ide", {"clientId": "ide", "tools": []})
     call = actions.do_begin_tool_call(place.turn, "ide__open", {}, client_id="ide", timeout_ms=0)
     actions.do_client_complete_tool_call(acme.principal("member"), "ide", place.chat, str(place.turn.id),
                                          str(call.id), {"success": True, "pastTenseMessage": "done"})

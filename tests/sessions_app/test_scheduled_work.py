@@ -55,7 +55,7 @@ def test_connections_of_a_dead_process_are_closed_by_the_sweep(acme):
     from tools_app.models import HostConfig
 
     HostConfig.objects.update_or_create(tenant=acme.tenant, defaults={"client_tool_call_disconnect_timeout_ms": 0})
-    ClientConnection.objects.create(tenant=acme.tenant, client_id="ide", process="dead-process",
+    ClientConnection.objects.create(tenant=acme.tenant, client_id="ide", person=acme.member, process="dead-process",
                                     seen=timezone.now() - timedelta(minutes=5))
     sweep_due_work()
     assert not ClientConnection.objects.exists()

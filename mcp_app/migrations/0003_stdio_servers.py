@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('mcp_app', '0001_initial'),
+        ('mcp_app', '0002_doors_endpoint_token_per_person'),
     ]
 
     operations = [
