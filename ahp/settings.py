@@ -149,9 +149,9 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["grants.authentication.BearerTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "UNAUTHENTICATED_USER": None,
-    # The socket's frame rules for JSON bodies (no NaN, NUL, lone surrogates, deep nesting).
-    "DEFAULT_PARSER_CLASSES": ["ahp.parsers.StrictJSONParser", "rest_framework.parsers.FormParser",
-                               "rest_framework.parsers.MultiPartParser"],
+    # The socket's frame rules for bodies (no NaN, NUL, lone surrogates, deep nesting), every content type.
+    "DEFAULT_PARSER_CLASSES": ["ahp.parsers.StrictJSONParser", "ahp.parsers.StrictFormParser",
+                               "ahp.parsers.StrictMultiPartParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 SPECTACULAR_SETTINGS = {
