@@ -3,17 +3,20 @@
 With no environment set the host runs embedded: SQLite under var/, Channels' in-memory layer
 and a Celery broker on the filesystem. Production sets DATABASE_URL and REDIS_URL.
 """
+import ipaddress
 import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("AHP_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 # Every environment variable the host reads; docker-compose.yml is checked against this list.
-ENVIRONMENT_KEYS = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "ALLOWED_HOSTS", "DEBUG", "AHP_VAR_DIR", "LOG_LEVEL", "AHP_HEARTBEAT_SECONDS")
+ENVIRONMENT_KEYS = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "ALLOWED_HOSTS", "DEBUG", "AHP_VAR_DIR", "LOG_LEVEL",
+                    "AHP_HEARTBEAT_SECONDS", "AHP_TRUSTED_PROXIES")
 
 
 def _env_bool(name, default):
@@ -23,10 +26,23 @@ def _env_bool(name, default):
     return value.strip().lower() in ("1", "true", "yes", "on")
 
 
+def _env_networks(name):
+    networks = []
+    for entry in filter(None, (e.strip() for e in os.environ.get(name, "").split(","))):
+        try:
+            networks.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(f"{name}: {entry!r} is not an IP address or CIDR block.") from None
+    return networks
+
+
 DEBUG = _env_bool("DEBUG", False)
 SECRET_KEY = os.environ.get("SECRET_KEY") or "embedded-only-not-for-production"
 ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",") if h.strip()]
 CSRF_TRUSTED_ORIGINS = [f"http://{h}" for h in ALLOWED_HOSTS if h != "*"]
+
+# Proxies whose X-Forwarded-For names the client (the handshake throttle keys by it); none by default.
+AHP_TRUSTED_PROXIES = _env_networks("AHP_TRUSTED_PROXIES")
 
 INSTALLED_APPS = [
     "daphne",

@@ -99,11 +99,12 @@ def uuid_in(action, field):
 
 class AhpConsumer(AsyncWebsocketConsumer):
     async def connect(self):
-        address = throttle.address_of(self.scope)
-        await throttle.HANDSHAKES.wait(address)  # repeated failures from one address slow it down
-        token = await database_sync_to_async(ApiToken.authenticate)(token_from_scope(self.scope))
+        offered = token_from_scope(self.scope)
+        key = throttle.key_of(self.scope, offered)
+        await throttle.HANDSHAKES.wait(key)  # only repeated failures of this address and token prefix wait
+        token = await database_sync_to_async(ApiToken.authenticate)(offered)
         if token is None:
-            throttle.HANDSHAKES.failed(address)
+            throttle.HANDSHAKES.failed(key)
             await self.close(code=4401)
             return
         self.token_id = token.pk  # re-checked on every message: revoking it ends the connection
