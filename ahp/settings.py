@@ -16,7 +16,7 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 # Every environment variable the host reads; docker-compose.yml is checked against this list.
 ENVIRONMENT_KEYS = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "ALLOWED_HOSTS", "DEBUG", "AHP_VAR_DIR", "LOG_LEVEL",
-                    "AHP_HEARTBEAT_SECONDS", "AHP_TRUSTED_PROXIES")
+                    "AHP_HEARTBEAT_SECONDS", "AHP_TRUSTED_PROXIES", "AHP_REQUEST_DEADLINE_SECONDS")
 
 
 def _env_bool(name, default):
