@@ -16,7 +16,9 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 # Every environment variable the host reads; docker-compose.yml is checked against this list.
 ENVIRONMENT_KEYS = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "ALLOWED_HOSTS", "DEBUG", "AHP_VAR_DIR", "LOG_LEVEL",
-                    "AHP_HEARTBEAT_SECONDS", "AHP_TRUSTED_PROXIES", "AHP_REQUEST_DEADLINE_SECONDS")
+                    "AHP_HEARTBEAT_SECONDS", "AHP_TRUSTED_PROXIES", "AHP_REQUEST_DEADLINE_SECONDS",
+                    "AHP_MAX_SESSIONS_PER_PERSON", "AHP_MAX_CHATS_PER_PERSON", "AHP_MAX_CREATIONS_PER_MINUTE",
+                    "AHP_MAX_CONNECTIONS_PER_PERSON")
 
 
 def _env_bool(name, default):
@@ -40,6 +42,21 @@ DEBUG = _env_bool("DEBUG", False)
 SECRET_KEY = os.environ.get("SECRET_KEY") or "embedded-only-not-for-production"
 ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",") if h.strip()]
 CSRF_TRUSTED_ORIGINS = [f"http://{h}" for h in ALLOWED_HOSTS if h != "*"]
+
+def _env_count(name, default):
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    if not value.isdigit() or int(value) < 1:
+        raise ImproperlyConfigured(f"{name}: {value!r} is not a whole number of at least 1.")
+    return int(value)
+
+
+# Per-person quotas (sessions_app/quotas.py), the operator's: a tenant cannot raise them.
+AHP_MAX_SESSIONS_PER_PERSON = _env_count("AHP_MAX_SESSIONS_PER_PERSON", 500)  # not archived
+AHP_MAX_CHATS_PER_PERSON = _env_count("AHP_MAX_CHATS_PER_PERSON", 2000)  # not archived, besides sessions' main chats
+AHP_MAX_CREATIONS_PER_MINUTE = _env_count("AHP_MAX_CREATIONS_PER_MINUTE", 60)  # sessions and chats together
+AHP_MAX_CONNECTIONS_PER_PERSON = _env_count("AHP_MAX_CONNECTIONS_PER_PERSON", 50)  # open sockets, per server process
 
 # Proxies whose X-Forwarded-For names the client (the handshake throttle keys by it); none by default.
 AHP_TRUSTED_PROXIES = _env_networks("AHP_TRUSTED_PROXIES")

@@ -15,12 +15,13 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 
 from grants.algebra import holds
 from grants.authentication import token_from_headers
 from grants.models import ApiToken
-from sessions_app import actions, events, state
+from sessions_app import actions, events, quotas, state
 from sessions_app.actions import Refused
 from sessions_app.channels import ROOT, annotations_session_at, chat_at, parse, session_at
 from sessions_app.models import ActionLog, Session
@@ -43,6 +44,7 @@ SERVER_INFO = {"name": "ahp-host", "version": "0.1.0"}
 MAX_FRAME_BYTES = 1024 * 1024
 DEFAULT_PAGE, MAX_PAGE = 50, 200
 TOKEN_REVOKED_CLOSE = 4401  # as a handshake without a live token
+TOO_MANY_CONNECTIONS = 4429  # as 429: the person's connection quota is full
 DATABASE_UNAVAILABLE = "Service unavailable: the host's database did not answer; try again shortly."
 # Close code when the channel layer failed: reconnect and replay. 1012 (service restart) in the
 # private range, as 4401 is 401: daphne lets an application send only 1000 or 3000-4999.
@@ -110,6 +112,12 @@ class AhpConsumer(AsyncWebsocketConsumer):
         self.token_id = token.pk  # re-checked on every message: revoking it ends the connection
         self.principal = await database_sync_to_async(token.principal)()
         self.tenant = self.principal.tenant
+        limit = settings.AHP_MAX_CONNECTIONS_PER_PERSON
+        if process.open_by(self.tenant.pk, getattr(self.principal.person, "pk", None)) >= limit:
+            await self.accept()  # accepted only to say why: a refused upgrade carries no sentence
+            await self.close(code=TOO_MANY_CONNECTIONS, reason=quotas.too_many_connections(limit))
+            return
+        process.track(self)  # counted from here, with no wait since the count: the quota holds
         self.client_id = None
         self.connection_id = None
         self.subscriptions = set()
@@ -118,7 +126,6 @@ class AhpConsumer(AsyncWebsocketConsumer):
         self.server_request_ids = itertools.count(1)
         await self.accept()
         ensure_started()
-        process.track(self)
 
     async def __call__(self, scope, receive, send):
         """A failing channel layer (Redis restarting) ends the connection with SERVICE_RESTART,
