@@ -1,5 +1,6 @@
 """`python -m ahp.serve`: daphne, exactly as `python -m daphne` runs it, except that
 
+- it refuses to start without SECRET_KEY unless embedded on loopback (ahp/deployment.py);
 - a frame over its size limit (1 MiB) is refused with close code 1009 ("message too big") rather
   than by dropping the TCP connection, so a client learns why it was cut off;
 - a connection must finish sending each request's head and body (a WebSocket upgrade included)
@@ -7,12 +8,15 @@
   timeout restarts at every byte, so a client dripping a header a minute was held for ever.
 """
 import os
+import sys
 
 import daphne.server
-from daphne.cli import CommandLineInterface
+from daphne.cli import DEFAULT_HOST, CommandLineInterface
 from daphne.http_protocol import HTTPFactory
 from daphne.ws_protocol import WebSocketFactory
 from twisted.web.http import HTTPChannel, _GenericHTTPChannelProtocol
+
+from ahp.deployment import refusal_to_start
 
 REQUEST_DEADLINE = float(os.environ.get("AHP_REQUEST_DEADLINE_SECONDS", "20"))
 
@@ -69,5 +73,18 @@ class DeadlineHTTPFactory(HTTPFactory):
 daphne.server.WebSocketFactory = ClosingWebSocketFactory
 daphne.server.HTTPFactory = DeadlineHTTPFactory
 
+
+
+def listening_hosts(argv):
+    """The TCP hosts daphne's command line binds, or None when it names other endpoints."""
+    args, _ = CommandLineInterface().parser.parse_known_args(argv)
+    if args.unix_socket or args.file_descriptor is not None or args.socket_strings:
+        return None
+    return [args.host or DEFAULT_HOST]
+
+
 if __name__ == "__main__":
+    refusal = refusal_to_start(listening_hosts(sys.argv[1:]))
+    if refusal:
+        sys.exit(refusal)
     CommandLineInterface.entrypoint()

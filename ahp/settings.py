@@ -18,7 +18,7 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 ENVIRONMENT_KEYS = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "ALLOWED_HOSTS", "DEBUG", "AHP_VAR_DIR", "LOG_LEVEL",
                     "AHP_HEARTBEAT_SECONDS", "AHP_TRUSTED_PROXIES", "AHP_REQUEST_DEADLINE_SECONDS",
                     "AHP_MAX_SESSIONS_PER_PERSON", "AHP_MAX_CHATS_PER_PERSON", "AHP_MAX_CREATIONS_PER_MINUTE",
-                    "AHP_MAX_CONNECTIONS_PER_PERSON")
+                    "AHP_MAX_CONNECTIONS_PER_PERSON", "SECURE_PROXY_SSL_HEADER")
 
 
 def _env_bool(name, default):
@@ -38,10 +38,51 @@ def _env_networks(name):
     return networks
 
 
+def _embedded_secret_key():
+    """This install's own key, made on first use and kept under var/ (readable by its owner only):
+    never a constant anyone could read in the source. ahp.serve and runhost refuse to start on it
+    unless the host is embedded on loopback (ahp/deployment.py)."""
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        from django.core.management.utils import get_random_secret_key
+
+        draft = VAR_DIR / f"secret_key.{os.getpid()}"
+        draft.write_text(get_random_secret_key())
+        draft.chmod(0o600)
+        try:
+            os.link(draft, path)  # whoever links first wins; a second process reads the winner's key
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+    return path.read_text().strip()
+
+
+def _proxy_ssl_header(value):
+    """`X-Forwarded-Proto: https` (the header a TLS-terminating proxy sets) as Django wants it."""
+    name, colon, expected = value.partition(":")
+    if not colon or not name.strip() or not expected.strip():
+        raise ImproperlyConfigured(f"SECURE_PROXY_SSL_HEADER: {value!r} is not of the form 'X-Forwarded-Proto: https'.")
+    return "HTTP_" + name.strip().upper().replace("-", "_"), expected.strip()
+
+
 DEBUG = _env_bool("DEBUG", False)
-SECRET_KEY = os.environ.get("SECRET_KEY") or "embedded-only-not-for-production"
+SECRET_KEY = os.environ.get("SECRET_KEY") or _embedded_secret_key()
 ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",") if h.strip()]
-CSRF_TRUSTED_ORIGINS = [f"http://{h}" for h in ALLOWED_HOSTS if h != "*"]
+
+# Behind a TLS-terminating proxy (SECURE_PROXY_SSL_HEADER set): cookies only over TLS, HSTS, and
+# plain http redirected, but for the health check the proxy's own probe makes.
+BEHIND_TLS = bool(os.environ.get("SECURE_PROXY_SSL_HEADER", "").strip())
+if BEHIND_TLS:
+    SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(os.environ["SECURE_PROXY_SSL_HEADER"])
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+    SECURE_HSTS_SECONDS = 365 * 24 * 3600
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = BEHIND_TLS
+SESSION_COOKIE_HTTPONLY = CSRF_COOKIE_HTTPONLY = True  # no page script reads either
+CSRF_TRUSTED_ORIGINS = [f"{'https' if BEHIND_TLS else 'http'}://{h}" for h in ALLOWED_HOSTS if h != "*"]
 
 def _env_count(name, default):
     value = os.environ.get(name, "").strip()
@@ -193,6 +234,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Its schema warnings are about documentation, not deployment: `check --deploy` lists only the latter.
+    "ENABLE_DJANGO_DEPLOY_CHECK": False,
 }
 
 LOGGING = {
