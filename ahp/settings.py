@@ -3,18 +3,23 @@
 With no environment set the host runs embedded: SQLite under var/, Channels' in-memory layer
 and a Celery broker on the filesystem. Production sets DATABASE_URL and REDIS_URL.
 """
+import ipaddress
 import json
 import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("AHP_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 # Every environment variable the host reads; docker-compose.yml is checked against this list.
-ENVIRONMENT_KEYS = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "ALLOWED_HOSTS", "DEBUG", "AHP_VAR_DIR", "LOG_LEVEL", "AHP_HEARTBEAT_SECONDS",
+ENVIRONMENT_KEYS = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "ALLOWED_HOSTS", "DEBUG", "AHP_VAR_DIR", "LOG_LEVEL",
+                    "AHP_HEARTBEAT_SECONDS", "AHP_TRUSTED_PROXIES", "AHP_REQUEST_DEADLINE_SECONDS",
+                    "AHP_MAX_SESSIONS_PER_PERSON", "AHP_MAX_CHATS_PER_PERSON", "AHP_MAX_CREATIONS_PER_MINUTE",
+                    "AHP_MAX_CONNECTIONS_PER_PERSON", "SECURE_PROXY_SSL_HEADER",
                     "AHP_SANDBOX_UID", "AHP_SANDBOX_CPU_SECONDS", "AHP_SANDBOX_MEMORY_MB", "AHP_SANDBOX_PROCESSES",
                     "AHP_SANDBOX_FILE_MB", "AHP_STDIO_MCP_SERVERS", "AHP_MCP_LISTING_WORKERS")
 
@@ -26,10 +31,79 @@ def _env_bool(name, default):
     return value.strip().lower() in ("1", "true", "yes", "on")
 
 
+def _env_networks(name):
+    networks = []
+    for entry in filter(None, (e.strip() for e in os.environ.get(name, "").split(","))):
+        try:
+            networks.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(f"{name}: {entry!r} is not an IP address or CIDR block.") from None
+    return networks
+
+
+def _embedded_secret_key():
+    """This install's own key, made on first use and kept under var/ (readable by its owner only):
+    never a constant anyone could read in the source. ahp.serve and runhost refuse to start on it
+    unless the host is embedded on loopback (ahp/deployment.py)."""
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        from django.core.management.utils import get_random_secret_key
+
+        draft = VAR_DIR / f"secret_key.{os.getpid()}"
+        draft.write_text(get_random_secret_key())
+        draft.chmod(0o600)
+        try:
+            os.link(draft, path)  # whoever links first wins; a second process reads the winner's key
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+    return path.read_text().strip()
+
+
+def _proxy_ssl_header(value):
+    """`X-Forwarded-Proto: https` (the header a TLS-terminating proxy sets) as Django wants it."""
+    name, colon, expected = value.partition(":")
+    if not colon or not name.strip() or not expected.strip():
+        raise ImproperlyConfigured(f"SECURE_PROXY_SSL_HEADER: {value!r} is not of the form 'X-Forwarded-Proto: https'.")
+    return "HTTP_" + name.strip().upper().replace("-", "_"), expected.strip()
+
+
 DEBUG = _env_bool("DEBUG", False)
-SECRET_KEY = os.environ.get("SECRET_KEY") or "embedded-only-not-for-production"
+SECRET_KEY = os.environ.get("SECRET_KEY") or _embedded_secret_key()
 ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",") if h.strip()]
-CSRF_TRUSTED_ORIGINS = [f"http://{h}" for h in ALLOWED_HOSTS if h != "*"]
+
+# Behind a TLS-terminating proxy (SECURE_PROXY_SSL_HEADER set): cookies only over TLS, HSTS, and
+# plain http redirected, but for the health check the proxy's own probe makes.
+BEHIND_TLS = bool(os.environ.get("SECURE_PROXY_SSL_HEADER", "").strip())
+if BEHIND_TLS:
+    SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(os.environ["SECURE_PROXY_SSL_HEADER"])
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+    SECURE_HSTS_SECONDS = 365 * 24 * 3600
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = BEHIND_TLS
+SESSION_COOKIE_HTTPONLY = CSRF_COOKIE_HTTPONLY = True  # no page script reads either
+CSRF_TRUSTED_ORIGINS = [f"{'https' if BEHIND_TLS else 'http'}://{h}" for h in ALLOWED_HOSTS if h != "*"]
+
+def _env_count(name, default):
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    if not value.isdigit() or int(value) < 1:
+        raise ImproperlyConfigured(f"{name}: {value!r} is not a whole number of at least 1.")
+    return int(value)
+
+
+# Per-person quotas (sessions_app/quotas.py), the operator's: a tenant cannot raise them.
+AHP_MAX_SESSIONS_PER_PERSON = _env_count("AHP_MAX_SESSIONS_PER_PERSON", 500)  # not archived
+AHP_MAX_CHATS_PER_PERSON = _env_count("AHP_MAX_CHATS_PER_PERSON", 2000)  # not archived, besides sessions' main chats
+AHP_MAX_CREATIONS_PER_MINUTE = _env_count("AHP_MAX_CREATIONS_PER_MINUTE", 60)  # sessions and chats together
+AHP_MAX_CONNECTIONS_PER_PERSON = _env_count("AHP_MAX_CONNECTIONS_PER_PERSON", 50)  # open sockets, per server process
+
+# Proxies whose X-Forwarded-For names the client (the handshake throttle keys by it); none by default.
+AHP_TRUSTED_PROXIES = _env_networks("AHP_TRUSTED_PROXIES")
 
 INSTALLED_APPS = [
     "daphne",
@@ -152,9 +226,9 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["grants.authentication.BearerTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "UNAUTHENTICATED_USER": None,
-    # The socket's frame rules for JSON bodies (no NaN, NUL, lone surrogates, deep nesting).
-    "DEFAULT_PARSER_CLASSES": ["ahp.parsers.StrictJSONParser", "rest_framework.parsers.FormParser",
-                               "rest_framework.parsers.MultiPartParser"],
+    # The socket's frame rules for bodies (no NaN, NUL, lone surrogates, deep nesting), every content type.
+    "DEFAULT_PARSER_CLASSES": ["ahp.parsers.StrictJSONParser", "ahp.parsers.StrictFormParser",
+                               "ahp.parsers.StrictMultiPartParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 SPECTACULAR_SETTINGS = {
@@ -163,6 +237,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Its schema warnings are about documentation, not deployment: `check --deploy` lists only the latter.
+    "ENABLE_DJANGO_DEPLOY_CHECK": False,
 }
 
 LOGGING = {

@@ -2,6 +2,7 @@
 DATABASE_URL/REDIS_URL when set), and the floors it is compared with, each as a subprocess."""
 import contextlib
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -62,7 +63,12 @@ def manage(env, *args):
 def host_install():
     """A fresh install: its environment and a member token of tenant `bench`."""
     with tempfile.TemporaryDirectory() as var_dir:
-        env = {**os.environ, "AHP_VAR_DIR": var_dir, "PYTHONPATH": str(ROOT), "LOG_LEVEL": "WARNING"}
+        env = {**os.environ, "AHP_VAR_DIR": var_dir, "PYTHONPATH": str(ROOT), "LOG_LEVEL": "WARNING",
+               # A host on DATABASE_URL starts only with a key of the operator's.
+               "SECRET_KEY": os.environ.get("SECRET_KEY") or secrets.token_urlsafe(50),
+               # The benchmarks' clients share one person's token where real ones would be many people.
+               **{f"AHP_MAX_{quota}": "1000000" for quota in ("SESSIONS_PER_PERSON", "CHATS_PER_PERSON",
+                                                              "CREATIONS_PER_MINUTE", "CONNECTIONS_PER_PERSON")}}
         manage(env, "migrate", "--no-input")
         manage(env, "createtenant", "bench")
         manage(env, "addmember", "bench", "bencher", "--role", "member")

@@ -89,9 +89,19 @@ def csv_row(call):
             call.refusal_reason, refusal_sentence(call), "" if duration_ms(call) is None else duration_ms(call))
 
 
+# A cell starting so is a formula to a spreadsheet (OWASP "CSV injection"): a leading ' makes it text.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def inert(cell):
+    if isinstance(cell, str) and cell.startswith(FORMULA_STARTS):
+        return "'" + cell
+    return cell
+
+
 def write_csv(calls, stream):
-    """`calls` come from `for_audit()`; one line each under CSV_COLUMNS."""
+    """`calls` come from `for_audit()`; one line each under CSV_COLUMNS, no cell a formula."""
     writer = csv.writer(stream)
     writer.writerow(CSV_COLUMNS)
     for call in calls.iterator(chunk_size=500):
-        writer.writerow(csv_row(call))
+        writer.writerow([inert(cell) for cell in csv_row(call)])

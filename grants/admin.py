@@ -1,7 +1,9 @@
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import NotRelationField, get_fields_from_path
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
+from django.core.exceptions import FieldDoesNotExist
 from django.template.response import TemplateResponse
 
 from .actions import (
@@ -37,8 +39,27 @@ def tenant_of(obj, path):
     return obj
 
 
+class AdministeredTenantFilter(admin.RelatedFieldListFilter):
+    """A list filter on a tenant that offers only the tenants the admin administers: the
+    default one lists every tenant's name."""
+
+    def field_choices(self, field, request, model_admin):
+        return [(t.pk, str(t)) for t in administered_tenants(request.user).order_by("slug")]
+
+
+def _leads_to_tenant(model, path):
+    try:
+        return get_fields_from_path(model, path)[-1].related_model is Tenant
+    except (FieldDoesNotExist, NotRelationField):
+        return False
+
+
 class TenantScopedAdmin(admin.ModelAdmin):
     """A tenant admin sees and edits only their tenants' rows; a superuser sees all."""
+
+    def get_list_filter(self, request):
+        return [(f, AdministeredTenantFilter) if isinstance(f, str) and _leads_to_tenant(self.model, f) else f
+                for f in super().get_list_filter(request)]
 
     def get_queryset(self, request):
         qs = super().get_queryset(request)

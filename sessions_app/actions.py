@@ -16,6 +16,7 @@ from .models import (
     ToolCall, Turn, TurnEffect, iso,
 )
 from .providers import get_provider
+from .quotas import quota_problem
 
 MAX_TITLE_CHARS = 200
 MAX_MESSAGE_CHARS = 128 * 1024  # a prompt or message a turn starts with, whoever sends it
@@ -45,6 +46,12 @@ def require(principal, grant, session=None):
         raise Refused(f"{principal.name} may not {grant} here")
 
 
+def _check_quota(principal, kind):
+    problem = quota_problem(principal, kind)
+    if problem:
+        raise Refused(problem, "conflict")
+
+
 def _touch(session, *fields):
     session.modified = timezone.now()
     session.save(update_fields=["modified", *fields])
@@ -65,12 +72,13 @@ def do_create_session(principal, session_id, provider="echo", working_directorie
         raise Refused(f"No agent for provider {provider}.", "no_agent")
     if Session.objects.filter(id=session_id).exists():
         raise Refused(f"Session ahp-session:/{session_id} already exists.", "exists")
+    _check_quota(principal, "session")
     session = Session.objects.create(
         id=session_id, tenant=principal.tenant, provider=provider, owner=principal.person,
         working_directories=list(working_directories), config=config or {},
         parent=parent, depth=parent.depth + 1 if parent else 0, root_id=parent.root_id if parent else None,
     )
-    Chat.objects.create(session=session, is_default=True)
+    Chat.objects.create(session=session, is_default=True, creator=principal.person)
     events.notify(session.tenant_id, "root/sessionAdded", {"channel": ROOT, "summary": session.summary()})
     events.publish(session.tenant_id, session.uri, {"type": "session/ready"})
     return session
@@ -90,9 +98,11 @@ def do_create_chat(principal, session, chat_id, title="", origin=None):
     require(principal, "chat:create", session)
     if Chat.objects.filter(id=chat_id).exists():
         raise Refused(f"Chat ahp-chat:/{chat_id} already exists.", "exists")
+    _check_quota(principal, "chat")
     origin = origin or {}
     chat = Chat.objects.create(
-        id=chat_id, session=session, title=title[:MAX_TITLE_CHARS], origin_kind=origin.get("kind", "user"),
+        id=chat_id, session=session, creator=principal.person, title=title[:MAX_TITLE_CHARS],
+        origin_kind=origin.get("kind", "user"),
         origin_chat_id=origin.get("chat_id"), origin_turn_id=origin.get("turn_id", ""),
         origin_tool_call_id=origin.get("tool_call_id", ""),
     )

@@ -125,6 +125,10 @@ class Chat(models.Model):
     )
     origin_turn_id = models.CharField(max_length=64, blank=True)
     origin_tool_call_id = models.CharField(max_length=64, blank=True)
+    creator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="created_chats",
+        help_text="Who made the chat (empty: the tenant's root token); their chat quota counts it.",
+    )
     created = models.DateTimeField(default=timezone.now)
     modified = models.DateTimeField(default=timezone.now)
 

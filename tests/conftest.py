@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 from django.db import connection
 
@@ -56,6 +57,8 @@ def child_env(**overrides):
             f"/{settings['NAME']}"
         )
     env["PYTHONPATH"] = str(ROOT)
+    # The child is a host on a database URL, which starts only with a key: the test process's own.
+    env["SECRET_KEY"] = django_settings.SECRET_KEY
     env.update(overrides)
     return env
 

@@ -9,8 +9,9 @@ import dj_database_url
 import yaml
 
 from ahp import settings as host_settings
+from ahp.deployment import NO_SECRET_KEY
 
-from .conftest import ROOT
+from .conftest import ROOT, free_port, stop
 
 
 def compose():
@@ -80,3 +81,77 @@ def test_production_environment_selects_postgres_and_redis(tmp_path):
 def test_a_sqlite_database_url_with_an_absolute_path_works(tmp_path):
     engine, name, *_ = settings_under({"AHP_VAR_DIR": str(tmp_path), "DATABASE_URL": f"sqlite:///{tmp_path}/x.sqlite3"})
     assert engine == "django.db.backends.sqlite3" and name == f"{tmp_path}/x.sqlite3"
+
+
+def host_env(tmp_path, **env):
+    clean = {k: v for k, v in os.environ.items() if k not in host_settings.ENVIRONMENT_KEYS}
+    return {**clean, "AHP_VAR_DIR": str(tmp_path), "PYTHONPATH": str(ROOT), **env}
+
+
+STRONG_KEY = "k" * 10 + "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJ"
+PRODUCTION = {"DATABASE_URL": "postgres://ahp:ahp@127.0.0.1:9/ahp", "REDIS_URL": "redis://127.0.0.1:9/0",
+              "SECRET_KEY": STRONG_KEY, "DEBUG": "false", "ALLOWED_HOSTS": "ahp.example",
+              "SECURE_PROXY_SSL_HEADER": "X-Forwarded-Proto: https"}
+
+
+def serve(tmp_path, bind, **env):
+    """Run `python -m ahp.serve` for at most 3 s: (exit code or None while still running, stderr)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ahp.serve", "-b", bind, "-p", str(free_port()), "ahp.asgi:application"],
+        env=host_env(tmp_path, **env), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        return process.wait(timeout=3), process.stderr.read()
+    except subprocess.TimeoutExpired:
+        return None, ""
+    finally:
+        stop(process)
+
+
+def test_without_a_secret_key_the_server_refuses_to_start_unless_embedded_on_loopback(tmp_path):
+    code, said = serve(tmp_path, "127.0.0.1", DATABASE_URL=f"sqlite:///{tmp_path}/db.sqlite3")
+    assert code == 1 and said.strip() == NO_SECRET_KEY
+    code, said = serve(tmp_path, "0.0.0.0")
+    assert code == 1 and said.strip() == NO_SECRET_KEY
+    assert serve(tmp_path, "127.0.0.1")[0] is None  # embedded on loopback: `make run`
+    assert serve(tmp_path, "0.0.0.0", SECRET_KEY=STRONG_KEY)[0] is None
+
+
+def test_without_a_secret_key_runhost_refuses_to_listen_beyond_loopback(tmp_path):
+    done = subprocess.run([sys.executable, "manage.py", "runhost", "--host", "0.0.0.0", "--port", str(free_port())],
+                          env=host_env(tmp_path), cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and done.stderr.strip().endswith(f"CommandError: {NO_SECRET_KEY}")
+
+
+def test_an_embedded_host_signs_with_a_key_of_its_own_never_a_constant(tmp_path):
+    code = "from django.conf import settings; print(settings.SECRET_KEY)"
+
+    def key(var_dir):
+        return subprocess.run([sys.executable, "-c", code], env={**host_env(var_dir), "DJANGO_SETTINGS_MODULE":
+                              "ahp.settings"}, cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+    first, again, other = key(tmp_path / "a"), key(tmp_path / "a"), key(tmp_path / "b")
+    assert first == again and first != other and len(first) >= 50
+    assert (tmp_path / "a" / "secret_key").stat().st_mode & 0o077 == 0
+
+
+def test_check_deploy_is_clean_in_the_production_settings(tmp_path):
+    done = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+                          env=host_env(tmp_path, **PRODUCTION), cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "System check identified no issues (0 silenced)."
+
+
+def test_behind_tls_cookies_are_secure_and_http_only_and_hsts_is_sent(tmp_path):
+    code = (
+        "import django, json; django.setup(); from django.test import Client; c = Client(HTTP_HOST='ahp.example');"
+        "plain = c.get('/admin/login/');"
+        "tls = c.get('/admin/login/', headers={'X-Forwarded-Proto': 'https'});"
+        "cookie = tls.cookies['csrftoken'];"
+        "print(json.dumps([plain.status_code, plain['Location'], tls.status_code,"
+        " tls['Strict-Transport-Security'], cookie['secure'], cookie['httponly']]))"
+    )
+    env = host_env(tmp_path, **{**PRODUCTION, "DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3"},
+                   DJANGO_SETTINGS_MODULE="ahp.settings")
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [
+        301, "https://ahp.example/admin/login/", 200, "max-age=31536000; includeSubDomains; preload", True, True]

@@ -17,6 +17,7 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 
 from grants.actions import person_group, token_group
@@ -24,7 +25,7 @@ from grants.algebra import holds
 from grants.authentication import token_from_headers
 from grants.models import ApiToken, Principal
 from mcp_app.server_tools import learn_client_plugins
-from sessions_app import actions, events, state
+from sessions_app import actions, events, quotas, state
 from sessions_app.actions import Refused
 from sessions_app.channels import ROOT, annotations_session_at, chat_at, parse, session_at
 from sessions_app.models import ActionLog, Session
@@ -47,6 +48,7 @@ SERVER_INFO = {"name": "ahp-host", "version": "0.1.0"}
 MAX_FRAME_BYTES = 1024 * 1024
 DEFAULT_PAGE, MAX_PAGE = 50, 200
 TOKEN_REVOKED_CLOSE = 4401  # as a handshake without a live token
+TOO_MANY_CONNECTIONS = 4429  # as 429: the person's connection quota is full
 DATABASE_UNAVAILABLE = "Service unavailable: the host's database did not answer; try again shortly."
 # Close code when the channel layer failed: reconnect and replay. 1012 (service restart) in the
 # private range, as 4401 is 401: daphne lets an application send only 1000 or 3000-4999.
@@ -103,11 +105,12 @@ def uuid_in(action, field):
 
 class AhpConsumer(AsyncWebsocketConsumer):
     async def connect(self):
-        address = throttle.address_of(self.scope)
-        await throttle.HANDSHAKES.wait(address)  # repeated failures from one address slow it down
-        token = await database_sync_to_async(ApiToken.authenticate)(token_from_scope(self.scope))
+        offered = token_from_scope(self.scope)
+        key = throttle.key_of(self.scope, offered)
+        await throttle.HANDSHAKES.wait(key)  # only repeated failures of this address and token prefix wait
+        token = await database_sync_to_async(ApiToken.authenticate)(offered)
         if token is None:
-            throttle.HANDSHAKES.failed(address)
+            throttle.HANDSHAKES.failed(key)
             await self.close(code=4401)
             return
         self.token_id = token.pk  # re-checked on every message: revoking it ends the connection
@@ -115,6 +118,12 @@ class AhpConsumer(AsyncWebsocketConsumer):
         self.principal = await database_sync_to_async(token.principal)()
         self.tenant = self.principal.tenant
         self.access_groups = [token_group(token.pk)] + ([person_group(token.person_id)] if token.person_id else [])
+        limit = settings.AHP_MAX_CONNECTIONS_PER_PERSON
+        if process.open_by(self.tenant.pk, getattr(self.principal.person, "pk", None)) >= limit:
+            await self.accept()  # accepted only to say why: a refused upgrade carries no sentence
+            await self.close(code=TOO_MANY_CONNECTIONS, reason=quotas.too_many_connections(limit))
+            return
+        process.track(self)  # counted from here, with no wait since the count: the quota holds
         self.client_id = None
         self.connection_id = None
         self.subscriptions = set()
@@ -127,7 +136,6 @@ class AhpConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
         ensure_started()
-        process.track(self)
 
     async def __call__(self, scope, receive, send):
         """A failing channel layer (Redis restarting) ends the connection with SERVICE_RESTART,

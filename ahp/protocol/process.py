@@ -30,6 +30,11 @@ def track(consumer):
     _consumers.add(consumer)
 
 
+def open_by(tenant_id, person_id):
+    """How many sockets of this process one person (None: the tenant's root token) holds."""
+    return sum(1 for c in list(_consumers) if c.tenant.pk == tenant_id and getattr(c.principal.person, "pk", None) == person_id)
+
+
 def untrack(consumer):
     _consumers.discard(consumer)
 

@@ -1,41 +1,52 @@
-"""Slowing down repeated failed handshakes from one address.
+"""Slowing down repeated failed handshakes, never a good token.
 
-Per process and per client address: the first FREE_FAILURES failed handshakes cost nothing;
-after that every handshake from the address (good token or not, so a guesser learns nothing
-by giving up early) waits, twice as long per further failure, up to MAX_DELAY. Waits queue
-behind each other, so opening many sockets at once does not buy parallel guesses. An address
-is forgotten FORGET_AFTER seconds after its last failure.
+Failures are counted per process and per key: the client's address and the public prefix of
+the token it offered (`ahp_<key id>`, or the first characters of something that is not a token).
+The first FREE_FAILURES failed handshakes of a key cost nothing; after that every handshake of
+that key waits, twice as long per further failure, up to MAX_DELAY, before its token is checked.
+Waits of one key queue behind each other, so opening many sockets at once buys no parallel
+guesses. Any other token, including every good one from the same address, is not slowed: only
+someone guessing the secret of that very key id from that very address waits. A key is
+forgotten FORGET_AFTER seconds after its last failure; at most MAX_KEYS are remembered.
+
+The address is the peer's, or, when the peer is a proxy the operator trusts
+(AHP_TRUSTED_PROXIES), the nearest untrusted address in its X-Forwarded-For: behind a proxy
+every client would otherwise share one address.
 """
 import asyncio
+import ipaddress
 import time
+
+from django.conf import settings
 
 FREE_FAILURES = 5
 BASE_DELAY = 0.25
-MAX_DELAY = 8.0
+MAX_DELAY = 4.0  # under daphne's 5 s handshake timeout: a slowed failure still gets its refusal
 FORGET_AFTER = 300.0
-MAX_ADDRESSES = 10_000
+MAX_KEYS = 10_000
+PREFIX_CHARS = 24  # "ahp_" and a 16-character key id; what a token shows in the clear
 
 
 class HandshakeThrottle:
     def __init__(self):
-        self.failures = {}  # address -> [count, time of the last failure, when the next handshake may go]
+        self.failures = {}  # key -> [count, time of the last failure, when the next handshake may go]
 
     def delay_for(self, count):
         if count < FREE_FAILURES:
             return 0.0
         return min(BASE_DELAY * 2 ** (count - FREE_FAILURES), MAX_DELAY)
 
-    def _entry(self, address, now):
-        entry = self.failures.get(address)
+    def _entry(self, key, now):
+        entry = self.failures.get(key)
         if entry is not None and now - entry[1] > FORGET_AFTER:
-            del self.failures[address]
+            del self.failures[key]
             entry = None
         return entry
 
-    async def wait(self, address):
-        """Before checking a token from `address`: wait what its failures owe."""
+    async def wait(self, key):
+        """Before checking a token of `key`: wait what its failures owe."""
         now = time.monotonic()
-        entry = self._entry(address, now)
+        entry = self._entry(key, now)
         if entry is None:
             return 0.0
         delay = self.delay_for(entry[0])
@@ -46,22 +57,22 @@ class HandshakeThrottle:
         await asyncio.sleep(start + delay - now)
         return start + delay - now
 
-    def failed(self, address):
+    def failed(self, key):
         now = time.monotonic()
-        entry = self._entry(address, now)
+        entry = self._entry(key, now)
         if entry is None:
-            if len(self.failures) >= MAX_ADDRESSES:
+            if len(self.failures) >= MAX_KEYS:
                 self.forget_stale(now)
-            entry = self.failures[address] = [0, now, now]
+            entry = self.failures[key] = [0, now, now]
         entry[0] += 1
         entry[1] = now
 
     def forget_stale(self, now):
-        for address in [a for a, e in self.failures.items() if now - e[1] > FORGET_AFTER]:
-            del self.failures[address]
-        if len(self.failures) >= MAX_ADDRESSES:  # still full: the oldest failures go first
-            for address in sorted(self.failures, key=lambda a: self.failures[a][1])[: MAX_ADDRESSES // 10]:
-                del self.failures[address]
+        for key in [k for k, e in self.failures.items() if now - e[1] > FORGET_AFTER]:
+            del self.failures[key]
+        if len(self.failures) >= MAX_KEYS:  # still full: the oldest failures go first
+            for key in sorted(self.failures, key=lambda k: self.failures[k][1])[: MAX_KEYS // 10]:
+                del self.failures[key]
 
     def clear(self):
         self.failures.clear()
@@ -70,6 +81,41 @@ class HandshakeThrottle:
 HANDSHAKES = HandshakeThrottle()
 
 
+def token_prefix(token):
+    """The part of a token anyone may see: `ahp_<key id>`; never any of its secret."""
+    prefix, _, rest = (token or "").partition("_")
+    key_id = rest.partition("_")[0]
+    return f"{prefix}_{key_id}"[:PREFIX_CHARS] if key_id else (token or "")[:8]
+
+
+def _ip(text):
+    try:
+        return ipaddress.ip_address(text.strip())
+    except ValueError:
+        return None
+
+
+def _trusted(ip):
+    return ip is not None and any(ip in network for network in settings.AHP_TRUSTED_PROXIES)
+
+
 def address_of(scope):
+    """The client's address: the peer's, or behind a trusted proxy the nearest address its
+    X-Forwarded-For names that is not itself a trusted proxy."""
     client = scope.get("client")
-    return client[0] if client else "unknown"
+    address = client[0] if client else "unknown"
+    if not _trusted(_ip(address)):
+        return address
+    forwarded = b",".join(v for k, v in scope.get("headers", []) if k.lower() == b"x-forwarded-for")
+    for hop in reversed(forwarded.decode("latin-1").split(",")):
+        if not hop.strip():
+            continue
+        ip = _ip(hop)
+        if not _trusted(ip):
+            return str(ip) if ip else hop.strip()[:64]
+        address = str(ip)
+    return address
+
+
+def key_of(scope, token):
+    return address_of(scope), token_prefix(token)

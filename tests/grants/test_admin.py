@@ -40,3 +40,25 @@ def test_a_superuser_sees_every_tenant(acme, globex, admin_client):
     Session.objects.create(tenant=globex.tenant, title="globex secret")
     page = admin_client.get("/admin/sessions_app/session/").content.decode()
     assert "acme work" in page and "globex secret" in page
+
+
+
+TENANT_FILTERED_LISTS = ["/admin/sessions_app/session/", "/admin/sessions_app/chat/", "/admin/sessions_app/turn/",
+                         "/admin/sessions_app/toolcall/", "/admin/console/auditentry/", "/admin/grants/role/",
+                         "/admin/grants/membership/", "/admin/grants/apitoken/", "/admin/tools_app/agentdefinition/"]
+
+
+def test_no_admin_list_filter_names_a_tenant_the_admin_does_not_administer(acme, globex, tenant_admin):
+    from grants.actions import do_create_tenant
+
+    do_create_tenant("initech")
+    for page in TENANT_FILTERED_LISTS:
+        response = tenant_admin.get(page)
+        assert response.status_code == 200, page
+        body = response.content.decode()
+        assert "globex" not in body and "initech" not in body, page
+
+
+def test_a_superuser_filters_by_every_tenant(acme, globex, admin_client):
+    body = admin_client.get("/admin/sessions_app/session/").content.decode()
+    assert "?tenant__id__exact=" in body and "globex" in body and "acme" in body

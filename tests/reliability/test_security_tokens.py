@@ -1,6 +1,8 @@
 """Tokens: revoking one ends its open connections at their next message; repeated failed
-handshakes from one address are slowed down."""
+handshakes of one address and token prefix are slowed down, a good token never."""
 import asyncio
+import subprocess
+import sys
 import time
 
 import pytest
@@ -10,6 +12,7 @@ from websockets.sync.client import connect
 from ahp.protocol import throttle
 from grants.actions import do_revoke_token
 
+from ..conftest import ROOT, child_env, free_port, stop, wait_for_port
 from ..protocol.harness import AhpClient
 
 PING = {"channel": "ahp-root://"}
@@ -54,40 +57,90 @@ def test_a_revoked_token_gets_no_answer_to_a_request_it_sends(acme, host):
             alice.read(10)
 
 
-def failed_handshake(port):
+def failed_handshake(port, token="ahp_0000000000000000_wrong", headers=None):
     started = time.monotonic()
     with pytest.raises(InvalidStatus):
-        connect(f"ws://127.0.0.1:{port}/ahp?tkn=ahp_0000000000000000_wrong")
+        connect(f"ws://127.0.0.1:{port}/ahp?tkn={token}", additional_headers=headers, open_timeout=30)
     return time.monotonic() - started
 
 
-def test_repeated_failed_handshakes_from_one_address_are_slowed_down(acme, host, handshakes):
+def test_repeated_failed_handshakes_of_one_token_prefix_are_slowed_down(acme, host, handshakes):
     for _ in range(throttle.FREE_FAILURES):
         failed_handshake(host.port)
     assert failed_handshake(host.port) >= throttle.BASE_DELAY
     assert failed_handshake(host.port) >= 2 * throttle.BASE_DELAY
-    # A good token from the same address waits too, so giving up early tells a guesser nothing.
-    started = time.monotonic()
-    with AhpClient(host.port, acme.tokens["member"]) as client:
-        assert client.call("ping", PING) is None
-    assert time.monotonic() - started >= 4 * throttle.BASE_DELAY
 
 
-def test_the_throttle_counts_each_address_on_its_own_and_caps_the_wait(handshakes):
+def test_the_throttle_counts_each_key_on_its_own_and_caps_the_wait(handshakes):
     for _ in range(throttle.FREE_FAILURES + 20):
-        handshakes.failed("10.0.0.1")
-    assert asyncio.run(handshakes.wait("10.0.0.2")) == 0.0
+        handshakes.failed(("10.0.0.1", "ahp_0000000000000000"))
+    assert asyncio.run(handshakes.wait(("10.0.0.2", "ahp_0000000000000000"))) == 0.0
+    assert asyncio.run(handshakes.wait(("10.0.0.1", "ahp_1111111111111111"))) == 0.0
     assert handshakes.delay_for(throttle.FREE_FAILURES + 20) == throttle.MAX_DELAY
     assert handshakes.delay_for(throttle.FREE_FAILURES - 1) == 0.0
 
 
-def test_concurrent_handshakes_from_a_failing_address_queue_behind_each_other(handshakes):
+def test_the_throttle_remembers_at_most_its_cap_of_keys(handshakes):
+    for n in range(throttle.MAX_KEYS + 5):
+        handshakes.failed(("10.0.0.1", f"ahp_{n:016d}"))
+    assert len(handshakes.failures) <= throttle.MAX_KEYS
+
+
+def test_concurrent_handshakes_of_a_failing_key_queue_behind_each_other(handshakes):
+    key = ("10.0.0.3", "ahp_0000000000000000")
     for _ in range(throttle.FREE_FAILURES):
-        handshakes.failed("10.0.0.3")
+        handshakes.failed(key)
 
     async def three_at_once():
-        return await asyncio.gather(*(handshakes.wait("10.0.0.3") for _ in range(3)))
+        return await asyncio.gather(*(handshakes.wait(key) for _ in range(3)))
 
     waits = sorted(asyncio.run(three_at_once()))
     assert waits[0] >= throttle.BASE_DELAY * 0.9
     assert waits[2] >= 3 * throttle.BASE_DELAY * 0.9
+
+
+def test_the_key_shows_only_a_tokens_public_prefix():
+    assert throttle.token_prefix("ahp_0123456789abcdef_s3cr3t") == "ahp_0123456789abcdef"
+    assert throttle.token_prefix("not-a-token-at-all") == "not-a-to"
+    assert throttle.token_prefix(None) == ""
+
+
+@pytest.fixture
+def server_behind_a_proxy(transactional_db):
+    """The production server (daphne) told that 127.0.0.1 is its TLS-terminating proxy."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ahp.serve", "-b", "127.0.0.1", "-p", str(port), "ahp.asgi:application"],
+        env=child_env(AHP_TRUSTED_PROXIES="127.0.0.1/32"), cwd=ROOT,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, process)
+        yield port
+    finally:
+        stop(process)
+
+
+def test_ten_failed_handshakes_from_one_address_never_slow_a_good_token(acme, live_server_process):
+    started = time.monotonic()
+    for _ in range(10):
+        failed_handshake(live_server_process)
+    assert time.monotonic() - started >= 0.9 * 7 * throttle.BASE_DELAY * 4  # the guesser is slowed...
+    started = time.monotonic()
+    with AhpClient(live_server_process, acme.tokens["member"]) as client:  # ...a good token is not
+        assert client.call("ping", PING) is None
+    assert time.monotonic() - started < 1.0
+
+
+def test_behind_a_trusted_proxy_each_forwarded_client_is_throttled_on_its_own(acme, server_behind_a_proxy):
+    port = server_behind_a_proxy
+    for _ in range(throttle.FREE_FAILURES + 3):
+        failed_handshake(port, headers={"X-Forwarded-For": "203.0.113.7"})
+    assert failed_handshake(port, headers={"X-Forwarded-For": "203.0.113.7"}) >= 8 * throttle.BASE_DELAY
+    assert failed_handshake(port, headers={"X-Forwarded-For": "198.51.100.9, 127.0.0.1"}) < 4 * throttle.BASE_DELAY
+
+
+def test_a_forwarded_for_header_from_an_untrusted_peer_changes_nothing(acme, live_server_process):
+    for _ in range(throttle.FREE_FAILURES + 3):
+        failed_handshake(live_server_process, headers={"X-Forwarded-For": "203.0.113.7"})
+    assert failed_handshake(live_server_process, headers={"X-Forwarded-For": "198.51.100.9"}) >= 8 * throttle.BASE_DELAY

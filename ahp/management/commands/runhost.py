@@ -10,9 +10,10 @@ import sys
 import time
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from ahp.deployment import refusal_to_start
 from grants.actions import do_add_member, do_create_tenant, do_mint_token
 from grants.models import Principal, Tenant
 
@@ -69,6 +70,9 @@ class Command(BaseCommand):
                             help="A provider that gets the session tools; repeat for more (default: every one).")
 
     def handle(self, host, port, **options):
+        refusal = refusal_to_start([host])
+        if refusal:
+            raise CommandError(refusal)
         if not Tenant.objects.filter(slug=DEMO_TENANT).exists():
             password, token = create_demo_tenant()
             self.stdout.write(

@@ -1,0 +1,29 @@
+"""Whether the host may start as configured: without SECRET_KEY in the environment only an
+embedded host (no DATABASE_URL) listening on loopback may, with the key settings keep under its
+var directory. Anything else would sign sessions and derive tokens with a key nobody chose."""
+import ipaddress
+import os
+
+NO_SECRET_KEY = ("Refusing to start: SECRET_KEY is not set. Set SECRET_KEY to a long random string (for example "
+                 "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`); only an embedded host (no "
+                 "DATABASE_URL) listening on a loopback address runs without one.")
+
+
+def is_loopback(host):
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def refusal_to_start(hosts):
+    """NO_SECRET_KEY, or None when the host may start listening on `hosts` (None: on something
+    other than a TCP address, such as a socket file or descriptor)."""
+    if os.environ.get("SECRET_KEY"):
+        return None
+    if os.environ.get("DATABASE_URL") or hosts is None or not all(is_loopback(h) for h in hosts):
+        return NO_SECRET_KEY
+    return None

@@ -1,0 +1,71 @@
+"""The production server (`python -m ahp.serve`) over raw sockets: a client that drips its
+request is cut off at the request deadline; one that sent its request is not."""
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from .conftest import ROOT, child_env, free_port, stop, wait_for_port
+from .protocol.harness import AhpClient
+
+DEADLINE = 2.0
+
+
+@pytest.fixture
+def server(transactional_db):
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ahp.serve", "-b", "127.0.0.1", "-p", str(port), "ahp.asgi:application"],
+        env=child_env(AHP_REQUEST_DEADLINE_SECONDS=str(DEADLINE)), cwd=ROOT,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, process)
+        yield port
+    finally:
+        stop(process)
+
+
+def held_open(sock, drip, limit=10 * DEADLINE):
+    """Send `drip` a byte every 0.2 s; answer how long the server kept the connection open
+    (None: still open after `limit` seconds)."""
+    started = time.monotonic()
+    sock.settimeout(0.2)
+    for byte in drip:
+        if time.monotonic() - started > limit:
+            return None
+        try:
+            sock.sendall(bytes([byte]))
+            if sock.recv(1024) == b"":
+                return time.monotonic() - started
+        except TimeoutError:
+            continue
+        except (ConnectionResetError, BrokenPipeError):
+            return time.monotonic() - started
+    return None
+
+
+def test_a_websocket_handshake_dripping_its_headers_is_cut_off_at_the_deadline(server):
+    head = b"GET /ahp HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nX-Padding: "
+    with socket.create_connection(("127.0.0.1", server)) as sock:
+        held = held_open(sock, head * 100)
+    assert held is not None and DEADLINE * 0.9 <= held < DEADLINE + 3
+
+
+def test_a_request_dripping_its_body_is_cut_off_at_the_deadline(server):
+    head = b"POST /api/v1/config HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", server)) as sock:
+        sock.sendall(head)
+        held = held_open(sock, b"x" * 100_000)
+    assert held is not None and held < DEADLINE + 3
+
+
+def test_a_prompt_request_is_answered_and_a_websocket_outlives_the_deadline(acme, server):
+    with socket.create_connection(("127.0.0.1", server), timeout=10) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        assert sock.recv(1024).startswith(b"HTTP/1.1 200")
+    with AhpClient(server, acme.tokens["member"]) as client:
+        time.sleep(DEADLINE * 2)
+        assert client.call("ping", {"channel": "ahp-root://"}) is None
