@@ -168,3 +168,11 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
+
+# Where the host may reach and keep things for a tenant (docs/security.md): host-wide outbound
+# allow-list, the workspace root tenants' folders live under, and the key tenant secrets are
+# encrypted with (embedded: a key file under VAR_DIR, made on first use).
+AHP_OUTBOUND_ALLOW = os.environ.get("AHP_OUTBOUND_ALLOW", "")
+AHP_WORKSPACE_ROOT = os.environ.get("AHP_WORKSPACE_ROOT") or str(VAR_DIR / "workspaces")
+AHP_SECRETS_KEY = os.environ.get("AHP_SECRETS_KEY", "")
+ENVIRONMENT_KEYS += ("AHP_OUTBOUND_ALLOW", "AHP_WORKSPACE_ROOT", "AHP_SECRETS_KEY")

@@ -1,4 +1,6 @@
-"""Talking to a configured MCP server through the official `mcp` client, stdio or http."""
+"""Talking to a configured MCP server through the official `mcp` client, stdio or http.
+An http server is reached only where sandbox.outbound allows, every redirect hop re-checked;
+stored secrets are opened here, where they are used, and nowhere else."""
 import contextlib
 import os
 from datetime import timedelta
@@ -9,12 +11,17 @@ from mcp.types import PaginatedRequestParams
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from sandbox.outbound import AsyncOutboundTransport, acheck_url
+
+from .servers import revealed
+
 LIST_TIMEOUT_SECONDS = 20
 
 
 @contextlib.asynccontextmanager
 async def connected(entry, timeout=LIST_TIMEOUT_SECONDS):
     """An initialized ClientSession on the server `entry` describes."""
+    entry = revealed(entry)
     if entry["type"] == "stdio":
         params = StdioServerParameters(
             command=entry["command"], args=list(entry.get("args") or ()), cwd=entry.get("cwd"),
@@ -23,7 +30,10 @@ async def connected(entry, timeout=LIST_TIMEOUT_SECONDS):
         )
         transport = stdio_client(params)
     else:
-        http = httpx.AsyncClient(headers=entry.get("headers") or {}, timeout=timeout)
+        await acheck_url(entry["url"])  # refused at once, with its sentence, not deep in the client
+        # The mcp client follows only same-origin redirects; the transport re-checks each hop.
+        http = httpx.AsyncClient(headers=entry.get("headers") or {}, timeout=timeout,
+                                 transport=AsyncOutboundTransport())
         transport = _http_transport(entry["url"], http)
     async with transport as streams:
         read, write = streams[0], streams[1]

@@ -104,3 +104,10 @@ def tenant_admin(acme):
     client = Client()
     client.force_login(acme.admin)
     return client
+
+
+@pytest.fixture
+def allow_loopback(settings):
+    """The host connects to 127.0.0.1 only when the operator allow-lists it (the default stays
+    closed): tests that serve on loopback say so."""
+    settings.AHP_OUTBOUND_ALLOW = "127.0.0.1/32"
