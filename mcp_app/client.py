@@ -12,6 +12,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from sandbox.outbound import AsyncOutboundTransport, acheck_url
+from tools_app.host_config import scrubbed, secret_values
 
 from .servers import revealed
 
@@ -22,6 +23,17 @@ LIST_TIMEOUT_SECONDS = 20
 async def connected(entry, timeout=LIST_TIMEOUT_SECONDS):
     """An initialized ClientSession on the server `entry` describes."""
     entry = revealed(entry)
+    try:
+        async with _connected(entry, timeout) as session:
+            yield session
+    except Exception as failure:
+        # What went wrong is logged and recorded: never with the server's credentials in it.
+        scrubbed(failure, secret_values(entry))
+        raise
+
+
+@contextlib.asynccontextmanager
+async def _connected(entry, timeout):
     if entry["type"] == "stdio":
         params = StdioServerParameters(
             command=entry["command"], args=list(entry.get("args") or ()), cwd=entry.get("cwd"),

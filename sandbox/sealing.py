@@ -68,3 +68,20 @@ def unseal(value):
         return box().decrypt(value[len(PREFIX):].encode()).decode()
     except (InvalidToken, ValueError):
         raise SecretUnreadable(UNREADABLE) from None
+
+
+SEALED_KEYS = ("env", "headers")  # where an MCP server entry keeps its secrets
+
+
+def sealed_entries(servers):
+    """`servers` ({name: entry}) with every not yet sealed env and headers value sealed."""
+    if not isinstance(servers, dict):
+        return servers
+    sealed = {}
+    for name, entry in servers.items():
+        if isinstance(entry, dict):
+            entry = {**entry, **{key: {k: v if is_sealed(v) or not isinstance(v, str) else seal(v)
+                                       for k, v in entry[key].items()}
+                                 for key in SEALED_KEYS if isinstance(entry.get(key), dict)}}
+        sealed[name] = entry
+    return sealed

@@ -131,6 +131,48 @@ def masked_mcp_servers(servers):
     return {name: masked_entry(entry) for name, entry in servers.items()}
 
 
+def secret_values(entry):
+    """Every secret an opened `entry` holds: env and headers values, URL userinfo and query
+    values, credential-like args. None of them may appear in a log line or a recorded error."""
+    found = set()
+    for key in CREDENTIAL_KEYS:
+        if isinstance(entry.get(key), dict):
+            found.update(v for v in entry[key].values() if isinstance(v, str))
+            found.update(v.split(" ", 1)[1] for v in entry[key].values() if isinstance(v, str) and " " in v)
+    urls = [entry["url"]] if isinstance(entry.get("url"), str) else []
+    args = entry.get("args") if isinstance(entry.get("args"), list) else []
+    for shown, arg in zip(masked_args(args), args):
+        if shown == arg:
+            continue
+        if "://" in arg:
+            urls.append(arg)
+        else:
+            found.add(arg.partition("=")[2] if shown != MASK else arg)
+    for url in urls:
+        parts = urlsplit(url)
+        if "@" in parts.netloc:
+            found.add(parts.netloc.rpartition("@")[0])
+            found.update(parts.netloc.rpartition("@")[0].split(":"))
+        found.update(piece.partition("=")[2] for piece in parts.query.split("&"))
+    return {secret for secret in found if len(secret) >= 3}
+
+
+def scrubbed(failure, secrets):
+    """`failure` (and every exception grouped in it) with the secrets in its message read `<set>`."""
+    if isinstance(failure, BaseExceptionGroup):
+        for inner in failure.exceptions:
+            scrubbed(inner, secrets)
+    else:
+        failure.args = tuple(_without(arg, secrets) if isinstance(arg, str) else arg for arg in failure.args)
+    return failure
+
+
+def _without(text, secrets):
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    return text
+
+
 def _kept_args(new_args, old_args):
     """An arg sent back as shown keeps the stored one (in order, for repeats)."""
     if not isinstance(new_args, list) or not isinstance(old_args, list):

@@ -117,3 +117,19 @@ def test_admin_pages_mask_credentials(acme, configured, transactional_db):
         response = admin.get(page)
         assert response.status_code == 200, page
         assert_no_secret(response.content.decode(), page)
+
+
+def test_a_server_refusing_the_credentials_is_recorded_without_them(acme, settings, transactional_db):
+    from ..sandbox.servers import http_server
+
+    settings.AHP_OUTBOUND_ALLOW = "127.0.0.1/32"
+    with http_server(status=401, body=b"no") as (url, seen):
+        servers = {"web": {"type": "http", "url": f"{url.replace('//', f'//ops:{SECRETS[2]}@')}/mcp?token={SECRETS[3]}",
+                           "headers": {"Authorization": f"Bearer {SECRETS[1]}"}}}
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {acme.tokens['root']}")
+        assert client.patch("/api/v1/config", {"mcpServers": servers}, format="json").status_code == 200
+        session = do_create_session(acme.principal("member"), uuid.uuid4())
+        listed = asyncio.run(list_session_servers(session.id))
+    assert seen and "401" in listed["web"]["error"], listed
+    assert_no_secret(str(listed), "the recorded error")

@@ -43,8 +43,8 @@ def mcp_server(address="127.0.0.1"):
 
 
 @contextlib.contextmanager
-def http_server(address="127.0.0.1", redirect_to=None, body=b"log text"):
-    """Answers every GET/POST with 307 to `redirect_to` (path kept), or 200 and `body`;
+def http_server(address="127.0.0.1", redirect_to=None, body=b"log text", status=200):
+    """Answers every GET/POST with 307 to `redirect_to` (path kept), or `status` and `body`;
     yields (base url, the paths it was asked for)."""
     seen = []
 
@@ -59,7 +59,7 @@ def http_server(address="127.0.0.1", redirect_to=None, body=b"log text"):
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
-            self.send_response(200)
+            self.send_response(status)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
