@@ -80,8 +80,11 @@ def checked_changes(changes, replace=False):
 
 
 def masked_url(url):
-    """`url` with its userinfo and query values reading `<set>`."""
-    parts = urlsplit(url)
+    """`url` with its userinfo and query values reading `<set>` (all of it when it does not parse)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return MASK
     netloc = parts.netloc
     if "@" in netloc:
         netloc = f"{MASK}@{netloc.rpartition('@')[2]}"
@@ -149,7 +152,11 @@ def secret_values(entry):
         else:
             found.add(arg.partition("=")[2] if shown != MASK else arg)
     for url in urls:
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            found.add(url)
+            continue
         if "@" in parts.netloc:
             found.add(parts.netloc.rpartition("@")[0])
             found.update(parts.netloc.rpartition("@")[0].split(":"))

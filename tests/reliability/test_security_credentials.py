@@ -133,3 +133,10 @@ def test_a_server_refusing_the_credentials_is_recorded_without_them(acme, settin
         listed = asyncio.run(list_session_servers(session.id))
     assert seen and "401" in listed["web"]["error"], listed
     assert_no_secret(str(listed), "the recorded error")
+
+
+def test_a_url_that_does_not_parse_is_shown_masked_not_as_an_error(acme, configured):
+    broken = {"web": {"type": "http", "url": f"http://[{SECRETS[2]}/mcp"}}
+    assert configured.patch("/api/v1/config", {"mcpServers": broken}, format="json").status_code == 200
+    shown = configured.get("/api/v1/config")
+    assert shown.status_code == 200 and shown.json()["mcpServers"]["web"]["url"] == "<set>"

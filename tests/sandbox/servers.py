@@ -44,8 +44,8 @@ def mcp_server(address="127.0.0.1"):
 
 @contextlib.contextmanager
 def http_server(address="127.0.0.1", redirect_to=None, body=b"log text", status=200):
-    """Answers every GET/POST with 307 to `redirect_to` (path kept), or `status` and `body`;
-    yields (base url, the paths it was asked for)."""
+    """Answers every GET/POST with 307 to `redirect_to` (path kept), or `status` and `body`
+    (None: the request's Host header); yields (base url, the paths it was asked for)."""
     seen = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -59,10 +59,11 @@ def http_server(address="127.0.0.1", redirect_to=None, body=b"log text", status=
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
+            answer = body if body is not None else self.headers["Host"].encode()
             self.send_response(status)
-            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Content-Length", str(len(answer)))
             self.end_headers()
-            self.wfile.write(body)
+            self.wfile.write(answer)
 
         do_GET = do_POST = answer
 

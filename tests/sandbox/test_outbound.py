@@ -113,3 +113,13 @@ def test_the_agent_merge_adapter_refuses_loopback_and_redirects_to_it(db, settin
             with pytest.raises(GitHubError) as redirected:
                 GitHub("t0ken", base_url=front).job_log("o/r", 1)
             assert str(redirected.value) == OTHER_LOOPBACK_REFUSED and inner_seen == []
+
+
+def test_a_name_is_connected_at_the_address_that_was_checked_and_keeps_its_host_header(db, settings):
+    settings.AHP_OUTBOUND_ALLOW = "localhost"
+    first = check_destination("localhost", 80)[0]
+    if ":" in first:
+        pytest.skip("localhost resolves to IPv6 first on this machine")
+    with http_server(first, body=None) as (url, seen):
+        port = url.rsplit(":", 1)[1]
+        assert GitHub("t0ken", base_url=f"http://localhost:{port}").job_log("o/r", 1) == f"localhost:{port}"
