@@ -259,3 +259,11 @@ AHP_SANDBOX_FILE_MB = int(os.environ.get("AHP_SANDBOX_FILE_MB", "2048"))
 AHP_STDIO_MCP_SERVERS = json.loads(os.environ.get("AHP_STDIO_MCP_SERVERS") or "{}")
 # How many sessions' MCP servers one process lists at once; the rest wait their turn.
 AHP_MCP_LISTING_WORKERS = int(os.environ.get("AHP_MCP_LISTING_WORKERS", "4"))
+
+# Where the host may reach and keep things for a tenant (docs/security.md): host-wide outbound
+# allow-list, the workspace root tenants' folders live under, and the key tenant secrets are
+# encrypted with (embedded: a key file under VAR_DIR, made on first use).
+AHP_OUTBOUND_ALLOW = os.environ.get("AHP_OUTBOUND_ALLOW", "")
+AHP_WORKSPACE_ROOT = os.environ.get("AHP_WORKSPACE_ROOT") or str(VAR_DIR / "workspaces")
+AHP_SECRETS_KEY = os.environ.get("AHP_SECRETS_KEY", "")
+ENVIRONMENT_KEYS += ("AHP_OUTBOUND_ALLOW", "AHP_WORKSPACE_ROOT", "AHP_SECRETS_KEY")

@@ -6,6 +6,8 @@ from django.contrib.auth.admin import UserAdmin
 from django.core.exceptions import FieldDoesNotExist
 from django.template.response import TemplateResponse
 
+from sandbox.workspaces import root_problem
+
 from .actions import (
     do_add_member, do_deactivate_person, do_delete_role, do_delete_token, do_mint_token, do_remove_member,
     do_revoke_token, do_set_role,
@@ -98,13 +100,30 @@ class TenantScopedAdmin(admin.ModelAdmin):
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
+class TenantForm(forms.ModelForm):
+    class Meta:
+        model = Tenant
+        fields = ("slug", "name", "created", "workspace_root")
+
+    def clean_workspace_root(self):
+        root = self.cleaned_data["workspace_root"].strip()
+        if root and root_problem(root):
+            raise forms.ValidationError(root_problem(root))
+        return root
+
+
 @admin.register(Tenant)
 class TenantAdmin(TenantScopedAdmin):
+    form = TenantForm
     list_display = ("slug", "name", "created")
     search_fields = ("slug", "name")
 
     def get_queryset(self, request):
         return administered_tenants(request.user)
+
+    def get_readonly_fields(self, request, obj=None):
+        # Where a tenant's folders live on the host is the operator's decision.
+        return () if request.user.is_superuser else ("workspace_root",)
 
     def _may(self, request, obj):
         if obj is None:

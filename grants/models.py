@@ -20,6 +20,10 @@ class Tenant(models.Model):
     slug = models.SlugField(unique=True)
     name = models.CharField(max_length=200)
     created = models.DateTimeField(default=timezone.now)
+    workspace_root = models.CharField(
+        max_length=500, blank=True,
+        help_text="The folder this tenant's working directories must lie in, inside the host's workspace root "
+                  "(AHP_WORKSPACE_ROOT); empty means <host root>/<slug>. Only a superuser sets it.")
 
     def __str__(self):
         return self.slug

@@ -32,7 +32,7 @@ from sessions_app.models import Session
 from .actions import do_open_tools_endpoint
 from .endpoint import base_url
 from .server_tools import effective_servers
-from .servers import runnable_stdio
+from .servers import revealed, runnable_stdio
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +79,7 @@ def runnable_servers(servers):
     the operator no longer defines is left out), and the host folders those commands read."""
     runnable, read_only = {}, []
     for name, entry in (servers or {}).items():
+        entry = revealed(entry)  # handed to the agent, which uses them
         if entry["type"] == "stdio":
             resolved = runnable_stdio(entry)
             if resolved is None:

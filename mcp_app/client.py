@@ -1,6 +1,8 @@
 """Talking to a configured MCP server through the official `mcp` client, stdio or http.
 
-A stdio server is the operator's command, run in the sandbox of the session that uses it."""
+A stdio server is the operator's command, run in the sandbox of the session that uses it. An
+http server is reached only where sandbox.outbound allows, every redirect hop re-checked;
+stored secrets are opened here, where they are used, and nowhere else."""
 import contextlib
 from datetime import timedelta
 
@@ -12,25 +14,42 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from sandbox.bubblewrap import session_sandbox
+from sandbox.outbound import AsyncOutboundTransport, acheck_url
+from tools_app.host_config import scrubbed, secret_values
 
-from .servers import runnable_stdio
+from .servers import revealed, runnable_stdio
 
 LIST_TIMEOUT_SECONDS = 20
 
 
 @contextlib.asynccontextmanager
-async def connected(entry, session, timeout=LIST_TIMEOUT_SECONDS):
-    """An initialized ClientSession on the server `entry` describes, for `session`."""
+async def connected(entry, for_session, timeout=LIST_TIMEOUT_SECONDS):
+    """An initialized ClientSession on the server `entry` describes, for the AHP session `for_session`."""
+    entry = revealed(entry)
+    try:
+        async with _connected(entry, for_session, timeout) as session:
+            yield session
+    except Exception as failure:
+        # What went wrong is logged and recorded: never with the server's credentials in it.
+        scrubbed(failure, secret_values(entry))
+        raise
+
+
+@contextlib.asynccontextmanager
+async def _connected(entry, for_session, timeout):
     if entry["type"] == "stdio":
         runnable = await database_sync_to_async(runnable_stdio)(entry)
         if runnable is None:
             raise LookupError(f'No stdio MCP server named "{entry.get("server")}" is defined on this host.')
-        sandbox = session_sandbox(session, read_only=runnable.get("readOnlyPaths") or ())
+        sandbox = session_sandbox(for_session, read_only=runnable.get("readOnlyPaths") or ())
         argv = sandbox.argv([runnable["command"], *runnable.get("args", ())], env=runnable.get("env"))
         # The sandbox clears the environment: the server sees only its own entry's.
         transport = stdio_client(StdioServerParameters(command=argv[0], args=argv[1:], env={}))
     else:
-        http = httpx.AsyncClient(headers=entry.get("headers") or {}, timeout=timeout)
+        await acheck_url(entry["url"])  # refused at once, with its sentence, not deep in the client
+        # The mcp client follows only same-origin redirects; the transport re-checks each hop.
+        http = httpx.AsyncClient(headers=entry.get("headers") or {}, timeout=timeout,
+                                 transport=AsyncOutboundTransport())
         transport = _http_transport(entry["url"], http)
     async with transport as streams:
         read, write = streams[0], streams[1]

@@ -15,6 +15,8 @@ from django.conf import settings
 
 from tools_app.host_config import TENANT_COMMAND
 
+from sandbox.sealing import unseal
+
 logger = logging.getLogger(__name__)
 
 PLUGIN_MCP_FILE = ".mcp.json"
@@ -127,3 +129,13 @@ def merged_servers(tenant_servers, client_servers):
 def fingerprint(entry):
     """Identifies one server configuration, credentials included, without showing them."""
     return hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def revealed(entry):
+    """`entry` with its sealed secrets (env and headers values) opened, for the one place that
+    uses them (starting or calling the server). Never log or store what this answers."""
+    opened = dict(entry)
+    for key in ("env", "headers"):
+        if isinstance(entry.get(key), dict):
+            opened[key] = {name: unseal(value) for name, value in entry[key].items()}
+    return opened

@@ -28,6 +28,7 @@ from urllib.parse import unquote, urlparse
 
 from django.conf import settings
 
+from .outbound import check_destination
 from .proxy import PROXIES, Destinations
 
 logger = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ class Sandbox:
     read_only: tuple = ()
     destinations: tuple = ()  # (host, port) pairs the proxy forwards to, each under the outbound rule
     host_destinations: tuple = ()  # the host's own listeners (its tools endpoint)
-    check: object = field(default=None, compare=False)  # the outbound rule: (host, port) -> sentence | None
+    check: object = field(default=check_destination, compare=False)  # the outbound rule for `destinations`
 
     @property
     def reaches_out(self):
@@ -232,7 +233,7 @@ def session_folders(session):
     return tuple(folders)
 
 
-def session_sandbox(session, read_only=(), destinations=(), host_destinations=(), check=None):
+def session_sandbox(session, read_only=(), destinations=(), host_destinations=()):
     """The sandbox of `session`: its folders writable, `read_only` host paths readable."""
     return Sandbox(str(session.id), writable=session_folders(session), read_only=tuple(read_only),
-                   destinations=tuple(destinations), host_destinations=tuple(host_destinations), check=check)
+                   destinations=tuple(destinations), host_destinations=tuple(host_destinations))

@@ -13,6 +13,8 @@ import logging
 import os
 import threading
 
+from .outbound import OutboundRefused, check_destination
+
 logger = logging.getLogger(__name__)
 
 HEAD_LIMIT = 16 * 1024
@@ -25,20 +27,25 @@ def refusal_sentence(host, port):
 
 class Destinations:
     """The (host, port) pairs one sandbox may reach: the host's own (its tools endpoint), and the
-    others, each of which must also pass the outbound rule `check` (a sentence when refused)."""
+    others, each of which must also pass the outbound rule (`sandbox.outbound`)."""
 
-    def __init__(self, allowed, own=(), check=None):
+    def __init__(self, allowed, own=(), check=check_destination):
         self.allowed = {(h.lower(), int(p)) for h, p in allowed}
         self.own = {(h.lower(), int(p)) for h, p in own}
         self.check = check
 
-    def refusal(self, host, port):
+    def resolve(self, host, port):
+        """(refusal sentence, None) or (None, the address to connect to): the checked one, so a
+        name cannot resolve elsewhere between the check and the connection."""
         key = (host.lower(), port)
         if key in self.own:
-            return None
+            return None, host
         if key not in self.allowed:
-            return refusal_sentence(host, port)
-        return self.check(host, port) if self.check is not None else None
+            return refusal_sentence(host, port), None
+        try:
+            return None, self.check(host, port)[0]
+        except OutboundRefused as refused:
+            return refused.sentence, None
 
 
 def split_host_port(authority, default_port):
@@ -102,13 +109,13 @@ async def serve_one(destinations, reader, writer):
     except ValueError as exc:
         await refuse(writer, f"Bad proxy request: {exc}.", "400 Bad Request")
         return
-    sentence = destinations.refusal(host, port)
+    sentence, address = await asyncio.get_running_loop().run_in_executor(None, destinations.resolve, host, port)
     if sentence:
         logger.warning("Sandbox proxy refused %s %s:%s: %s", method, host, port, sentence)
         await refuse(writer, sentence)
         return
     try:
-        up_reader, up_writer = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT_SECONDS)
+        up_reader, up_writer = await asyncio.wait_for(asyncio.open_connection(address, port), CONNECT_TIMEOUT_SECONDS)
     except (OSError, asyncio.TimeoutError) as exc:
         await refuse(writer, f"{host}:{port} did not answer: {exc.__class__.__name__}.", "502 Bad Gateway")
         return

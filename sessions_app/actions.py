@@ -9,6 +9,8 @@ from datetime import timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from sandbox.workspaces import OutsideWorkspace, checked_folder
+
 from . import events
 from .channels import ROOT
 from .models import (
@@ -39,6 +41,14 @@ def check_message_text(text):
     """Every door that starts a turn (turnStarted, createChat, send_message, wakeups) refuses so."""
     if not isinstance(text, str) or len(text) > MAX_MESSAGE_CHARS:
         raise Refused(f"A message is a string of at most {MAX_MESSAGE_CHARS} characters.", "invalid")
+
+
+def check_working_directory(tenant, directory):
+    """The real path of `directory`, refused unless it lies in the tenant's workspace root."""
+    try:
+        return checked_folder(tenant, directory)
+    except OutsideWorkspace as outside:
+        raise Refused(outside.sentence, "invalid") from None
 
 
 def require(principal, grant, session=None):
@@ -73,6 +83,8 @@ def do_create_session(principal, session_id, provider="echo", working_directorie
     if Session.objects.filter(id=session_id).exists():
         raise Refused(f"Session ahp-session:/{session_id} already exists.", "exists")
     _check_quota(principal, "session")
+    for directory in working_directories:
+        check_working_directory(principal.tenant, directory)
     session = Session.objects.create(
         id=session_id, tenant=principal.tenant, provider=provider, owner=principal.person,
         working_directories=list(working_directories), config=config or {},
@@ -676,6 +688,7 @@ def pending_turn_effects(turn_id):
 def do_set_session_workspace(effect, directory):
     """set_workspace carried out: the session works in `directory` from now on."""
     session = Session.objects.select_for_update().get(pk=effect.turn.chat.session_id)
+    check_working_directory(session.tenant, directory)
     old = list(session.working_directories)
     session.working_directories = [directory]
     _touch(session, "working_directories")
@@ -693,6 +706,7 @@ def do_set_chat_folder(effect, directory):
     session's workspace now includes."""
     chat = effect.turn.chat
     session = Session.objects.select_for_update().get(pk=chat.session_id)
+    check_working_directory(session.tenant, directory)
     ChatBackend.objects.update_or_create(chat=chat, defaults={"working_directory": directory})
     events.publish(session.tenant_id, chat.uri, {"type": "chat/workingDirectorySet", "directory": directory})
     if directory not in session.working_directories:

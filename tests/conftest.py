@@ -59,6 +59,7 @@ def child_env(**overrides):
     env["PYTHONPATH"] = str(ROOT)
     # The child is a host on a database URL, which starts only with a key: the test process's own.
     env["SECRET_KEY"] = django_settings.SECRET_KEY
+    env["AHP_WORKSPACE_ROOT"] = str(django_settings.AHP_WORKSPACE_ROOT)
     env.update(overrides)
     return env
 
@@ -107,3 +108,25 @@ def tenant_admin(acme):
     client = Client()
     client.force_login(acme.admin)
     return client
+
+
+@pytest.fixture
+def allow_loopback(settings):
+    """The host connects to 127.0.0.1 only when the operator allow-lists it (the default stays
+    closed): tests that serve on loopback say so."""
+    settings.AHP_OUTBOUND_ALLOW = "127.0.0.1/32"
+
+
+@pytest.fixture(autouse=True)
+def workspace_root(settings, tmp_path_factory):
+    """Every test gets a host workspace root of its own; a tenant's root is <it>/<slug>."""
+    settings.AHP_WORKSPACE_ROOT = str(tmp_path_factory.mktemp("workspaces"))
+    return Path(settings.AHP_WORKSPACE_ROOT)
+
+
+@pytest.fixture
+def workspace(acme, workspace_root):
+    """acme's workspace root, made: the folders acme's sessions may work in live under it."""
+    root = workspace_root / acme.tenant.slug
+    root.mkdir()
+    return root

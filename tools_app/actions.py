@@ -38,7 +38,7 @@ def do_change_host_config(principal, changes, replace=False, origin=None):
     from sessions_app.actions import Refused, require
     from sessions_app.channels import ROOT
 
-    from .host_config import ConfigInvalid, checked_changes, kept_credentials, wire_values
+    from .host_config import ConfigInvalid, checked_changes, stored_mcp_servers, wire_values
     from .live import refresh_live_sessions
     from .models import HostConfig
 
@@ -51,7 +51,7 @@ def do_change_host_config(principal, changes, replace=False, origin=None):
         HostConfig.for_tenant(principal.tenant)
         config = HostConfig.objects.select_for_update().get(tenant=principal.tenant)
         if "mcp_servers" in fields:
-            fields["mcp_servers"] = kept_credentials(fields["mcp_servers"], config.mcp_servers)
+            fields["mcp_servers"] = stored_mcp_servers(fields["mcp_servers"], config.mcp_servers)
         for field, value in fields.items():
             setattr(config, field, value)
         config.save()

@@ -2,6 +2,7 @@
 import pytest
 from rest_framework.test import APIClient
 
+from mcp_app.servers import revealed
 from tools_app.host_tools import PLUGINS
 from tools_app.models import HostConfig
 from tools_app.registry import Tool
@@ -70,7 +71,7 @@ def test_patch_keeps_mcp_credentials_sent_back_masked(acme):
     shown = client.get("/api/v1/config").json()["mcpServers"]
     assert shown == {"git": {"type": "http", "url": "https://mcp.example/", "headers": {"Authorization": "<set>"}}}
     client.patch("/api/v1/config", {"mcpServers": shown}, format="json")
-    assert HostConfig.for_tenant(acme.tenant).mcp_servers["git"]["headers"] == {"Authorization": "x"}
+    assert revealed(HostConfig.for_tenant(acme.tenant).mcp_servers["git"])["headers"] == {"Authorization": "x"}
 
 
 def test_a_patch_reaches_running_sessions_as_server_tools_changed(acme, host):

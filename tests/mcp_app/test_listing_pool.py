@@ -3,6 +3,7 @@ sessions' servers at once, and a session already waiting is not queued twice."""
 import sys
 import textwrap
 import uuid
+from pathlib import Path
 
 from django.conf import settings
 
@@ -37,7 +38,7 @@ def test_at_most_two_listings_run_at_once_and_a_waiting_session_is_queued_once(a
     pool = ListingPool(workers=2)
     futures = []
     for _ in range(6):
-        folder = settings.VAR_DIR / "workspaces" / "acme" / f"pool-{uuid.uuid4().hex[:8]}"
+        folder = Path(settings.AHP_WORKSPACE_ROOT) / "acme" / f"pool-{uuid.uuid4().hex[:8]}"
         folder.mkdir(parents=True)
         folders.append(folder)
         session = do_create_session(acme.principal("member"), uuid.uuid4(), working_directories=[folder.as_uri()])

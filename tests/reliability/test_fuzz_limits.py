@@ -64,14 +64,14 @@ def test_a_turn_started_with_text_over_the_limit_is_rejected(acme, host):
         assert len(alice.reply_to(turn)) == MAX_MESSAGE_CHARS
 
 
-def test_tools_that_send_messages_refuse_text_over_the_limit(acme, transactional_db):
+def test_tools_that_send_messages_refuse_text_over_the_limit(acme, transactional_db, workspace):
     turn = member_turn(acme)
     target = do_create_session(acme.principal("member"), uuid.uuid4())
     too_long = "x" * (MAX_MESSAGE_CHARS + 1)
     assert run(turn, "send_message", {"session": target.uri, "message": too_long})["error"]["message"] == MESSAGE_LIMIT
     assert run(turn, "schedule_wakeup", {"delaySeconds": 60, "prompt": too_long})["error"]["message"] == MESSAGE_LIMIT
     created = run(turn, "create_session", {"relationship": "independent", "prompt": too_long, "title": "t",
-                                           "workspace": "/tmp"})
+                                           "workspace": str(workspace)})
     assert created["error"]["message"] == MESSAGE_LIMIT
     assert not Turn.objects.filter(text=too_long).exists()
 

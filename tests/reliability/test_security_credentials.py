@@ -1,5 +1,5 @@
-"""Credentials in mcpServers (env and headers values) never appear in logs, admin pages, REST
-answers, snapshots or the action log a reconnect replays."""
+"""Credentials in mcpServers (env and headers values, URL userinfo and query values) never appear in logs, admin pages, REST answers, snapshots or the action
+log a reconnect replays; env and headers values are encrypted in the database row."""
 import asyncio
 import logging
 import uuid
@@ -10,16 +10,18 @@ from rest_framework.test import APIClient
 
 from mcp_app.models import SessionMcpServers, StdioServer
 from mcp_app.server_tools import list_session_servers
+from mcp_app.servers import revealed
 from sessions_app.actions import do_create_session
 from sessions_app.models import ActionLog
 from tools_app.models import HostConfig
 
 from ..protocol.harness import AhpClient, default_chat
 
-SECRETS = ("s3cret-env-value", "s3cret-header-value")
+SECRETS = ("s3cret-env-value", "s3cret-header-value", "s3cret-url-password", "s3cret-url-query")
 SERVERS = {
     "git": {"type": "stdio", "server": "git", "env": {"GIT_TOKEN": SECRETS[0]}},
-    "web": {"type": "http", "url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": f"Bearer {SECRETS[1]}"}},
+    "web": {"type": "http", "url": f"http://ops:{SECRETS[2]}@127.0.0.1:9/mcp?token={SECRETS[3]}",
+            "headers": {"Authorization": f"Bearer {SECRETS[1]}"}},
 }
 
 
@@ -36,8 +38,30 @@ def configured(acme):
     response = client.patch("/api/v1/config", {"mcpServers": SERVERS}, format="json")
     assert response.status_code == 200
     assert_no_secret(response.content.decode(), "the PATCH answer")
-    assert HostConfig.for_tenant(acme.tenant).mcp_servers["git"]["env"]["GIT_TOKEN"] == SECRETS[0]  # kept
+    assert revealed(HostConfig.for_tenant(acme.tenant).mcp_servers["git"])["env"]["GIT_TOKEN"] == SECRETS[0]  # kept
     return client
+
+
+def test_the_database_rows_hold_no_plaintext_env_or_headers_value(acme, configured):
+    session = do_create_session(acme.principal("member"), uuid.uuid4())
+    rows = (HostConfig.objects.filter(tenant=acme.tenant).values_list("mcp_servers", flat=True).get(),
+            SessionMcpServers.objects.filter(session=session).values_list("servers", flat=True).get())
+    for row in rows:
+        assert SECRETS[0] not in str(row) and SECRETS[1] not in str(row)
+        assert revealed(row["web"])["headers"] == {"Authorization": f"Bearer {SECRETS[1]}"}
+
+
+def test_values_sent_back_as_shown_are_kept_and_new_ones_replace_them(acme, configured):
+    shown = configured.get("/api/v1/config").json()["mcpServers"]
+    assert shown["web"]["url"] == "http://<set>@127.0.0.1:9/mcp?token=<set>"
+    shown["git"]["env"]["NEW_TOKEN"] = "fresh"
+    assert configured.put("/api/v1/config", {"mcpServers": shown}, format="json").status_code == 200
+    stored = HostConfig.for_tenant(acme.tenant).mcp_servers
+    assert revealed(stored["git"])["env"] == {"GIT_TOKEN": SECRETS[0], "NEW_TOKEN": "fresh"}
+    assert stored["web"]["url"] == SERVERS["web"]["url"]
+    changed = {**shown["web"], "url": "http://127.0.0.1:9/other"}
+    configured.patch("/api/v1/config", {"mcpServers": {**shown, "web": changed}}, format="json")
+    assert HostConfig.for_tenant(acme.tenant).mcp_servers["web"]["url"] == "http://127.0.0.1:9/other"
 
 
 def test_rest_answers_mask_credentials(acme, configured):
@@ -46,7 +70,7 @@ def test_rest_answers_mask_credentials(acme, configured):
     assert body.json()["mcpServers"]["git"]["env"] == {"GIT_TOKEN": "<set>"}
     put = configured.put("/api/v1/config", {"mcpServers": body.json()["mcpServers"]}, format="json")
     assert_no_secret(put.content.decode(), "the PUT answer")
-    assert HostConfig.for_tenant(acme.tenant).mcp_servers["web"]["headers"]["Authorization"].endswith(SECRETS[1])
+    assert revealed(HostConfig.for_tenant(acme.tenant).mcp_servers["web"])["headers"]["Authorization"].endswith(SECRETS[1])
 
 
 def test_snapshots_actions_and_the_replayed_log_mask_credentials(acme, host, configured):
@@ -90,3 +114,26 @@ def test_admin_pages_mask_credentials(acme, configured, transactional_db):
         response = admin.get(page)
         assert response.status_code == 200, page
         assert_no_secret(response.content.decode(), page)
+
+
+def test_a_server_refusing_the_credentials_is_recorded_without_them(acme, settings, transactional_db):
+    from ..sandbox.servers import http_server
+
+    settings.AHP_OUTBOUND_ALLOW = "127.0.0.1/32"
+    with http_server(status=401, body=b"no") as (url, seen):
+        servers = {"web": {"type": "http", "url": f"{url.replace('//', f'//ops:{SECRETS[2]}@')}/mcp?token={SECRETS[3]}",
+                           "headers": {"Authorization": f"Bearer {SECRETS[1]}"}}}
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {acme.tokens['root']}")
+        assert client.patch("/api/v1/config", {"mcpServers": servers}, format="json").status_code == 200
+        session = do_create_session(acme.principal("member"), uuid.uuid4())
+        listed = asyncio.run(list_session_servers(session.id))
+    assert seen and "401" in listed["web"]["error"], listed
+    assert_no_secret(str(listed), "the recorded error")
+
+
+def test_a_url_that_does_not_parse_is_shown_masked_not_as_an_error(acme, configured):
+    broken = {"web": {"type": "http", "url": f"http://[{SECRETS[2]}/mcp"}}
+    assert configured.patch("/api/v1/config", {"mcpServers": broken}, format="json").status_code == 200
+    shown = configured.get("/api/v1/config")
+    assert shown.status_code == 200 and shown.json()["mcpServers"]["web"]["url"] == "<set>"

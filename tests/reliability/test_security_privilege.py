@@ -89,7 +89,7 @@ def test_the_sessionless_door_lets_a_guest_only_read(acme, transactional_db):
     assert client.post("/api/v1/tools/list_sessions", {}, format="json").status_code == 200
 
 
-def test_a_turn_a_tool_begins_carries_the_person_who_began_it(acme, transactional_db):
+def test_a_turn_a_tool_begins_carries_the_person_who_began_it(acme, transactional_db, workspace):
     session = do_create_session(acme.principal("member"), uuid.uuid4())
     target = do_create_session(acme.principal("admin"), uuid.uuid4())
     turn = Turn.objects.select_related("chat__session__tenant", "sender").get(pk=Turn.objects.create(
@@ -98,7 +98,7 @@ def test_a_turn_a_tool_begins_carries_the_person_who_began_it(acme, transactiona
     sent = Turn.objects.filter(chat__session=target, text="from the member").get()
     assert sent.sender == acme.member
     created = run(turn, "create_session", {"relationship": "independent", "prompt": "child work", "title": "child",
-                                           "workspace": "/tmp"})
+                                           "workspace": str(workspace)})
     assert created["success"] is True, created
     child = Session.objects.get(parent=session)
     assert child.owner == acme.member

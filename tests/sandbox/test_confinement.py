@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -80,7 +81,7 @@ def probe(tmp_path, db):
 
 
 def workspace(tenant, name, secret=None):
-    folder = settings.VAR_DIR / "workspaces" / tenant / name
+    folder = Path(settings.AHP_WORKSPACE_ROOT) / tenant / name
     folder.mkdir(parents=True, exist_ok=True)
     if secret:
         (folder / "secret.txt").write_text(secret)
@@ -116,8 +117,8 @@ def test_inside_the_sandbox_nothing_of_the_host_or_another_tenant_is_there(acme,
     paths = [str(theirs / "secret.txt"), str(settings.BASE_DIR / "manage.py"), str(settings.VAR_DIR / "celery"),
              "/etc/shadow", "/root/.bashrc"]
     # Only the way down to its own folder exists: no other tenant's or session's folder beside it.
-    folders = {str(settings.VAR_DIR): ["workspaces"], str(settings.VAR_DIR / "workspaces"): ["globex"],
-               str(settings.VAR_DIR / "workspaces" / "acme"): None}
+    root = Path(settings.AHP_WORKSPACE_ROOT)
+    folders = {str(root): ["globex"], str(root / "acme"): None, str(settings.VAR_DIR): None}
     if database["ENGINE"].endswith("sqlite3"):
         paths.append(str(database["TEST"]["NAME"]))
     set_config(host.port, globex.tokens["root"], mcpServers={"probe": probe})

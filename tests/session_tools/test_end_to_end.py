@@ -59,8 +59,8 @@ def test_a_turn_nobody_is_behind_reads_but_is_refused_writes(acme, host):
         assert json.loads(current)["session"] == session
 
 
-def test_set_workspace_and_isolate_session_land_when_the_turn_completes(acme, host, tmp_path):
-    folder = tmp_path / "repo"
+def test_set_workspace_and_isolate_session_land_when_the_turn_completes(acme, host, workspace):
+    folder = workspace / "repo"
     folder.mkdir()
     for command in (["init", "-q"], ["-c", "user.email=t@e", "-c", "user.name=T", "commit", "-q", "--allow-empty",
                                      "-m", "start"]):

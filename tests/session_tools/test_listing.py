@@ -12,14 +12,14 @@ from tools_app.session_tools.links import open_link
 from .conftest import sessionless
 
 
-def test_it_lists_the_catalogue_rows(place, make_place):
-    other = make_place(folders=["file:///work/repo"])
+def test_it_lists_the_catalogue_rows(place, make_place, workspace):
+    other = make_place(folders=[f"file://{workspace}/repo"])
     Session.objects.filter(pk=other.session.pk).update(title="Other", read=False)
     rows = {r["session"]: r for r in place.call("list_sessions")["sessions"]}
     row = rows[other.session.uri]
     assert row["openLink"] == f"agent-host-session://echo/{other.session.id}"
     assert (row["title"], row["status"], row["unread"], row["workingDirectory"]) == (
-        "Other", "inProgress", True, "file:///work/repo")
+        "Other", "inProgress", True, f"file://{workspace}/repo")
     assert {"createdAt", "modifiedAt"} <= set(row) and "chats" not in row
 
 
@@ -36,8 +36,8 @@ def test_it_lists_chats_main_first_without_worker_or_hidden_ones(place, worktree
     ]
 
 
-def test_it_filters_by_status_workspace_unread_time_and_archive(place, make_place):
-    done = make_place(folders=["/srv/a"])
+def test_it_filters_by_status_workspace_unread_time_and_archive(place, make_place, workspace):
+    done = make_place(folders=[f"{workspace}/a"])
     actions.do_end_turn(done.turn.id, response_text="ok")
     archived = make_place()
     Session.objects.filter(pk=archived.session.pk).update(archived=True)
@@ -50,7 +50,7 @@ def test_it_filters_by_status_workspace_unread_time_and_archive(place, make_plac
     assert archived.session.uri in listed(includeArchived=True) and listed(status=["archived"]) == {
         archived.session.uri}
     assert listed(status=["idle"]) == {done.session.uri}
-    assert listed(workspace="file:///srv/a") == {done.session.uri}
+    assert listed(workspace=f"file://{workspace}/a") == {done.session.uri}
     assert listed(unread=True) == {done.session.uri}
     assert done.session.uri not in listed(createdAfter=(timezone.now() - timedelta(days=1)).isoformat())
     assert listed(createdBefore=(timezone.now() - timedelta(days=1)).isoformat()) == {done.session.uri}

@@ -33,13 +33,13 @@ def test_send_message_refuses_the_calling_chat(place):
         "send_message cannot message the chat it runs in.")
 
 
-def test_create_session_independent_is_nested_below_the_caller_and_started(acme, place):
+def test_create_session_independent_is_nested_below_the_caller_and_started(acme, place, workspace):
     made = place.call("create_session", relationship="independent", prompt="do it", title="Child",
-                      workspace="/srv/child")
+                      workspace=f"{workspace}/child")
     child = Session.objects.get(pk=made["session"].split("/")[-1])
     assert (child.parent, child.root_id, child.depth, child.title, child.owner) == (
         place.session, place.session.pk, 1, "Child", acme.member)
-    assert child.working_directories == ["file:///srv/child"] and child.config == {"isolation": "folder"}
+    assert child.working_directories == [f"file://{workspace}/child"] and child.config == {"isolation": "folder"}
     assert made["openLink"] == open_link(child)
     assert Turn.objects.get(chat__session=child).text == "do it"
 
@@ -57,12 +57,13 @@ def test_create_session_defaults_the_agent_and_validates_config_first(place, wor
     assert Session.objects.count() == before
 
 
-def test_the_hosts_isolation_and_model_win_and_unnamed_settings_come_from_the_caller(make_place, worktree_agent):
+def test_the_hosts_isolation_and_model_win_and_unnamed_settings_come_from_the_caller(make_place, worktree_agent,
+                                                                                   workspace):
     caller = make_place(provider=worktree_agent)
     Session.objects.filter(pk=caller.session.pk).update(config={"effort": "low", "model": "wt-1"})
     caller.refresh()
     made = caller.call("create_session", relationship="independent", prompt="p", title="t", agent=worktree_agent,
-                       workspace="/srv/x", worktree=True, config={"isolation": "folder", "model": "wt-2"},
+                       workspace=f"{workspace}/x", worktree=True, config={"isolation": "folder", "model": "wt-2"},
                        model="wt-4")
     config = Session.objects.get(pk=made["session"].split("/")[-1]).config
     assert config == {"effort": "low", "model": "wt-4", "isolation": "worktree"}

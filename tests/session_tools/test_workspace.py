@@ -16,8 +16,8 @@ from .conftest import Place
 
 
 @pytest.fixture
-def repo(tmp_path):
-    folder = tmp_path / "project"
+def repo(workspace):
+    folder = workspace / "project"
     folder.mkdir()
     for command in (["init", "-q", "-b", "main"], ["config", "user.email", "t@example.com"],
                     ["config", "user.name", "T"], ["commit", "-q", "--allow-empty", "-m", "start"]):
@@ -93,23 +93,23 @@ def test_isolate_session_needs_a_folder(make_place, worktree_agent):
     assert refused.value.sentence == "isolate_session needs a chat working in a local Git folder; this one has none."
 
 
-def test_isolate_session_takes_no_input(make_place, worktree_agent):
+def test_isolate_session_takes_no_input(make_place, worktree_agent, workspace):
     from tools_app.catalog import ToolRefusal
 
-    place = make_place(provider=worktree_agent, folders=["/x"])
+    place = make_place(provider=worktree_agent, folders=[f"{workspace}/x"])
     with pytest.raises(ToolRefusal) as refused:
         place.call("isolate_session", workspace="/other")
     assert refused.value.sentence == (
         "Invalid input for isolate_session at /: Additional properties are not allowed ('workspace' was unexpected)")
 
 
-def test_set_workspace_is_offered_up_front_only_to_a_session_that_started_without_a_folder(acme):
+def test_set_workspace_is_offered_up_front_only_to_a_session_that_started_without_a_folder(acme, workspace):
     from tools_app.loader import catalog_for_chat
 
     from .conftest import Place
 
     without = catalog_for_chat(Place(acme).chat)
-    with_folder = catalog_for_chat(Place(acme, folders=["file:///work/repo"]).chat)
+    with_folder = catalog_for_chat(Place(acme, folders=[f"file://{workspace}/repo"]).chat)
     assert "set_workspace" in without.names and "set_workspace" not in without.deferred
     assert "set_workspace" in with_folder.deferred
 

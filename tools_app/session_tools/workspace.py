@@ -1,5 +1,7 @@
 """set_workspace and isolate_session: asked for during a turn, carried out when it completes
-(dropped when it is cancelled or fails), with real `git worktree` for isolation."""
+(dropped when it is cancelled or fails), with real `git worktree` for isolation. A folder, and
+the `<folder>.worktrees/` isolation cuts into, must lie in the tenant's workspace root: checked
+when asked and again when carried out."""
 import logging
 import os
 import subprocess
@@ -9,6 +11,7 @@ from sandbox.bubblewrap import Sandbox, SandboxUnavailable
 from sessions_app import actions
 from sessions_app.models import ChatBackend
 from sessions_app.providers import get_provider
+from sandbox.workspaces import OutsideWorkspace, checked_worktree_home
 
 from .links import require_write
 
@@ -45,6 +48,18 @@ def cut_worktree(folder, label, session_id):
     return target
 
 
+def checked_folders(tenant, folder, isolation):
+    """The real path of `folder`, refused (with its sentence) unless it, and with `isolation`
+    its worktrees' folder, lie in the tenant's workspace root."""
+    real = actions.check_working_directory(tenant, folder)
+    if isolation:
+        try:
+            checked_worktree_home(tenant, folder)
+        except OutsideWorkspace as outside:
+            raise actions.Refused(outside.sentence, "invalid") from None
+    return real
+
+
 def chat_folder(chat):
     backend = ChatBackend.objects.filter(chat=chat).exclude(working_directory="").first()
     if backend:
@@ -64,6 +79,7 @@ def set_workspace(context, arguments):
     folder = folder_path(arguments["workspaceFolder"])
     if not os.path.isabs(folder):
         raise actions.Refused("workspaceFolder must be an absolute folder path or file URI.", "invalid")
+    checked_folders(context.principal.tenant, arguments["workspaceFolder"], bool(arguments["isolation"]))
     actions.do_add_turn_effect(context.principal, context.turn, "set_workspace",
                                {"folder": folder, "isolation": bool(arguments["isolation"])})
     how = "a new Git worktree of it" if arguments["isolation"] else "it"
@@ -82,20 +98,24 @@ def isolate_session(context, arguments):
     if folder is None:
         raise actions.Refused("isolate_session needs a chat working in a local Git folder; this one has none.",
                               "conflict")
+    checked_folders(context.principal.tenant, folder, True)
     actions.do_add_turn_effect(context.principal, context.turn, "isolate_chat", {"folder": folder})
     return ("End this turn: when it completes, only this chat moves to a new Git worktree cut from "
             f"{folder_path(folder)}, and continues there.")
 
 
 def carry_out(effect):
-    folder = effect.arguments["folder"]
+    tenant = effect.turn.chat.session.tenant
+    isolation = effect.kind != "set_workspace" or effect.arguments.get("isolation")
+    # Checked again: a symlink in the root may have changed since the turn asked.
+    real = str(checked_folders(tenant, effect.arguments["folder"], isolation))
     label = f"{effect.turn.chat_id.hex[:8]}-{uuid.uuid4().hex[:6]}"
     if effect.kind == "set_workspace":
-        path = cut_worktree(folder, label, effect.turn.chat.session_id) if effect.arguments.get("isolation") \
-            else folder_path(folder)
+        session_id = effect.turn.chat.session_id
+        path = cut_worktree(real, label, session_id) if isolation else folder_path(effect.arguments["folder"])
         actions.do_set_session_workspace(effect, folder_uri(path))
     else:
-        actions.do_set_chat_folder(effect, folder_uri(cut_worktree(folder, label, effect.turn.chat.session_id)))
+        actions.do_set_chat_folder(effect, folder_uri(cut_worktree(real, label, effect.turn.chat.session_id)))
 
 
 def settle_turn_effects(turn_id):
@@ -104,7 +124,7 @@ def settle_turn_effects(turn_id):
     for effect in effects:
         try:
             carry_out(effect)
-        except WorktreeFailed as failed:
+        except (WorktreeFailed, actions.Refused) as failed:
             logger.warning("Could not carry out %s for turn %s: %s", effect.kind, turn_id, failed)
             actions.drop_turn_effect(effect)
     return completed

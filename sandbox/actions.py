@@ -1,0 +1,22 @@
+"""Every change this app makes: one `do_*` function each."""
+from django.db import transaction
+
+from .models import OutboundAllow
+from .outbound import forget_admin_rules, parse_rule
+
+
+@transaction.atomic
+def do_save_outbound_allow(allow):
+    """Save an allow-list entry (new or edited); this process applies it at once, others
+    within outbound.RULES_CACHE_SECONDS."""
+    parse_rule(allow.entry)
+    allow.entry = allow.entry.strip()
+    allow.save()
+    transaction.on_commit(forget_admin_rules)
+    return allow
+
+
+@transaction.atomic
+def do_delete_outbound_allow(allow):
+    OutboundAllow.objects.filter(pk=allow.pk).delete()
+    transaction.on_commit(forget_admin_rules)

@@ -1,0 +1,36 @@
+from django.contrib import admin
+
+from .actions import do_delete_outbound_allow, do_save_outbound_allow
+from .models import OutboundAllow
+
+
+class SuperuserOnlyAdmin(admin.ModelAdmin):
+    """Host-wide settings: a tenant admin neither sees nor edits them."""
+
+    def has_module_permission(self, request):
+        return request.user.is_active and request.user.is_superuser
+
+    def has_view_permission(self, request, obj=None):
+        return self.has_module_permission(request)
+
+    has_change_permission = has_view_permission
+    has_delete_permission = has_view_permission
+
+    def has_add_permission(self, request):
+        return self.has_module_permission(request)
+
+
+@admin.register(OutboundAllow)
+class OutboundAllowAdmin(SuperuserOnlyAdmin):
+    list_display = ("entry", "note", "created")
+    fields = ("entry", "note")
+
+    def save_model(self, request, obj, form, change):
+        do_save_outbound_allow(obj)
+
+    def delete_model(self, request, obj):
+        do_delete_outbound_allow(obj)
+
+    def delete_queryset(self, request, queryset):
+        for allow in queryset:
+            do_delete_outbound_allow(allow)

@@ -1,0 +1,29 @@
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.utils import timezone
+
+from .outbound import parse_rule
+
+
+class OutboundAllow(models.Model):
+    """A destination the operator allows the host to reach for every tenant although it is a
+    private address (AHP_OUTBOUND_ALLOW is the same list from the environment). Host-wide:
+    only a superuser sees or edits it."""
+
+    entry = models.CharField(max_length=255, unique=True,
+                             help_text="A host name (mcp.internal) or a CIDR (10.0.0.0/8, 127.0.0.1/32).")
+    note = models.CharField(max_length=200, blank=True, help_text="Why it is allowed.")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name = "outbound allow-list entry"
+        verbose_name_plural = "outbound allow-list"
+
+    def __str__(self):
+        return self.entry
+
+    def clean(self):
+        try:
+            parse_rule(self.entry)
+        except ValueError as invalid:
+            raise ValidationError({"entry": str(invalid)}) from None

@@ -1,0 +1,87 @@
+"""Secrets a tenant stores, encrypted at rest (Fernet) and opened only where they are used.
+
+A sealed value is a string `ahp-sealed:<Fernet token>`, so it can sit inside any JSON a model
+keeps (an MCP server's env and headers today, an agent connection's key tomorrow). The key
+is `AHP_SECRETS_KEY` (one Fernet key, or several comma-separated, the first sealing and all
+opening, for rotation); embedded hosts without it use a key file made under the var dir.
+"""
+import base64
+import os
+from functools import lru_cache
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django.conf import settings
+
+PREFIX = "ahp-sealed:"
+KEY_FILE_NAME = "secrets.key"
+
+
+class SecretUnreadable(ValueError):
+    pass
+
+
+UNREADABLE = "A stored secret cannot be opened with this host's AHP_SECRETS_KEY; set it again."
+
+
+def _key_file():
+    path = os.path.join(str(settings.VAR_DIR), KEY_FILE_NAME)
+    try:
+        # O_EXCL: of several workers starting at once, exactly one writes the key.
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        with open(path, "rb") as existing:
+            return existing.read().strip()
+    with os.fdopen(descriptor, "wb") as created:
+        created.write(Fernet.generate_key())
+    with open(path, "rb") as written:
+        return written.read().strip()
+
+
+@lru_cache(maxsize=4)
+def _box(configured):
+    keys = [k.strip().encode() for k in configured.split(",") if k.strip()] or [_key_file()]
+    for key in keys:
+        if len(base64.urlsafe_b64decode(key + b"=" * (-len(key) % 4))) != 32:
+            raise SecretUnreadable("AHP_SECRETS_KEY must be Fernet keys (32 url-safe base64 bytes), comma-separated.")
+    return MultiFernet([Fernet(key) for key in keys])
+
+
+def box():
+    return _box(settings.AHP_SECRETS_KEY or "")
+
+
+def is_sealed(value):
+    return isinstance(value, str) and value.startswith(PREFIX)
+
+
+def seal(text):
+    """Always seals, even text that looks sealed: what a tenant sends is never taken as ciphertext."""
+    return PREFIX + box().encrypt(text.encode()).decode()
+
+
+def unseal(value):
+    """The plaintext of a sealed value; other values (a client's own, rows from before sealing)
+    pass as they are."""
+    if not is_sealed(value):
+        return value
+    try:
+        return box().decrypt(value[len(PREFIX):].encode()).decode()
+    except (InvalidToken, ValueError):
+        raise SecretUnreadable(UNREADABLE) from None
+
+
+SEALED_KEYS = ("env", "headers")  # where an MCP server entry keeps its secrets
+
+
+def sealed_entries(servers):
+    """`servers` ({name: entry}) with every not yet sealed env and headers value sealed."""
+    if not isinstance(servers, dict):
+        return servers
+    sealed = {}
+    for name, entry in servers.items():
+        if isinstance(entry, dict):
+            entry = {**entry, **{key: {k: v if is_sealed(v) or not isinstance(v, str) else seal(v)
+                                       for k, v in entry[key].items()}
+                                 for key in SEALED_KEYS if isinstance(entry.get(key), dict)}}
+        sealed[name] = entry
+    return sealed
