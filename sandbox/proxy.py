@@ -46,6 +46,9 @@ class Destinations:
             return None, self.check(host, port)[0]
         except OutboundRefused as refused:
             return refused.sentence, None
+        except Exception:  # the rule could not be read (its database away): closed, not open
+            logger.exception("Sandbox proxy could not check %s:%s", host, port)
+            return f"This sandbox may not connect to {host}:{port} now: the host could not check it.", None
 
 
 def split_host_port(authority, default_port):
