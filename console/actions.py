@@ -4,7 +4,8 @@ from guardian.shortcuts import assign_perm, get_users_with_perms, remove_perm
 
 from grants.algebra import GROUPS, known_grants
 from grants.models import Membership
-from sessions_app.actions import Refused, require
+from kernel.refusals import Refused
+from sessions_app.actions import require
 
 SESSION_GRANTS = tuple(g for g in known_grants() if g.split(":")[0] in ("session", "chat"))
 

@@ -8,7 +8,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from grants.admin import TenantScopedAdmin, admin_principal
-from sessions_app.actions import Refused
+from kernel.refusals import Refused
 from sessions_app.admin import SessionAdmin
 from sessions_app.models import Session
 

@@ -1,11 +1,12 @@
 """REST: the tenant's HostConfig under its wire keys. Reading needs config:settings, writing
 config:change; writes go through do_change_host_config, so they apply live like any other."""
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import serializers, status
+from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from sessions_app.actions import Refused, require
+from kernel.refusals import Refused
+from sessions_app.actions import require
 from tools_app.actions import do_change_host_config
 from tools_app.host_config import wire_values
 from tools_app.models import HostConfig
@@ -27,11 +28,8 @@ HostConfigDocument = inline_serializer("HostConfig", fields=_CONFIG_FIELDS)
 HostConfigChanges = inline_serializer("HostConfigChanges", fields=_CONFIG_FIELDS, partial=True)
 Refusal = inline_serializer("Refusal", fields={"error": serializers.CharField()})
 
-ERROR_STATUS = {"permission": status.HTTP_403_FORBIDDEN, "invalid": status.HTTP_400_BAD_REQUEST}
-
-
 def refusal_response(refused):
-    return Response({"error": refused.sentence}, status=ERROR_STATUS.get(refused.kind, status.HTTP_400_BAD_REQUEST))
+    return Response({"error": refused.sentence}, status=refused.answer.http_status)
 
 
 class HostConfigView(APIView):

@@ -24,6 +24,7 @@ import acp
 from acp import schema
 from channels.db import database_sync_to_async
 
+from kernel.refusals import Refused
 from grants.models import Principal
 from sandbox.bubblewrap import session_sandbox
 from sessions_app import actions
@@ -222,7 +223,7 @@ class AcpProvider:
     async def start_agent(self, session_id):
         command = self.command_line()
         if not command:
-            raise actions.Refused(NO_COMMAND, "no_agent")
+            raise Refused(NO_COMMAND, "no_agent")
         session, path, token, servers, read_only = await database_sync_to_async(agent_session_details)(session_id)
         endpoint_url = f"{base_url()}{path}"
         sandbox = agent_sandbox(session, endpoint_url, servers, [*self.agent_read_only_paths(), *read_only])

@@ -1,7 +1,8 @@
 """Every change this app makes: one `do_*` function each."""
 from django.db import IntegrityError, transaction
 
-from sessions_app.actions import Refused, require
+from kernel.refusals import Refused
+from sessions_app.actions import require
 from tools_app.models import HostConfig
 
 from .models import SessionMcpServers, ToolsEndpoint

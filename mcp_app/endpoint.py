@@ -25,6 +25,7 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 
+from kernel.refusals import Refused
 from ahp.protocol import errors, frames
 from grants.authentication import token_from_headers
 from grants.models import Principal
@@ -101,9 +102,9 @@ def turn_for_call(endpoint):
         if turn is not None:
             if endpoint.for_agent or turn.sender_id == endpoint.person_id:
                 return turn
-            raise actions.Refused(ANOTHER_PERSONS_TURN, "conflict")
+            raise Refused(ANOTHER_PERSONS_TURN, "conflict")
         if endpoint.for_agent:
-            raise actions.Refused(NO_TURN_FOR_AGENT, "conflict")
+            raise Refused(NO_TURN_FOR_AGENT, "conflict")
         if endpoint.person_id is None:
             principal = Principal.root(chat.session.tenant)
         else:
@@ -112,7 +113,7 @@ def turn_for_call(endpoint):
             principal = Principal.for_person(chat.session.tenant, get_user_model().objects.get(pk=endpoint.person_id))
         try:
             started = actions.do_start_turn(principal, chat, uuid.uuid4(), TURN_TEXT, TURN_CLIENT_ID)
-        except actions.Refused as refusal:
+        except Refused as refusal:
             if refusal.kind != "conflict":
                 raise
             continue  # another call began one first: see whose it is
@@ -144,7 +145,7 @@ async def call_tool(request):
     name, arguments = request.params.name, request.params.arguments or {}
     try:
         turn = await database_sync_to_async(turn_for_call)(endpoint)
-    except actions.Refused as refusal:
+    except Refused as refusal:
         return types.ServerResult(error_result(refusal.sentence))
     toolbox = ChatToolbox(turn)
     try:

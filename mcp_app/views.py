@@ -4,7 +4,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from grants.models import ApiToken
-from sessions_app.actions import Refused
+from kernel.refusals import Refused
 from sessions_app.models import Session
 
 from .actions import do_open_tools_endpoint

@@ -9,6 +9,7 @@ from datetime import timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from kernel.refusals import Refused
 from sandbox.workspaces import OutsideWorkspace, checked_folder
 
 from . import events
@@ -26,15 +27,6 @@ MAX_MESSAGE_CHARS = 128 * 1024  # a prompt or message a turn starts with, whoeve
 
 def client_taken(client_id):
     return f"Client id {client_id} belongs to another person in this session."
-
-
-class Refused(Exception):
-    """A refusal with the sentence the caller sees; `kind` picks the wire error code."""
-
-    def __init__(self, sentence, kind="permission"):
-        super().__init__(sentence)
-        self.sentence = sentence
-        self.kind = kind  # permission | not_found | conflict | exists | invalid | no_agent
 
 
 def check_message_text(text):

@@ -16,6 +16,7 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 from django.utils import timezone
 
+from kernel.refusals import Refused
 from grants.models import Principal
 from sessions_app import actions
 from sessions_app.models import ChatBackend, ToolCall, Turn
@@ -113,7 +114,7 @@ class ChatToolbox:
             else:
                 value = await sync_to_async(tool.executor, thread_sensitive=False)(context, arguments)
             result = as_result(binding.name, value)
-        except actions.Refused as refusal:
+        except Refused as refusal:
             result = actions.failure(binding.name, refusal.sentence)
         except Exception as exc:
             logger.exception("Tool %s raised", binding.name)

@@ -10,7 +10,8 @@ from django.utils import timezone
 from grants.models import Principal
 from sessions_app import actions as session_actions
 from sessions_app import events
-from sessions_app.actions import Refused, check_message_text, require
+from kernel.refusals import Refused
+from sessions_app.actions import check_message_text, require
 from sessions_app.channels import annotations_uri
 from sessions_app.models import Session, ToolCall
 

@@ -7,7 +7,7 @@ import uuid
 from django.db import transaction
 
 from sessions_app import actions as session_actions
-from sessions_app.actions import Refused
+from kernel.refusals import Refused
 
 from . import actions, github
 from .models import AgentMergeRepair, CIEvidence, DeferredRerun

@@ -3,7 +3,8 @@ Ranges are one-based lines and columns here, zero-based on the channel."""
 import time
 import uuid
 
-from sessions_app.actions import Refused, require
+from kernel.refusals import Refused
+from sessions_app.actions import require
 
 from . import actions
 from .models import FEEDBACK_KEY, Annotation

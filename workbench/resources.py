@@ -12,7 +12,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
 from sessions_app import state
-from sessions_app.actions import Refused
+from kernel.refusals import Refused
 from sessions_app.channels import parse
 from sessions_app.models import ActiveClient, Chat, Session, ToolCall
 

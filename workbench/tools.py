@@ -1,6 +1,6 @@
 """The workbench's tool definitions. None is in the "session" group: they are offered whatever
 `sessionTools` says."""
-from sessions_app.actions import Refused
+from kernel.refusals import Refused
 from sessions_app.models import iso
 from tools_app.registry import Tool
 

@@ -26,7 +26,7 @@ from grants.authentication import token_from_headers
 from grants.models import ApiToken, Principal
 from mcp_app.server_tools import learn_client_plugins
 from sessions_app import actions, events, quotas, state
-from sessions_app.actions import Refused
+from kernel.refusals import Refused
 from sessions_app.channels import ROOT, annotations_session_at, chat_at, parse, session_at
 from sessions_app.models import ActionLog, Session
 from tools_app import actions as tool_actions
@@ -53,12 +53,6 @@ DATABASE_UNAVAILABLE = "Service unavailable: the host's database did not answer;
 # Close code when the channel layer failed: reconnect and replay. 1012 (service restart) in the
 # private range, as 4401 is 401: daphne lets an application send only 1000 or 3000-4999.
 SERVICE_RESTART = 4012
-
-REFUSAL_CODES = {
-    "permission": errors.PERMISSION_DENIED, "not_found": errors.NOT_FOUND, "conflict": errors.CONFLICT,
-    "exists": errors.ALREADY_EXISTS, "invalid": errors.INVALID_PARAMS, "no_agent": errors.NO_AGENT_FOR_PROVIDER,
-}
-
 
 def token_from_scope(scope):
     """The token on the upgrade: `?tkn=` in the query string or `Authorization: Bearer`."""
@@ -240,7 +234,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
             await self.send_error(request_id, exc.code, exc.message, exc.data)
             return
         except Refused as refusal:
-            await self.send_error(request_id, REFUSAL_CODES[refusal.kind], refusal.sentence)
+            await self.send_error(request_id, refusal.answer.rpc_code, refusal.sentence)
             return
         except (OperationalError, InterfaceError) as exc:
             logger.warning("Method %s met an unavailable database: %s", message["method"], exc)

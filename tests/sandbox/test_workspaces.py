@@ -10,7 +10,7 @@ from django.test import Client
 
 from grants.models import Tenant
 from sessions_app import actions
-from sessions_app.actions import Refused
+from kernel.refusals import Refused
 from sessions_app.models import Session
 from tools_app.session_tools.workspace import settle_turn_effects
 

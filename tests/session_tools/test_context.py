@@ -4,7 +4,7 @@ import uuid
 import pytest
 
 from sessions_app import actions
-from sessions_app.actions import Refused
+from kernel.refusals import Refused
 
 from .conftest import Place
 

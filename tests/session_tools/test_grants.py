@@ -4,7 +4,7 @@ import uuid
 import pytest
 
 from sessions_app import actions
-from sessions_app.actions import Refused
+from kernel.refusals import Refused
 from sessions_app.models import Turn
 from tools_app.runtime import ChatToolbox
 

@@ -7,7 +7,8 @@ from django.db import connection
 from django.utils import timezone
 
 from sessions_app import actions
-from sessions_app.actions import Orchestration, Refused
+from kernel.refusals import Refused
+from sessions_app.actions import Orchestration
 from sessions_app.models import OrchestrationCharge, Session
 from tools_app.models import HostConfig
 

@@ -5,7 +5,7 @@ import pytest
 from django.utils import timezone
 
 from sessions_app import actions
-from sessions_app.actions import Refused
+from kernel.refusals import Refused
 from sessions_app.models import ChatBackend, Chat, Session
 from tools_app.session_tools.links import open_link
 

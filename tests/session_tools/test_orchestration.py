@@ -2,7 +2,7 @@
 import pytest
 
 from sessions_app import actions
-from sessions_app.actions import Refused
+from kernel.refusals import Refused
 from sessions_app.models import ChatBackend, Chat, PendingMessage, Session, Turn
 from tools_app.session_tools.links import open_link
 from tools_app.models import HostConfig

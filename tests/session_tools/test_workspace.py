@@ -8,7 +8,7 @@ import pytest
 from django.conf import settings
 
 from sessions_app import actions
-from sessions_app.actions import Refused
+from kernel.refusals import Refused
 from sessions_app.models import ChatBackend, Session, TurnEffect
 from tools_app.session_tools.workspace import settle_turn_effects
 

@@ -3,6 +3,7 @@ import threading
 
 import pytest
 
+from kernel.refusals import Refused
 from sessions_app import actions
 from sessions_app.models import Chat, PendingMessage
 from tools_app.host_tools import PLUGINS
@@ -45,6 +46,6 @@ def test_a_message_to_a_busy_chat_is_queued_and_becomes_its_next_turn(acme, host
 
 def test_a_guest_may_not_send_a_message(acme):
     session = actions.do_create_session(acme.principal("member"), "5d7e0f3a-52a4-4ad4-9a53-6f2f7b8e1c02")
-    with pytest.raises(actions.Refused) as refused:
+    with pytest.raises(Refused) as refused:
         actions.do_send_message(acme.principal("guest"), session.chats.get(), "hi")
     assert refused.value.sentence == "acme-guest may not chat:send here"

@@ -8,6 +8,7 @@ import pytest
 from rest_framework.test import APIClient
 from websockets.exceptions import ConnectionClosed
 
+from kernel.refusals import Refused
 from sessions_app import actions, quotas
 from sessions_app.models import Chat, Session
 
@@ -62,7 +63,7 @@ def test_the_session_quota_at_the_session_tools_and_rest(acme, quota):
     place = Place(acme)
     quota(sessions_per_person=2)
     place.call("create_session", relationship="independent", prompt="p", title="second")
-    with pytest.raises(actions.Refused) as refusal:
+    with pytest.raises(Refused) as refusal:
         place.call("create_session", relationship="independent", prompt="p", title="third")
     assert refusal.value.sentence == SESSIONS_FULL
     assert rest(acme.tokens["member"], "create_session", {"relationship": "independent", "prompt": "p",
@@ -84,7 +85,7 @@ def test_the_chat_quota_at_the_session_tools_and_rest(acme, quota):
     place = Place(acme)
     quota(chats_per_person=1)
     place.call("create_chat", title="one")
-    with pytest.raises(actions.Refused) as refusal:
+    with pytest.raises(Refused) as refusal:
         place.call("create_chat", title="two")
     assert refusal.value.sentence == CHATS_FULL
     assert rest(acme.tokens["member"], "create_chat", {"session": place.session.uri, "title": "t"}) == (
@@ -110,7 +111,7 @@ def test_the_creation_rate_at_the_session_tools_and_rest(acme, quota):
     quota(creations_per_minute=3)
     place.call("create_chat", title="two")
     place.call("create_session", relationship="independent", prompt="p", title="three")
-    with pytest.raises(actions.Refused) as refusal:
+    with pytest.raises(Refused) as refusal:
         place.call("create_chat", title="four")
     assert RATE.fullmatch(refusal.value.sentence)
     status, sentence = rest(acme.tokens["member"], "create_session", {"relationship": "independent", "prompt": "p",

@@ -2,7 +2,7 @@
 tools and by clients' annotations/* actions through the same writers."""
 import pytest
 
-from sessions_app.actions import Refused
+from kernel.refusals import Refused
 from workbench import actions
 from workbench.models import FEEDBACK_KEY, Annotation
 

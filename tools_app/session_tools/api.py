@@ -8,7 +8,7 @@ from rest_framework.views import APIView
 
 from grants.algebra import holds
 from grants.models import Membership
-from sessions_app.actions import Refused
+from kernel.refusals import Refused
 
 from ..catalog import Caller, input_problem, sessionless_tools
 from ..host_tools import REGISTRY

@@ -2,7 +2,8 @@
 read of one long reply."""
 import json
 
-from sessions_app.actions import Refused, require
+from kernel.refusals import Refused
+from sessions_app.actions import require
 from sessions_app.models import PendingMessage, ToolCall, Turn
 
 from .links import resolve

@@ -3,7 +3,8 @@
 import uuid
 from urllib.parse import parse_qs, urlparse
 
-from sessions_app.actions import Refused, require
+from kernel.refusals import Refused
+from sessions_app.actions import require
 from sessions_app.models import CHAT_URI_PREFIX, SESSION_URI_PREFIX, Chat, Session
 
 LINK_SCHEME = "agent-host-session"

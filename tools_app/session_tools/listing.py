@@ -5,7 +5,8 @@ from datetime import datetime
 from django.db.models import TextField
 from django.db.models.functions import Cast
 
-from sessions_app.actions import Refused, require
+from kernel.refusals import Refused
+from sessions_app.actions import require
 from sessions_app.models import Chat, ChatBackend, Session, Turn, iso
 from sessions_app.providers import PROVIDERS
 

@@ -8,7 +8,8 @@ from jsonschema import Draft202012Validator
 
 from grants.models import Principal
 from sessions_app import actions
-from sessions_app.actions import Orchestration, Refused, require
+from kernel.refusals import Refused
+from sessions_app.actions import Orchestration, require
 from sessions_app.models import ChatBackend, Session
 from sessions_app.providers import PROVIDERS
 

@@ -7,6 +7,7 @@ import os
 import subprocess
 import uuid
 
+from kernel.refusals import Refused
 from sandbox.bubblewrap import Sandbox, SandboxUnavailable
 from sessions_app import actions
 from sessions_app.models import ChatBackend
@@ -56,7 +57,7 @@ def checked_folders(tenant, folder, isolation):
         try:
             checked_worktree_home(tenant, folder)
         except OutsideWorkspace as outside:
-            raise actions.Refused(outside.sentence, "invalid") from None
+            raise Refused(outside.sentence, "invalid") from None
     return real
 
 
@@ -70,7 +71,7 @@ def chat_folder(chat):
 
 def _needs_turn(context, tool_name):
     if context.turn is None:
-        raise actions.Refused(f"{tool_name} acts when the calling turn ends; call it from a turn.", "conflict")
+        raise Refused(f"{tool_name} acts when the calling turn ends; call it from a turn.", "conflict")
 
 
 def set_workspace(context, arguments):
@@ -78,7 +79,7 @@ def set_workspace(context, arguments):
     _needs_turn(context, "set_workspace")
     folder = folder_path(arguments["workspaceFolder"])
     if not os.path.isabs(folder):
-        raise actions.Refused("workspaceFolder must be an absolute folder path or file URI.", "invalid")
+        raise Refused("workspaceFolder must be an absolute folder path or file URI.", "invalid")
     checked_folders(context.principal.tenant, arguments["workspaceFolder"], bool(arguments["isolation"]))
     actions.do_add_turn_effect(context.principal, context.turn, "set_workspace",
                                {"folder": folder, "isolation": bool(arguments["isolation"])})
@@ -96,7 +97,7 @@ def isolate_session(context, arguments):
     _needs_turn(context, "isolate_session")
     folder = chat_folder(context.chat)
     if folder is None:
-        raise actions.Refused("isolate_session needs a chat working in a local Git folder; this one has none.",
+        raise Refused("isolate_session needs a chat working in a local Git folder; this one has none.",
                               "conflict")
     checked_folders(context.principal.tenant, folder, True)
     actions.do_add_turn_effect(context.principal, context.turn, "isolate_chat", {"folder": folder})
@@ -124,7 +125,7 @@ def settle_turn_effects(turn_id):
     for effect in effects:
         try:
             carry_out(effect)
-        except (WorktreeFailed, actions.Refused) as failed:
+        except (WorktreeFailed, Refused) as failed:
             logger.warning("Could not carry out %s for turn %s: %s", effect.kind, turn_id, failed)
             actions.drop_turn_effect(effect)
     return completed
