@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 
 LIMITS = {
     "cpu": resource.RLIMIT_CPU,
@@ -92,13 +91,15 @@ def main(argv):
         listen(int(options["port"]), options["proxy"])
     child = subprocess.Popen(command, preexec_fn=lambda: apply_limits(options["limits"]))
     alive = options["alive"]
-    while child.poll() is None:
-        if not os.path.exists(alive):
-            child.send_signal(signal.SIGKILL)
-            child.wait()
-            return 137
-        time.sleep(0.25)
-    return child.returncode if child.returncode >= 0 else 128 - child.returncode
+    while True:
+        try:
+            code = child.wait(timeout=0.25)  # returns the moment the command ends
+            return code if code >= 0 else 128 - code
+        except subprocess.TimeoutExpired:
+            if not os.path.exists(alive):
+                child.send_signal(signal.SIGKILL)
+                child.wait()
+                return 137
 
 
 if __name__ == "__main__":

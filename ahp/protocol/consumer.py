@@ -126,8 +126,15 @@ class AhpConsumer(AsyncWebsocketConsumer):
         self.server_requests = {}  # JSON-RPC id of a request this host sent -> channel awaiting the answer
         self.server_request_ids = itertools.count(1)
         # Joined before accepting, so a revocation committed from here on reaches this socket.
-        for group in self.access_groups:
-            await self.channel_layer.group_add(group, self.channel_name)
+        try:
+            for group in self.access_groups:
+                await self.channel_layer.group_add(group, self.channel_name)
+        except Exception as exc:
+            if not process.is_layer_failure(exc):
+                raise
+            await self.accept()  # accepted only to say why: reconnect once the layer is back
+            await self.close(code=SERVICE_RESTART)
+            return
         await self.accept()
         ensure_started()
 
