@@ -34,8 +34,9 @@ def do_change_host_config(principal, changes, replace=False, origin=None):
     """Set HostConfig keys of the principal's tenant (wire names; `replace` resets the rest),
     tell root subscribers, and apply it live: every running session whose offered tools
     changed gets `session/serverToolsChanged`."""
+    from kernel.refusals import Refused
     from sessions_app import events
-    from sessions_app.actions import Refused, require
+    from sessions_app.actions import require
     from sessions_app.channels import ROOT
 
     from .host_config import ConfigInvalid, checked_changes, stored_mcp_servers, wire_values
