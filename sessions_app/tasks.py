@@ -5,7 +5,7 @@ from datetime import timedelta
 from celery import shared_task
 from django.utils import timezone
 
-from . import events
+from .events.log import prune_action_log
 from .actions.clients import do_close_connection, do_release_client
 from .actions.tool_calls import do_expire_tool_call
 from .models import ActiveClient, ClientConnection, ToolCall
@@ -37,4 +37,4 @@ def sweep_due_work(stale_after_seconds=STALE_CONNECTION_SECONDS):
             release_client.apply_async((pk,), eta=due)
     for pk in ActiveClient.objects.filter(release_at__lte=now).values_list("pk", flat=True):
         do_release_client(pk, only_if_due=True)
-    events.prune_action_log()
+    prune_action_log()

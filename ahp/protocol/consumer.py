@@ -28,6 +28,8 @@ from mcp_app.server_tools import learn_client_plugins
 from sessions_app import actions, events, quotas, state
 from kernel.refusals import Refused
 from sessions_app.channels import ROOT, annotations_session_at, chat_at, parse, session_at
+from sessions_app.events import presence as process  # this process's sockets
+from sessions_app.events.presence import ensure_started
 from sessions_app.models import ActionLog, Session
 from tools_app import actions as tool_actions
 from tools_app.host_config import wire_values
@@ -38,8 +40,6 @@ from workbench import actions as workbench_actions
 from workbench.resources import annotations_state, client_group
 
 from . import errors, frames, throttle
-from . import process
-from .process import ensure_started
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from django.utils import timezone
 
 from kernel.refusals import Refused
 
-from .. import events
+from ..events.log import publish
 from ..models import Chat
 from ..state import chat_summary
 from .checks import MAX_TITLE_CHARS, check_quota, check_title, require, touch
@@ -25,7 +25,7 @@ def do_create_chat(principal, session, chat_id, title="", origin=None):
         origin_tool_call_id=origin.get("tool_call_id", ""),
     )
     touch(session)
-    events.publish(session.tenant_id, session.uri, {"type": "session/chatAdded", "summary": chat_summary(chat)})
+    publish(session.tenant_id, session.uri, {"type": "session/chatAdded", "summary": chat_summary(chat)})
     return chat
 
 
@@ -38,7 +38,7 @@ def do_dispose_chat(principal, chat):
     uri = chat.uri
     chat.delete()
     touch(session)
-    events.publish(session.tenant_id, session.uri, {"type": "session/chatRemoved", "chat": uri})
+    publish(session.tenant_id, session.uri, {"type": "session/chatRemoved", "chat": uri})
 
 
 @transaction.atomic
@@ -52,8 +52,8 @@ def do_rename_chat(principal, chat, title):
     Chat.objects.filter(pk=chat.pk).update(title=title, modified=timezone.now())
     chat.title = title
     session = chat.session
-    events.publish(session.tenant_id, session.uri,
-                   {"type": "session/chatUpdated", "chat": chat.uri, "changes": {"title": title}})
+    publish(session.tenant_id, session.uri,
+            {"type": "session/chatUpdated", "chat": chat.uri, "changes": {"title": title}})
 
 
 @transaction.atomic
@@ -66,4 +66,4 @@ def do_archive_chat(principal, chat):
     Chat.objects.filter(pk=chat.pk).update(archived=True, modified=timezone.now())
     session = chat.session
     touch(session)
-    events.publish(session.tenant_id, session.uri, {"type": "session/chatRemoved", "chat": chat.uri})
+    publish(session.tenant_id, session.uri, {"type": "session/chatRemoved", "chat": chat.uri})

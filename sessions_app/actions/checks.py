@@ -5,7 +5,7 @@ from django.utils import timezone
 from kernel.refusals import Refused
 from sandbox.workspaces import OutsideWorkspace, checked_folder
 
-from .. import events
+from ..events.delivery import notify
 from ..channels import ROOT
 from ..models import iso
 from ..quotas import quota_problem
@@ -54,6 +54,6 @@ def touch(session, *fields):
 
 
 def summary_changed(session, **changes):
-    events.notify(session.tenant_id, "root/sessionSummaryChanged", {
+    notify(session.tenant_id, "root/sessionSummaryChanged", {
         "channel": ROOT, "session": session.uri, "changes": {**changes, "modifiedAt": iso(session.modified)},
     })

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from kernel.refusals import Refused
 
-from .. import events
+from ..events.log import publish
 from ..models import ActiveClient, ClientConnection, ToolCall
 from .checks import client_taken, require
 from .tool_calls import failure, finish_call
@@ -53,8 +53,8 @@ def do_set_active_client(principal, session, client_id, active_client, origin=No
     for name, value in fields.items():
         setattr(row, name, value)
     row.save()
-    events.publish(session.tenant_id, session.uri, {"type": "session/activeClientSet", "activeClient": row.to_wire()},
-                   origin)
+    publish(session.tenant_id, session.uri, {"type": "session/activeClientSet", "activeClient": row.to_wire()},
+            origin)
     return row
 
 
@@ -95,8 +95,8 @@ def do_release_client(active_client_pk, origin=None, only_if_due=False):
                      f"{alternatives[announced]}__{announced}; you may try the call again with it.")
         finish_call(call, failure(call.tool_name, message, text))
     row.delete()
-    events.publish(session.tenant_id, session.uri,
-                   {"type": "session/activeClientRemoved", "clientId": row.client_id}, origin)
+    publish(session.tenant_id, session.uri,
+            {"type": "session/activeClientRemoved", "clientId": row.client_id}, origin)
     return True
 
 

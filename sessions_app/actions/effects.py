@@ -1,7 +1,7 @@
 """Turn effects: changes a tool asks for, carried out only when its turn completes."""
 from django.db import transaction
 
-from .. import events
+from ..events.log import publish
 from ..models import ChatBackend, Session, Turn, TurnEffect
 from .checks import check_working_directory, require, summary_changed, touch
 
@@ -36,8 +36,8 @@ def do_set_session_workspace(effect, directory):
     touch(session, "working_directories")
     for gone in old:
         if gone != directory:
-            events.publish(session.tenant_id, session.uri, {"type": "session/workingDirectoryRemoved", "directory": gone})
-    events.publish(session.tenant_id, session.uri, {"type": "session/workingDirectorySet", "directory": directory})
+            publish(session.tenant_id, session.uri, {"type": "session/workingDirectoryRemoved", "directory": gone})
+    publish(session.tenant_id, session.uri, {"type": "session/workingDirectorySet", "directory": directory})
     summary_changed(session, workingDirectories=[directory])
     TurnEffect.objects.filter(pk=effect.pk).delete()
 
@@ -50,11 +50,11 @@ def do_set_chat_folder(effect, directory):
     session = Session.objects.select_for_update().get(pk=chat.session_id)
     check_working_directory(session.tenant, directory)
     ChatBackend.objects.update_or_create(chat=chat, defaults={"working_directory": directory})
-    events.publish(session.tenant_id, chat.uri, {"type": "chat/workingDirectorySet", "directory": directory})
+    publish(session.tenant_id, chat.uri, {"type": "chat/workingDirectorySet", "directory": directory})
     if directory not in session.working_directories:
         session.working_directories = [*session.working_directories, directory]
         touch(session, "working_directories")
-        events.publish(session.tenant_id, session.uri, {"type": "session/workingDirectorySet", "directory": directory})
+        publish(session.tenant_id, session.uri, {"type": "session/workingDirectorySet", "directory": directory})
         summary_changed(session, workingDirectories=list(session.working_directories))
     TurnEffect.objects.filter(pk=effect.pk).delete()
 

@@ -3,7 +3,7 @@ import uuid
 
 from django.db import transaction
 
-from .. import events
+from ..events.log import publish
 from ..models import Chat, PendingMessage
 from .checks import check_message_text, require
 from .turns import begin_turn, chat_busy
@@ -20,8 +20,8 @@ def do_send_message(principal, chat, text, sender_chat=None, origin_kind="user",
         return begin_turn(chat, uuid.uuid4(), text, principal.person, origin_kind=origin_kind), None
     pending = PendingMessage.objects.create(chat=chat, sender=principal.person, sender_chat=sender_chat, text=text,
                                             origin_kind=origin_kind, delivery=delivery)
-    events.publish(chat.session.tenant_id, chat.uri, {"type": "chat/pendingMessageSet", "kind": pending.wire_kind,
-                                                      **pending.to_wire()})
+    publish(chat.session.tenant_id, chat.uri, {"type": "chat/pendingMessageSet", "kind": pending.wire_kind,
+                                               **pending.to_wire()})
     return None, pending
 
 
@@ -37,7 +37,7 @@ def do_start_queued_turn(chat_id):
         return None
     pending.status = "delivered"
     pending.save(update_fields=["status"])
-    events.publish(chat.session.tenant_id, chat.uri,
-                   {"type": "chat/pendingMessageRemoved", "kind": pending.wire_kind, "id": str(pending.id)})
+    publish(chat.session.tenant_id, chat.uri,
+            {"type": "chat/pendingMessageRemoved", "kind": pending.wire_kind, "id": str(pending.id)})
     return begin_turn(chat, uuid.uuid4(), pending.text, pending.sender, origin_kind=pending.origin_kind,
                       queued_message_id=str(pending.id))

@@ -3,7 +3,8 @@ from django.db import transaction
 
 from kernel.refusals import Refused
 
-from .. import events
+from ..events.delivery import notify
+from ..events.log import publish
 from ..channels import ROOT
 from ..models import Chat, Session, SessionPlacement
 from ..providers import get_provider
@@ -26,8 +27,8 @@ def do_create_session(principal, session_id, provider="echo", working_directorie
         parent=parent, depth=parent.depth + 1 if parent else 0, root_id=parent.root_id if parent else None,
     )
     Chat.objects.create(session=session, is_default=True, creator=principal.person)
-    events.notify(session.tenant_id, "root/sessionAdded", {"channel": ROOT, "summary": session.summary()})
-    events.publish(session.tenant_id, session.uri, {"type": "session/ready"})
+    notify(session.tenant_id, "root/sessionAdded", {"channel": ROOT, "summary": session.summary()})
+    publish(session.tenant_id, session.uri, {"type": "session/ready"})
     return session
 
 
@@ -37,7 +38,7 @@ def do_dispose_session(principal, session):
         raise Refused("Only the session's owner can delete it.")
     uri, tenant_id = session.uri, session.tenant_id
     session.delete()
-    events.notify(tenant_id, "root/sessionRemoved", {"channel": ROOT, "session": uri})
+    notify(tenant_id, "root/sessionRemoved", {"channel": ROOT, "session": uri})
 
 
 @transaction.atomic
@@ -46,7 +47,7 @@ def do_set_title(principal, session, title, origin=None):
     check_title(title)
     session.title = title
     touch(session, "title")
-    events.publish(session.tenant_id, session.uri, {"type": "session/titleChanged", "title": title}, origin)
+    publish(session.tenant_id, session.uri, {"type": "session/titleChanged", "title": title}, origin)
     summary_changed(session, title=title)
 
 
@@ -59,7 +60,7 @@ def do_set_flag(principal, session, flag, value, origin=None):
     field = {"isArchived": "archived", "isRead": "read"}[flag]
     setattr(session, field, value)
     touch(session, field)
-    events.publish(session.tenant_id, session.uri, {"type": f"session/{flag}Changed", flag: value}, origin)
+    publish(session.tenant_id, session.uri, {"type": f"session/{flag}Changed", flag: value}, origin)
     summary_changed(session, status=session.wire_status)
 
 
@@ -69,7 +70,7 @@ def do_set_server_tools(session, tools):
     subscribers. Answers the envelope published."""
     Session.objects.filter(pk=session.pk).update(server_tools=tools)
     session.server_tools = tools
-    return events.publish(session.tenant_id, session.uri, {"type": "session/serverToolsChanged", "tools": tools})
+    return publish(session.tenant_id, session.uri, {"type": "session/serverToolsChanged", "tools": tools})
 
 
 def _subtree(session):

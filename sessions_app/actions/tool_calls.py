@@ -9,7 +9,8 @@ from django.utils import timezone
 
 from kernel.refusals import Refused
 
-from .. import events
+from ..events.delivery import wake
+from ..events.log import publish_many
 from ..models import ActiveClient, ToolCall, Turn
 from ..state import client_execution_request
 from .checks import client_taken, require
@@ -57,7 +58,7 @@ def do_begin_tool_call(turn, tool_name, arguments, display_name="", client_id=""
     items = [_call_action(call, "chat/toolCallStart", **start), _call_action(call, "chat/toolCallReady", **_ready_fields(call))]
     if client_id:
         items.append((session.uri, {"type": "session/inputNeededSet", "request": client_execution_request(call)}, None))
-    events.publish_many(session.tenant_id, items)
+    publish_many(session.tenant_id, items)
     return call
 
 
@@ -74,8 +75,8 @@ def finish_call(call, result, origin=None):
     session = call.turn.chat.session
     if call.contributor_client_id:
         items.append((session.uri, {"type": "session/inputNeededRemoved", "id": str(call.id)}, None))
-    events.publish_many(session.tenant_id, items)
-    events.wake(f"toolcall.{call.id}", result)
+    publish_many(session.tenant_id, items)
+    wake(f"toolcall.{call.id}", result)
 
 
 def locked_open_call(call_id):

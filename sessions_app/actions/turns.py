@@ -4,7 +4,7 @@ from django.utils import timezone
 
 from kernel.refusals import Refused
 
-from .. import events
+from ..events.log import publish
 from ..models import Chat, Session, Turn, iso
 from .checks import check_message_text, require, summary_changed, touch
 
@@ -37,7 +37,7 @@ def begin_turn(chat, turn_id, text, sender, client_id="", origin=None, origin_ki
               "message": {"text": text, "origin": {"kind": origin_kind}}}
     if queued_message_id:
         action["queuedMessageId"] = queued_message_id
-    events.publish(session.tenant_id, chat.uri, action, origin)
+    publish(session.tenant_id, chat.uri, action, origin)
     summary_changed(session, status=session.wire_status)
     return turn
 
@@ -54,7 +54,7 @@ def do_end_turn(turn_id, response_text=None, error=None):
     if response_text is not None:
         part = {"kind": "markdown", "id": f"{turn.id}-reply", "content": response_text}
         turn.response_parts = [*turn.response_parts, part]
-        events.publish(session.tenant_id, chat.uri, {"type": "chat/responsePart", "turnId": str(turn.id), "part": part})
+        publish(session.tenant_id, chat.uri, {"type": "chat/responsePart", "turnId": str(turn.id), "part": part})
     if error is None:
         turn.state = "complete"
         action = {"type": "chat/turnComplete", "turnId": str(turn.id), "duration": duration}
@@ -63,7 +63,7 @@ def do_end_turn(turn_id, response_text=None, error=None):
         action = {"type": "chat/error", "turnId": str(turn.id), "duration": duration,
                   "error": {"errorType": "agentError", "message": error}}
     turn.save(update_fields=["state", "ended", "response_parts"])
-    events.publish(session.tenant_id, chat.uri, action)
+    publish(session.tenant_id, chat.uri, action)
     if not Turn.objects.filter(chat__session=session, state="active").exists():
         session.status = Session.ERROR if error else Session.IDLE
     touch(session, "status")
