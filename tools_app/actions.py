@@ -3,7 +3,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
 from .agent_definitions import validate_definition
-from .models import AgentDefinition
+from .models import AgentDefinition, FullToolOutput
 
 MAY_NOT_CHANGE_AGENT_DEFINITIONS = "You need config:change to change agent definitions."
 
@@ -28,6 +28,12 @@ def do_save_agent_definition(tenant, document, *, acting, definition=None):
     definition.set_document(document)
     definition.save()  # the model checks the document again, with the client-mode interlock
     return definition
+
+
+def do_keep_full_output(call_id, text):
+    """Keep the whole text of a call's output that was cut for the model (ahp_resource reads
+    it). Publishes nothing."""
+    return FullToolOutput.objects.create(call_id=call_id, text=text)
 
 
 def do_change_host_config(principal, changes, replace=False, origin=None):

@@ -109,6 +109,12 @@ def do_open_connection(tenant, client_id, process, person=None):
     return connection
 
 
+def do_set_subscriptions(connection_id, subscriptions):
+    """The channels a connection is subscribed to, kept so a change reaches the live sessions
+    (tools_app.live). Publishes nothing."""
+    ClientConnection.objects.filter(id=connection_id).update(subscriptions=sorted(subscriptions))
+
+
 def do_close_connection(connection_id, disconnect_timeout_ms):
     """A connection closed. When it was its person's client's last, the client's places in
     sessions are kept for `disconnect_timeout_ms` (0: released at once); answers (active client
