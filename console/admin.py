@@ -157,6 +157,10 @@ class ConsoleSessionAdmin(SessionAdmin):
     def get_readonly_fields(self, request, obj=None):
         return [*super().get_readonly_fields(request, obj), "per_session_grants"]
 
+    def has_change_permission(self, request, obj=None):
+        # The page changes the session's grants (through do_*), never the session's own fields.
+        return self._may(request, obj)
+
     def changelist_view(self, request, extra_context=None):
         self._budget_cache = {}
         return super().changelist_view(request, extra_context)

@@ -25,6 +25,9 @@ class ReadOnlyBrowser(TenantScopedAdmin):
     def has_add_permission(self, request):
         return False
 
+    def has_change_permission(self, request, obj=None):
+        return False  # a view page: saving would write the row past its do_* functions
+
     def has_delete_permission(self, request, obj=None):
         return False
 

@@ -1,6 +1,6 @@
 """AHP channel URIs: `ahp-root://`, `ahp-session:/<uuid>`, `ahp-chat:/<uuid>`, and a session's
 annotations channel `ahp-session:/<uuid>/annotations`."""
-import uuid
+from kernel.ids import parse_uuid
 
 from .models import CHAT_URI_PREFIX, SESSION_URI_PREFIX, Chat, Session
 
@@ -17,10 +17,8 @@ def parse(uri):
         return ("annotations", key) if kind == "session" else (None, None)
     for kind, prefix in (("session", SESSION_URI_PREFIX), ("chat", CHAT_URI_PREFIX)):
         if isinstance(uri, str) and uri.startswith(prefix):
-            try:
-                return kind, uuid.UUID(uri[len(prefix):])
-            except ValueError:
-                return None, None
+            key = parse_uuid(uri[len(prefix):])
+            return (kind, key) if key is not None else (None, None)
     return None, None
 
 

@@ -5,7 +5,9 @@ from datetime import timedelta
 from celery import shared_task
 from django.utils import timezone
 
-from . import actions, events
+from .events.log import prune_action_log
+from .actions.clients import do_close_connection, do_release_client
+from .actions.tool_calls import do_expire_tool_call
 from .models import ActiveClient, ClientConnection, ToolCall
 
 # A connection whose process has not refreshed it for this long belongs to a dead process.
@@ -14,12 +16,12 @@ STALE_CONNECTION_SECONDS = 20
 
 @shared_task
 def expire_tool_call(call_id):
-    actions.do_expire_tool_call(call_id)
+    do_expire_tool_call(call_id)
 
 
 @shared_task
 def release_client(active_client_pk):
-    actions.do_release_client(active_client_pk, only_if_due=True)
+    do_release_client(active_client_pk, only_if_due=True)
 
 
 @shared_task
@@ -27,12 +29,12 @@ def sweep_due_work(stale_after_seconds=STALE_CONNECTION_SECONDS):
     """Catch whatever was due and missed: after downtime, or when a process died."""
     now = timezone.now()
     for call_id in ToolCall.objects.filter(completed__isnull=True, deadline__lte=now).values_list("id", flat=True):
-        actions.do_expire_tool_call(call_id)
+        do_expire_tool_call(call_id)
     stale = ClientConnection.objects.filter(seen__lt=now - timedelta(seconds=stale_after_seconds))
     for connection in stale.select_related("tenant__host_config"):
         timeout = getattr(getattr(connection.tenant, "host_config", None), "client_tool_call_disconnect_timeout_ms", 30000)
-        for pk, due in actions.do_close_connection(connection.id, timeout):
+        for pk, due in do_close_connection(connection.id, timeout):
             release_client.apply_async((pk,), eta=due)
     for pk in ActiveClient.objects.filter(release_at__lte=now).values_list("pk", flat=True):
-        actions.do_release_client(pk, only_if_due=True)
-    events.prune_action_log()
+        do_release_client(pk, only_if_due=True)
+    prune_action_log()

@@ -3,7 +3,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
 from .agent_definitions import validate_definition
-from .models import AgentDefinition
+from .models import AgentDefinition, FullToolOutput
 
 MAY_NOT_CHANGE_AGENT_DEFINITIONS = "You need config:change to change agent definitions."
 
@@ -30,12 +30,19 @@ def do_save_agent_definition(tenant, document, *, acting, definition=None):
     return definition
 
 
+def do_keep_full_output(call_id, text):
+    """Keep the whole text of a call's output that was cut for the model (ahp_resource reads
+    it). Publishes nothing."""
+    return FullToolOutput.objects.create(call_id=call_id, text=text)
+
+
 def do_change_host_config(principal, changes, replace=False, origin=None):
     """Set HostConfig keys of the principal's tenant (wire names; `replace` resets the rest),
     tell root subscribers, and apply it live: every running session whose offered tools
     changed gets `session/serverToolsChanged`."""
+    from kernel.refusals import Refused
     from sessions_app import events
-    from sessions_app.actions import Refused, require
+    from sessions_app.actions import require
     from sessions_app.channels import ROOT
 
     from .host_config import ConfigInvalid, checked_changes, stored_mcp_servers, wire_values

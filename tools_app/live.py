@@ -2,9 +2,7 @@
 changes, its subscribers get `session/serverToolsChanged` with the whole new list."""
 import logging
 
-from django.db import transaction
-
-from sessions_app import events
+from sessions_app.actions import do_set_server_tools
 from sessions_app.models import ClientConnection, Session
 
 from .catalog import assemble_catalog
@@ -27,10 +25,7 @@ def refresh_server_tools(sessions):
         tools = server_tools_for(session, config)
         if tools == session.server_tools:
             continue
-        with transaction.atomic():
-            Session.objects.filter(pk=session.pk).update(server_tools=tools)
-            session.server_tools = tools
-            events.publish(session.tenant_id, session.uri, {"type": "session/serverToolsChanged", "tools": tools})
+        do_set_server_tools(session, tools)
         changed += 1
     return changed
 

@@ -24,7 +24,8 @@ from sessions_app.providers import get_provider
 
 from .catalog import ToolRefusal, bound_output, input_problem
 from .loader import catalog_for_chat
-from .models import FullToolOutput, HostConfig
+from .actions import do_keep_full_output
+from .models import HostConfig
 
 logger = logging.getLogger(__name__)
 
@@ -164,7 +165,7 @@ def complete_host_call(call_id, result):
     offered, full_text = bound_result(result, call_id)
     with transaction.atomic():
         if actions.do_complete_tool_call(call_id, offered) and full_text is not None:
-            FullToolOutput.objects.create(call_id=call_id, text=full_text)
+            do_keep_full_output(call_id, full_text)
     return offered
 
 

@@ -11,7 +11,6 @@ import base64
 import json
 import itertools
 import logging
-import uuid
 from datetime import datetime
 from urllib.parse import parse_qs
 
@@ -26,20 +25,21 @@ from grants.authentication import token_from_headers
 from grants.models import ApiToken, Principal
 from mcp_app.server_tools import learn_client_plugins
 from sessions_app import actions, events, quotas, state
+from kernel.ids import parse_uuid
 from kernel.refusals import Refused
 from sessions_app.channels import ROOT, annotations_session_at, chat_at, parse, session_at
+from sessions_app.events import presence as process  # this process's sockets
+from sessions_app.events.presence import ensure_started
 from sessions_app.models import ActionLog, Session
 from tools_app import actions as tool_actions
 from tools_app.host_config import wire_values
 from tools_app.live import refresh_server_tools
-from tools_app.models import FullToolOutput, HostConfig
+from tools_app.models import HostConfig
 from tools_app.runtime import bound_result, run_turn
 from workbench import actions as workbench_actions
 from workbench.resources import annotations_state, client_group
 
 from . import errors, frames, throttle
-from . import process
-from .process import ensure_started
 
 logger = logging.getLogger(__name__)
 
@@ -91,10 +91,10 @@ def decode_cursor(cursor):
 
 def uuid_in(action, field):
     """The action's `field` as a UUID string; ids the host keys rows by are refused otherwise."""
-    try:
-        return str(uuid.UUID(str(action.get(field))))
-    except ValueError:
-        raise Refused(f"{action.get('type')} needs a {field} that is a UUID.", "invalid") from None
+    key = parse_uuid(action.get(field))
+    if key is None:
+        raise Refused(f"{action.get('type')} needs a {field} that is a UUID.", "invalid")
+    return str(key)
 
 
 class AhpConsumer(AsyncWebsocketConsumer):
@@ -365,9 +365,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
             await database_sync_to_async(self.save_subscriptions)()
 
     def save_subscriptions(self):
-        from sessions_app.models import ClientConnection
-
-        ClientConnection.objects.filter(id=self.connection_id).update(subscriptions=sorted(self.subscriptions))
+        actions.do_set_subscriptions(self.connection_id, self.subscriptions)
 
     async def subscribe_to(self, uri):
         # Join first, so nothing published between the snapshot and the join is missed.
@@ -600,13 +598,9 @@ class AhpConsumer(AsyncWebsocketConsumer):
             raise Refused("chat/turnStarted needs message.text.", "invalid")
         if (message.get("origin") or {}).get("kind", "user") != "user":
             raise Refused("Clients may send only user messages.", "invalid")
-        turn_id = action.get("turnId")
-        try:
-            import uuid
-
-            turn_id = uuid.UUID(str(turn_id))
-        except ValueError:
-            raise Refused("chat/turnStarted needs a turnId that is a UUID.", "invalid") from None
+        turn_id = parse_uuid(action.get("turnId"))
+        if turn_id is None:
+            raise Refused("chat/turnStarted needs a turnId that is a UUID.", "invalid")
         return actions.do_start_turn(self.principal, chat, turn_id, message["text"], self.client_id, origin)
 
     def act_tool_call_complete(self, channel, action, origin):
@@ -620,7 +614,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
         actions.do_client_complete_tool_call(self.principal, self.client_id, chat, uuid_in(action, "turnId"),
                                              call_id, result, origin)
         if full_text is not None:  # kept for ahp_resource, as a host tool's whole output is
-            FullToolOutput.objects.create(call_id=call_id, text=full_text)
+            tool_actions.do_keep_full_output(call_id, full_text)
 
     def act_tool_call_confirmed(self, channel, action, origin):
         chat = self.target_chat(channel)

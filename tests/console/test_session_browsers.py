@@ -32,6 +32,16 @@ def test_the_browsers_are_read_only(acme, acme_work, tenant_admin):
     assert page == 200
 
 
+def test_a_browser_page_saves_nothing(acme, acme_work, tenant_admin):
+    chat = acme_work.session().chats.get()
+    url = f"/admin/sessions_app/chat/{chat.pk}/change/"
+    page = tenant_admin.get(url)
+    assert page.status_code == 200 and 'name="_save"' not in page.content.decode()
+    assert tenant_admin.post(url, {"title": "renamed behind do_rename_chat"}).status_code == 403
+    chat.refresh_from_db()
+    assert chat.title == ""
+
+
 def test_chats_show_their_origin(acme, acme_work, tenant_admin):
     session = acme_work.session()
     default = session.chats.get()

@@ -45,7 +45,7 @@ def test_a_silent_socket_is_closed_at_once(acme, host, ending):
 
 
 def test_a_token_revoked_without_news_still_closes_within_a_heartbeat(acme, host):
-    from ahp.protocol.process import HEARTBEAT_SECONDS
+    from sessions_app.events.presence import HEARTBEAT_SECONDS
 
     with AhpClient(host.port, acme.tokens["member"], "silent") as silent:
         ApiToken.objects.filter(name="acme-member").update(revoked=timezone.now())  # as another process would

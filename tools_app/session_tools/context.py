@@ -2,6 +2,7 @@
 read of one long reply."""
 import json
 
+from kernel.ids import parse_uuid
 from kernel.refusals import Refused
 from sessions_app.actions import require
 from sessions_app.models import PendingMessage, ToolCall, Turn
@@ -48,7 +49,7 @@ def turn_entry(turn, detail, calls):
 
 
 def page(chat, arguments):
-    turn = Turn.objects.filter(chat=chat, pk=_uuid_or_none(arguments["responseTurnId"])).first()
+    turn = Turn.objects.filter(chat=chat, pk=parse_uuid(arguments["responseTurnId"])).first()
     if turn is None:
         raise Refused(f"No turn {arguments['responseTurnId']} in that chat.", "not_found")
     reply = reply_text(turn)
@@ -59,15 +60,6 @@ def page(chat, arguments):
     if end < len(reply):
         answer["nextResponseOffset"] = end
     return answer
-
-
-def _uuid_or_none(text):
-    import uuid
-
-    try:
-        return uuid.UUID(str(text))
-    except ValueError:
-        return None
 
 
 def get_session_context(context, arguments):

@@ -1,8 +1,8 @@
 """Naming sessions and chats to and from the model: `openLink`s
 (`agent-host-session://<provider>/<session id>[?chat=<chat id>]`) and the URIs tools accept."""
-import uuid
 from urllib.parse import parse_qs, urlparse
 
+from kernel.ids import parse_uuid
 from kernel.refusals import Refused
 from sessions_app.actions import require
 from sessions_app.models import CHAT_URI_PREFIX, SESSION_URI_PREFIX, Chat, Session
@@ -15,26 +15,19 @@ def open_link(session, chat=None):
     return f"{link}?chat={chat.id}" if chat is not None and not chat.is_default else link
 
 
-def _uuid(text):
-    try:
-        return uuid.UUID(str(text))
-    except ValueError:
-        return None
-
-
 def parse_reference(text):
     """(session id, chat id) named by a session URI, chat URI or open link; either may be None."""
     if not isinstance(text, str):
         return None, None
     if text.startswith(SESSION_URI_PREFIX):
-        return _uuid(text[len(SESSION_URI_PREFIX):]), None
+        return parse_uuid(text[len(SESSION_URI_PREFIX):]), None
     if text.startswith(CHAT_URI_PREFIX):
-        return None, _uuid(text[len(CHAT_URI_PREFIX):])
+        return None, parse_uuid(text[len(CHAT_URI_PREFIX):])
     if text.startswith(f"{LINK_SCHEME}://"):
         parsed = urlparse(text)
         chat = parse_qs(parsed.query).get("chat", [None])[0]
-        return _uuid(parsed.path.strip("/")), _uuid(chat) if chat else None
-    return _uuid(text), None
+        return parse_uuid(parsed.path.strip("/")), parse_uuid(chat) if chat else None
+    return parse_uuid(text), None
 
 
 def not_found(text):

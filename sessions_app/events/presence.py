@@ -13,8 +13,9 @@ from django.utils import timezone
 
 from grants.models import ApiToken
 
-from sessions_app.events import PROCESS, group_for
-from sessions_app.models import ActionLog, ClientConnection
+from ..models import ActionLog, ClientConnection
+from .delivery import group_for
+from .log import PROCESS
 
 logger = logging.getLogger(__name__)
 

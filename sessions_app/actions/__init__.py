@@ -1,0 +1,37 @@
+"""Every change to sessions, chats, turns, tool calls and clients: one `do_*` function each, in
+the module of its noun, which checks the grant, writes in one transaction and publishes the AHP
+action(s) clients see. Callers outside sessions_app use the names here."""
+from .chats import do_archive_chat, do_create_chat, do_dispose_chat, do_rename_chat
+from .checks import MAX_MESSAGE_CHARS, check_message_text, check_working_directory, require
+from .clients import (
+    do_close_connection, do_open_connection, do_release_client, do_remove_active_client, do_set_active_client,
+    do_set_subscriptions,
+)
+from .effects import (
+    do_add_turn_effect, do_set_chat_folder, do_set_session_workspace, drop_turn_effect, pending_turn_effects,
+)
+from .orchestration import (
+    MAX_SPAWN_DEPTH, ORCHESTRATION_LIMITS, ORCHESTRATION_WINDOW, Orchestration, do_tool_create_chat,
+    do_tool_create_session, do_tool_send_message,
+)
+from .pending import do_send_message, do_start_queued_turn
+from .sessions import (
+    do_create_session, do_dispose_session, do_move_session, do_set_flag, do_set_server_tools, do_set_title,
+)
+from .tool_calls import (
+    do_begin_tool_call, do_client_complete_tool_call, do_complete_tool_call, do_expire_tool_call,
+    do_refuse_tool_call, failure,
+)
+from .turns import do_end_turn, do_start_turn
+
+__all__ = [
+    "MAX_MESSAGE_CHARS", "MAX_SPAWN_DEPTH", "ORCHESTRATION_LIMITS", "ORCHESTRATION_WINDOW", "Orchestration",
+    "check_message_text", "check_working_directory", "do_add_turn_effect", "do_archive_chat", "do_begin_tool_call",
+    "do_client_complete_tool_call", "do_close_connection", "do_complete_tool_call", "do_create_chat",
+    "do_create_session", "do_dispose_chat", "do_dispose_session", "do_end_turn", "do_expire_tool_call",
+    "do_move_session", "do_open_connection", "do_refuse_tool_call", "do_release_client", "do_remove_active_client",
+    "do_rename_chat", "do_send_message", "do_set_active_client", "do_set_chat_folder", "do_set_flag",
+    "do_set_server_tools", "do_set_session_workspace", "do_set_subscriptions", "do_set_title",
+    "do_start_queued_turn", "do_start_turn", "do_tool_create_chat", "do_tool_create_session",
+    "do_tool_send_message", "drop_turn_effect", "failure", "pending_turn_effects", "require",
+]

@@ -1,0 +1,69 @@
+"""Chats of a session: created, renamed, archived, disposed."""
+from django.db import transaction
+from django.utils import timezone
+
+from kernel.refusals import Refused
+
+from ..events.log import publish
+from ..models import Chat
+from ..state import chat_summary
+from .checks import MAX_TITLE_CHARS, check_quota, check_title, require, touch
+from .sessions import do_set_title
+
+
+@transaction.atomic
+def do_create_chat(principal, session, chat_id, title="", origin=None):
+    require(principal, "chat:create", session)
+    if Chat.objects.filter(id=chat_id).exists():
+        raise Refused(f"Chat ahp-chat:/{chat_id} already exists.", "exists")
+    check_quota(principal, "chat")
+    origin = origin or {}
+    chat = Chat.objects.create(
+        id=chat_id, session=session, creator=principal.person, title=title[:MAX_TITLE_CHARS],
+        origin_kind=origin.get("kind", "user"),
+        origin_chat_id=origin.get("chat_id"), origin_turn_id=origin.get("turn_id", ""),
+        origin_tool_call_id=origin.get("tool_call_id", ""),
+    )
+    touch(session)
+    publish(session.tenant_id, session.uri, {"type": "session/chatAdded", "summary": chat_summary(chat)})
+    return chat
+
+
+@transaction.atomic
+def do_dispose_chat(principal, chat):
+    require(principal, "chat:dispose", chat.session)
+    if chat.is_default:
+        raise Refused("A session's default chat goes only with its session; dispose the session.", "conflict")
+    session = chat.session
+    uri = chat.uri
+    chat.delete()
+    touch(session)
+    publish(session.tenant_id, session.uri, {"type": "session/chatRemoved", "chat": uri})
+
+
+@transaction.atomic
+def do_rename_chat(principal, chat, title):
+    """A chat's title; the default chat's is also its session's."""
+    require(principal, "session:rename", chat.session)
+    if chat.is_default:
+        do_set_title(principal, chat.session, title)
+    else:
+        check_title(title)
+    Chat.objects.filter(pk=chat.pk).update(title=title, modified=timezone.now())
+    chat.title = title
+    session = chat.session
+    publish(session.tenant_id, session.uri,
+            {"type": "session/chatUpdated", "chat": chat.uri, "changes": {"title": title}})
+
+
+@transaction.atomic
+def do_archive_chat(principal, chat):
+    """A nested chat leaves its session's list (its session's main chat goes with the session:
+    archive the session)."""
+    require(principal, "chat:mark", chat.session)
+    if chat.is_default:
+        raise Refused("A session's main chat is archived with its session; archive the session.", "conflict")
+    Chat.objects.filter(pk=chat.pk).update(archived=True, modified=timezone.now())
+    session = chat.session
+    touch(session)
+    publish(session.tenant_id, session.uri, {"type": "session/chatRemoved", "chat": chat.uri})

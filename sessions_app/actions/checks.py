@@ -1,0 +1,59 @@
+"""What the writers of every noun check and share: grants, quotas, message and title bounds,
+working directories, and touching a session so its summary follows."""
+from django.utils import timezone
+
+from kernel.refusals import Refused
+from sandbox.workspaces import OutsideWorkspace, checked_folder
+
+from ..events.delivery import notify
+from ..channels import ROOT
+from ..models import iso
+from ..quotas import quota_problem
+
+MAX_TITLE_CHARS = 200
+MAX_MESSAGE_CHARS = 128 * 1024  # a prompt or message a turn starts with, whoever sends it
+
+
+def client_taken(client_id):
+    return f"Client id {client_id} belongs to another person in this session."
+
+
+def check_message_text(text):
+    """Every door that starts a turn (turnStarted, createChat, send_message, wakeups) refuses so."""
+    if not isinstance(text, str) or len(text) > MAX_MESSAGE_CHARS:
+        raise Refused(f"A message is a string of at most {MAX_MESSAGE_CHARS} characters.", "invalid")
+
+
+def check_title(title):
+    if not isinstance(title, str) or len(title) > MAX_TITLE_CHARS:
+        raise Refused(f"A title is a string of at most {MAX_TITLE_CHARS} characters.", "invalid")
+
+
+def check_working_directory(tenant, directory):
+    """The real path of `directory`, refused unless it lies in the tenant's workspace root."""
+    try:
+        return checked_folder(tenant, directory)
+    except OutsideWorkspace as outside:
+        raise Refused(outside.sentence, "invalid") from None
+
+
+def require(principal, grant, session=None):
+    if not principal.may(grant, session):
+        raise Refused(f"{principal.name} may not {grant} here")
+
+
+def check_quota(principal, kind):
+    problem = quota_problem(principal, kind)
+    if problem:
+        raise Refused(problem, "conflict")
+
+
+def touch(session, *fields):
+    session.modified = timezone.now()
+    session.save(update_fields=["modified", *fields])
+
+
+def summary_changed(session, **changes):
+    notify(session.tenant_id, "root/sessionSummaryChanged", {
+        "channel": ROOT, "session": session.uri, "changes": {**changes, "modifiedAt": iso(session.modified)},
+    })

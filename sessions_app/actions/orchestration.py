@@ -1,0 +1,119 @@
+"""Orchestration: what session tools may create and send, counted per session tree in a
+sliding window (the charges), and the session tools' writes that spend that budget."""
+import math
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from kernel.refusals import Refused
+
+from ..models import Chat, ChatBackend, OrchestrationCharge, Session
+from .chats import do_create_chat
+from .pending import do_send_message
+from .sessions import do_create_session, do_set_title
+
+MAX_SPAWN_DEPTH = 3
+ORCHESTRATION_WINDOW = timedelta(minutes=60)
+ORCHESTRATION_LIMITS = {"session": 50, "chat": 50, "message": 100}
+LIMIT_VERBS = {"session": "create more sessions", "chat": "create more chats", "message": "send more messages"}
+
+
+@dataclass(frozen=True)
+class Orchestration:
+    """Where a session tool's call is charged: its calling session (None for a sessionless
+    call, which spends no budget) and the tenant's switches."""
+
+    session: Session | None = None
+    enabled: bool = True
+    scope: str = "tree"  # tree | session
+
+    @property
+    def counted(self):
+        return self.enabled and self.session is not None
+
+    @property
+    def tree_id(self):
+        return self.session.root_id or self.session.id
+
+
+def _check_depth(orchestration):
+    if orchestration.counted and orchestration.session.depth >= MAX_SPAWN_DEPTH:
+        raise Refused(
+            f"Refusing to create a session: recursion limit reached (max spawn depth {MAX_SPAWN_DEPTH}). "
+            f"This session was itself created {orchestration.session.depth} level(s) deep.", "conflict")
+
+
+def _check_budget(orchestration, kind):
+    """Refuse when the window is full. Locks the row the count belongs to (the tree's root, or
+    the session) until the caller's transaction ends, so concurrent callers count one by one."""
+    if not orchestration.counted:
+        return
+    per_session = orchestration.scope == "session"
+    anchor = orchestration.session.id if per_session else orchestration.tree_id
+    locked = Session.objects.select_for_update().filter(pk=anchor).values_list("pk", flat=True).first()
+    if locked is None:  # the root is gone: serialise on the calling session instead
+        Session.objects.select_for_update().filter(pk=orchestration.session.id).values_list("pk", flat=True).first()
+    since = timezone.now() - ORCHESTRATION_WINDOW
+    charges = OrchestrationCharge.objects.filter(kind=kind, created__gt=since,
+                                                 **({"session": anchor} if per_session else {"tree": anchor}))
+    used = charges.count()
+    limit = ORCHESTRATION_LIMITS[kind]
+    if used < limit:
+        return
+    oldest = charges.order_by("created").values_list("created", flat=True).first()
+    retry = max(1, math.ceil((oldest + ORCHESTRATION_WINDOW - timezone.now()).total_seconds()))
+    what = "session" if per_session else "session tree"
+    raise Refused(
+        f"Refusing to {LIMIT_VERBS[kind]}: this {what} already used {used} of {limit} allowed in the last 60 minutes. "
+        f"The limit applies to each {what} separately and frees up as older actions leave that window. "
+        f"Retry after {retry} seconds, or turn off agent orchestration limits in settings.", "conflict")
+
+
+def _charge(orchestration, kind):
+    if orchestration.counted:
+        OrchestrationCharge.objects.create(tenant_id=orchestration.session.tenant_id, tree=orchestration.tree_id,
+                                           session=orchestration.session.id, kind=kind)
+
+
+@transaction.atomic
+def do_tool_create_session(principal, orchestration, provider, title, prompt, working_directories=(), config=None):
+    """create_session (independent): a session below the caller's, titled, its first turn the
+    prompt. Charged once it exists. Answers (session, its default chat, turn or pending)."""
+    _check_depth(orchestration)
+    _check_budget(orchestration, "session")
+    session = do_create_session(principal, uuid.uuid4(), provider, working_directories, config,
+                                parent=orchestration.session)
+    do_set_title(principal, session, title)
+    chat = session.chats.get(is_default=True)
+    Chat.objects.filter(pk=chat.pk).update(title=title)
+    turn, pending = do_send_message(principal, chat, prompt)
+    _charge(orchestration, "session")
+    return session, chat, turn or pending
+
+
+@transaction.atomic
+def do_tool_create_chat(principal, orchestration, session, title, prompt=None, provider=""):
+    """create_chat, or create_session with currentSession: a chat in `session`, on `provider`
+    when that is not the session's own, its first turn the prompt. Charged once it exists."""
+    _check_budget(orchestration, "chat")
+    chat = do_create_chat(principal, session, uuid.uuid4(), title)
+    if provider and provider != session.provider:
+        ChatBackend.objects.create(chat=chat, provider=provider)
+    started = None
+    if prompt:
+        turn, pending = do_send_message(principal, chat, prompt)
+        started = turn or pending
+    _charge(orchestration, "chat")
+    return chat, started
+
+
+@transaction.atomic
+def do_tool_send_message(principal, orchestration, chat, text, sender_chat=None):
+    """send_message: one message, charged once however it is delivered."""
+    _check_budget(orchestration, "message")
+    sent = do_send_message(principal, chat, text, sender_chat=sender_chat)
+    _charge(orchestration, "message")
+    return sent

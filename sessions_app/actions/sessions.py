@@ -1,0 +1,130 @@
+"""Sessions: created, disposed, renamed, marked, moved in their tree, and the tools they offer."""
+from django.db import transaction
+
+from kernel.refusals import Refused
+
+from ..events.delivery import notify
+from ..events.log import publish
+from ..channels import ROOT
+from ..models import Chat, Session, SessionPlacement
+from ..providers import get_provider
+from .checks import check_quota, check_title, check_working_directory, require, summary_changed, touch
+
+
+@transaction.atomic
+def do_create_session(principal, session_id, provider="echo", working_directories=(), config=None, parent=None):
+    require(principal, "session:create")
+    if get_provider(provider) is None:
+        raise Refused(f"No agent for provider {provider}.", "no_agent")
+    if Session.objects.filter(id=session_id).exists():
+        raise Refused(f"Session ahp-session:/{session_id} already exists.", "exists")
+    check_quota(principal, "session")
+    for directory in working_directories:
+        check_working_directory(principal.tenant, directory)
+    session = Session.objects.create(
+        id=session_id, tenant=principal.tenant, provider=provider, owner=principal.person,
+        working_directories=list(working_directories), config=config or {},
+        parent=parent, depth=parent.depth + 1 if parent else 0, root_id=parent.root_id if parent else None,
+    )
+    Chat.objects.create(session=session, is_default=True, creator=principal.person)
+    notify(session.tenant_id, "root/sessionAdded", {"channel": ROOT, "summary": session.summary()})
+    publish(session.tenant_id, session.uri, {"type": "session/ready"})
+    return session
+
+
+@transaction.atomic
+def do_dispose_session(principal, session):
+    if not principal.may("session:*", session) and not (principal.person and session.owner_id == principal.person.pk):
+        raise Refused("Only the session's owner can delete it.")
+    uri, tenant_id = session.uri, session.tenant_id
+    session.delete()
+    notify(tenant_id, "root/sessionRemoved", {"channel": ROOT, "session": uri})
+
+
+@transaction.atomic
+def do_set_title(principal, session, title, origin=None):
+    require(principal, "session:rename", session)
+    check_title(title)
+    session.title = title
+    touch(session, "title")
+    publish(session.tenant_id, session.uri, {"type": "session/titleChanged", "title": title}, origin)
+    summary_changed(session, title=title)
+
+
+@transaction.atomic
+def do_set_flag(principal, session, flag, value, origin=None):
+    """session/isArchivedChanged and session/isReadChanged."""
+    require(principal, "session:mark", session)
+    if not isinstance(value, bool):
+        raise Refused(f"{flag} must be true or false.", "invalid")
+    field = {"isArchived": "archived", "isRead": "read"}[flag]
+    setattr(session, field, value)
+    touch(session, field)
+    publish(session.tenant_id, session.uri, {"type": f"session/{flag}Changed", flag: value}, origin)
+    summary_changed(session, status=session.wire_status)
+
+
+@transaction.atomic
+def do_set_server_tools(session, tools):
+    """What the session offers its agent changed: store the whole new list and tell its
+    subscribers. Answers the envelope published."""
+    Session.objects.filter(pk=session.pk).update(server_tools=tools)
+    session.server_tools = tools
+    return publish(session.tenant_id, session.uri, {"type": "session/serverToolsChanged", "tools": tools})
+
+
+def _subtree(session):
+    """`session` and every session nested below it."""
+    found, frontier = [session], [session.pk]
+    while frontier:
+        children = list(Session.objects.filter(parent_id__in=frontier))
+        found.extend(children)
+        frontier = [c.pk for c in children]
+    return found
+
+
+def _siblings(tenant, parent_id, excluding):
+    rows = (Session.objects.for_tenant(tenant).filter(parent_id=parent_id).exclude(pk=excluding.pk)
+            .select_related("placement"))
+    return sorted(rows, key=lambda s: (getattr(s, "placement", None) and s.placement.position or 0, s.created))
+
+
+@transaction.atomic
+def do_move_session(principal, session, into=None, after=None, independent=False, moves_enabled=True):
+    """Reorder a nested session among its siblings, nest it into another session (after one of
+    that session's nested sessions, or last), or make it independent."""
+    if not moves_enabled:
+        raise Refused("Moving chats and sessions is turned off (chatMoves.enabled is false).", "conflict")
+    require(principal, "session:write", session)
+    if into is not None:
+        require(principal, "session:write", into)
+    if independent and (into is not None or after is not None):
+        raise Refused("A session made independent has no place to go into or after.", "invalid")
+    if not independent and into is None and after is None:
+        raise Refused("Say where the session goes: into, after, or independent.", "invalid")
+    if not independent and into is None and session.parent_id is None:
+        raise Refused("Only a nested session can be reordered; name a session to move it into.", "conflict")
+    subtree = _subtree(session)
+    if into is not None and into.pk in {s.pk for s in subtree}:
+        raise Refused("A session cannot move into itself or a session nested in it.", "conflict")
+    parent = None if independent else (into if into is not None else session.parent)
+    if after is not None and (after.pk == session.pk or after.parent_id != (parent.pk if parent else None)):
+        raise Refused(f"{after.uri} is not nested in the session this one moves into.", "conflict")
+    # Re-root the moved subtree: depth and root follow the new parent.
+    shift = (parent.depth + 1 if parent else 0) - session.depth
+    root_id = (parent.root_id or parent.pk) if parent else session.pk
+    for row in subtree:
+        Session.objects.filter(pk=row.pk).update(depth=row.depth + shift, root_id=root_id)
+    Session.objects.filter(pk=session.pk).update(parent=parent)
+    session.refresh_from_db()
+    if parent is not None:
+        order = _siblings(session.tenant, parent.pk, session)
+        index = next((i + 1 for i, s in enumerate(order) if after and s.pk == after.pk), len(order))
+        order.insert(index, session)
+        for position, row in enumerate(order):
+            SessionPlacement.objects.update_or_create(session=row, defaults={"position": position})
+    else:
+        SessionPlacement.objects.filter(session=session).delete()
+    touch(session)
+    summary_changed(session)
+    return session

@@ -1,0 +1,157 @@
+"""Tool calls of a turn: begun, completed by the host or a client, refused, expired at their
+deadline."""
+import json
+import uuid
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from kernel.refusals import Refused
+
+from ..events.delivery import wake
+from ..events.log import publish_many
+from ..models import ActiveClient, ToolCall, Turn
+from ..state import client_execution_request
+from .checks import client_taken, require
+
+
+def failure(tool_name, message, text=None):
+    return {"success": False, "pastTenseMessage": f"{tool_name} failed", "error": {"message": message},
+            "content": [{"type": "text", "text": text or message}]}
+
+
+def _call_action(call, action_type, origin=None, **fields):
+    """A chat tool call action as a publish_many item."""
+    action = {"type": action_type, "turnId": str(call.turn_id), "toolCallId": str(call.id), **fields}
+    return (call.turn.chat.uri, action, origin)
+
+
+def _ready_fields(call):
+    fields = {"invocationMessage": call.invocation_message(), "toolInput": json.dumps(call.input),
+              "confirmed": "not-needed"}
+    if call.contributor:
+        fields["contributor"] = call.contributor
+    return fields
+
+
+@transaction.atomic
+def do_begin_tool_call(turn, tool_name, arguments, display_name="", client_id="", timeout_ms=0, source="",
+                       call_id=None):
+    """The agent calls a tool: the call shows in the chat, running; a client's call is also
+    listed in the session's inputNeeded until it completes, or fails at its deadline."""
+    turn = Turn.objects.select_related("chat__session").get(pk=turn.pk)
+    now = timezone.now()
+    deadline = now + timedelta(milliseconds=timeout_ms) if client_id and timeout_ms else None
+    call = ToolCall.objects.create(id=call_id or uuid.uuid4(), turn=turn, tool_name=tool_name, display_name=display_name or tool_name,
+                                   input=arguments, contributor_client_id=client_id, deadline=deadline,
+                                   timeout_ms=timeout_ms if deadline else 0, created=now,
+                                   source=source or ("client" if client_id else ""))
+    turn.response_parts = [*turn.response_parts, {"kind": "toolCall", "toolCallId": str(call.id)}]
+    turn.save(update_fields=["response_parts"])
+    start = {"toolName": tool_name, "displayName": call.display_name}
+    if call.contributor:
+        start["contributor"] = call.contributor
+    call.status = "running"
+    call.save(update_fields=["status"])
+    session = turn.chat.session
+    items = [_call_action(call, "chat/toolCallStart", **start), _call_action(call, "chat/toolCallReady", **_ready_fields(call))]
+    if client_id:
+        items.append((session.uri, {"type": "session/inputNeededSet", "request": client_execution_request(call)}, None))
+    publish_many(session.tenant_id, items)
+    return call
+
+
+def finish_call(call, result, origin=None):
+    """Complete a locked, open call (readying it first if it was still streaming)."""
+    items = []
+    if call.status == "streaming":
+        items.append(_call_action(call, "chat/toolCallReady", **_ready_fields(call)))
+    call.status = "completed"
+    call.result = result
+    call.completed = timezone.now()
+    call.save(update_fields=["status", "result", "completed"])
+    items.append(_call_action(call, "chat/toolCallComplete", origin, result=result))
+    session = call.turn.chat.session
+    if call.contributor_client_id:
+        items.append((session.uri, {"type": "session/inputNeededRemoved", "id": str(call.id)}, None))
+    publish_many(session.tenant_id, items)
+    wake(f"toolcall.{call.id}", result)
+
+
+def locked_open_call(call_id):
+    return (ToolCall.objects.select_for_update().select_related("turn__chat__session")
+            .filter(id=call_id, completed__isnull=True).first())
+
+
+@transaction.atomic
+def do_complete_tool_call(call_id, result):
+    """The host completes a call it ran. Answers False when the call was already complete."""
+    call = locked_open_call(call_id)
+    if call is None:
+        return False
+    finish_call(call, result)
+    return True
+
+
+@transaction.atomic
+def do_refuse_tool_call(turn, tool_name, arguments, sentence):
+    """A call the snapshot refused: shown complete and failed, naming no client, so the client
+    is never asked and the chat shows exactly what the model saw."""
+    call = do_begin_tool_call(turn, tool_name, arguments)
+    result = failure(tool_name, sentence)
+    finish_call(locked_open_call(call.id), result)
+    return result
+
+
+def _check_result(result):
+    if not isinstance(result, dict) or not isinstance(result.get("success"), bool):
+        raise Refused("result.success must be true or false.", "invalid")
+    message = result.get("pastTenseMessage")
+    if not isinstance(message, (str, dict)):
+        raise Refused("result.pastTenseMessage must be a string or {markdown}.", "invalid")
+    content = result.get("content", [])
+    if not isinstance(content, list) or not all(
+            isinstance(c, dict) and (c.get("type") != "text" or isinstance(c.get("text"), str)) for c in content):
+        raise Refused("result.content must be an array of content items; a text item's text is a string.", "invalid")
+
+
+def do_client_complete_tool_call(principal, client_id, chat, turn_id, tool_call_id, result, origin=None):
+    with transaction.atomic():
+        require(principal, "chat:tool", chat.session)
+        _check_result(result)
+        call = (ToolCall.objects.select_for_update().select_related("turn__chat__session")
+                .filter(id=tool_call_id, turn_id=turn_id, turn__chat=chat).first())
+        if call is None:
+            raise Refused(f"No tool call {tool_call_id} in turn {turn_id} of this chat.", "not_found")
+        if call.contributor_client_id != client_id:
+            raise Refused(f"Tool call {tool_call_id} belongs to {call.contributor_client_id or 'the host'}, "
+                          f"not {client_id}.")
+        if call.completed is not None:
+            raise Refused(f"Tool call {tool_call_id} is already complete.", "conflict")
+        # Only the connection of the person who announced the client in this session answers for it.
+        if not ActiveClient.objects.filter(session=chat.session, client_id=client_id,
+                                           owner_id=principal.person_id).exists():
+            raise Refused(client_taken(client_id))
+        if call.deadline is None or call.deadline > timezone.now():
+            finish_call(call, result, origin)
+            return
+        # Past its deadline the call has failed, whether or not a waiter or the sweep got to it
+        # yet: the timeout is its result (committed here), and this late one is refused.
+        finish_call(call, _timeout_failure(call))
+    raise Refused(f"Tool call {tool_call_id} timed out before this result came.", "conflict")
+
+
+def _timeout_failure(call):
+    message = f"{call.tool_name} got no answer from {call.contributor_client_id} in {call.timeout_ms / 1000:g} s"
+    return failure(call.tool_name, message)
+
+
+@transaction.atomic
+def do_expire_tool_call(call_id):
+    """At its deadline a client's call fails. Idempotent: fires once, and never before."""
+    call = locked_open_call(call_id)
+    if call is None or call.deadline is None or call.deadline > timezone.now():
+        return False
+    finish_call(call, _timeout_failure(call))
+    return True

@@ -1,0 +1,61 @@
+"""Delivery through the channel layer, after the transaction that caused it commits: logged
+actions, ephemeral notifications and wake-ups of waiters."""
+import logging
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+logger = logging.getLogger(__name__)
+
+
+def group_for(channel, tenant_id):
+    """Channel layer group of an AHP channel. Root is per tenant: tenants never share a group."""
+    if channel == "ahp-root://":
+        return f"root.{tenant_id}"
+    kind, _, rest = channel.partition(":/")
+    # Group names allow no "/": a session's annotations channel becomes session.<uuid>.annotations.
+    return f"{kind.removeprefix('ahp-')}.{rest.replace('/', '.')}"
+
+
+def deliver(tenant_id, *envelopes):
+    """Hand envelopes to their channels' groups, in order, in one trip to the event loop."""
+    layer = get_channel_layer()
+
+    async def send_all():
+        for env in envelopes:
+            await layer.group_send(group_for(env["channel"], tenant_id), {"type": "ahp.action", "envelope": env})
+
+    _after_commit_send(f"serverSeq {envelopes[0]['serverSeq']}-{envelopes[-1]['serverSeq']}", send_all)
+
+
+def _after_commit_send(what, send):
+    """Run an after-commit send on the channel layer. The change it reports is committed (and an
+    action logged), so a layer that is down (Redis restarting) must not turn it into an error for
+    whoever made it: the failure is logged, the host closes its sockets with 1012, and clients
+    catch up with `reconnect`, which replays the log; waiters read their rows."""
+    try:
+        async_to_sync(send)()
+    except Exception as exc:
+        logger.warning("Could not deliver %s through the channel layer (%s: %s); clients catch up by reconnect",
+                       what, exc.__class__.__name__, exc)
+
+
+def notify(tenant_id, method, params):
+    """A protocol notification on params["channel"] (root/sessionAdded and the like): ephemeral,
+    never replayed, sent after commit."""
+    message = {"type": "ahp.notification", "method": method, "params": params}
+
+    async def send():
+        await get_channel_layer().group_send(group_for(params["channel"], tenant_id), message)
+
+    transaction.on_commit(lambda: _after_commit_send(method, send))
+
+
+def wake(group, result=None):
+    """After commit, wake whoever waits on `group` (an agent waiting for a tool call), handing it
+    the committed result so it need not read the row again."""
+    async def send():
+        await get_channel_layer().group_send(group, {"type": "wake", "group": group, "result": result})
+
+    transaction.on_commit(lambda: _after_commit_send(f"the wake-up of {group}", send))

@@ -1,0 +1,51 @@
+"""Publishing AHP actions: each numbered by the counter, kept in a bounded log for replay, and
+delivered to subscribers once the transaction that caused it commits.
+
+`publish` must run inside the transaction of the state change it reports (every `do_*`
+function does).
+"""
+import os
+import uuid
+
+from django.db import transaction
+
+from ..models import ActionLog
+from .delivery import deliver
+from .numbering import current_seq, take_seqs
+
+# Identifies this process in the action log, so a tailer forwards only what others published.
+PROCESS = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+REPLAY_LOG_SIZE = 10000
+
+
+def envelope(channel, action, seq, origin=None, rejection_reason=None):
+    env = {"channel": channel, "action": action, "serverSeq": seq}
+    if origin is not None:
+        env["origin"] = origin
+    if rejection_reason is not None:
+        env["rejectionReason"] = rejection_reason
+    return env
+
+
+def publish(tenant_id, channel, action, origin=None):
+    """Number `action`, log it, and deliver it to `channel`'s subscribers after commit."""
+    return publish_many(tenant_id, [(channel, action, origin)])[0]
+
+
+def publish_many(tenant_id, items):
+    """Publish (channel, action, origin) items in order, numbered by one counter step."""
+    with transaction.atomic():
+        last = take_seqs(len(items))
+        envelopes = [envelope(channel, action, last - len(items) + 1 + i, origin)
+                     for i, (channel, action, origin) in enumerate(items)]
+        ActionLog.objects.bulk_create([
+            ActionLog(seq=env["serverSeq"], tenant_id=tenant_id, channel=env["channel"], envelope=env, process=PROCESS)
+            for env in envelopes
+        ])
+    transaction.on_commit(lambda: deliver(tenant_id, *envelopes))
+    return envelopes
+
+
+def prune_action_log(keep=REPLAY_LOG_SIZE):
+    newest = current_seq()
+    ActionLog.objects.filter(seq__lte=newest - keep).delete()
