@@ -30,9 +30,9 @@ from kernel.refusals import Refused
 from sessions_app.channels import ROOT, annotations_session_at, chat_at, parse, session_at
 from sessions_app.models import ActionLog, Session
 from tools_app import actions as tool_actions
-from tools_app.host_config import wire_values
+from tools_app.config import HostConfig, wire_values
 from tools_app.live import refresh_server_tools
-from tools_app.models import FullToolOutput, HostConfig
+from tools_app.models import FullToolOutput
 from tools_app.runtime import bound_result, run_turn
 from workbench import actions as workbench_actions
 from workbench.resources import annotations_state, client_group
