@@ -8,22 +8,17 @@ from rest_framework.views import APIView
 from kernel.refusals import Refused
 from sessions_app.actions import require
 from tools_app.actions import do_change_host_config
-from tools_app.host_config import wire_values
-from tools_app.models import HostConfig
+from tools_app.config import KEYS, HostConfig, wire_values
 
-_CONFIG_FIELDS = {
-    "sessionTools": serializers.BooleanField(help_text="Offer the session tools at all."),
-    "sessionToolsProviders": serializers.ListField(
-        child=serializers.CharField(), help_text="Provider ids that get the session tools; empty means every one."),
-    "advancedTools": serializers.BooleanField(help_text="Offer tools that need advanced permission."),
-    "mcpServers": serializers.JSONField(
-        allow_null=True, help_text='MCP servers by name; credentials read "<set>" and are kept when sent back so.'),
-    "clientToolTimeoutMs": serializers.IntegerField(min_value=0, help_text="0 waits for ever. Default 600000."),
-    "clientToolCallDisconnectTimeoutMs": serializers.IntegerField(min_value=0, help_text="Default 30000."),
-    "agentOrchestrationLimits": serializers.ChoiceField(choices=["on", "off"]),
-    "agentOrchestrationLimitsScope": serializers.ChoiceField(choices=["tree", "session"]),
-    "chatMoves.enabled": serializers.BooleanField(),
+# How REST reads and writes each kind of value; help texts come from the key.
+SERIALIZER_FIELDS = {
+    "boolean": lambda key: serializers.BooleanField(help_text=key.description),
+    "providers": lambda key: serializers.ListField(child=serializers.CharField(), help_text=key.description),
+    "servers": lambda key: serializers.JSONField(allow_null=True, help_text=key.description),
+    "milliseconds": lambda key: serializers.IntegerField(min_value=0, help_text=key.description),
+    "choice": lambda key: serializers.ChoiceField(choices=list(key.choices), help_text=key.description),
 }
+_CONFIG_FIELDS = {key.wire: SERIALIZER_FIELDS[key.kind](key) for key in KEYS}
 HostConfigDocument = inline_serializer("HostConfig", fields=_CONFIG_FIELDS)
 HostConfigChanges = inline_serializer("HostConfigChanges", fields=_CONFIG_FIELDS, partial=True)
 Refusal = inline_serializer("Refusal", fields={"error": serializers.CharField()})

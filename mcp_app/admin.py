@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.utils.html import format_html_join
 
 from grants.admin import TenantScopedAdmin
-from tools_app.host_config import masked_mcp_servers
+from tools_app.credentials import masked_mcp_servers
 
 from .models import SessionMcpServers, ToolsEndpoint
 

@@ -15,7 +15,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from sandbox.bubblewrap import session_sandbox
 from sandbox.outbound import AsyncOutboundTransport, acheck_url
-from tools_app.host_config import scrubbed, secret_values
+from tools_app.credentials import scrubbed, secret_values
 
 from .servers import revealed, runnable_stdio
 

@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 
 from django.conf import settings
 
-from tools_app.host_config import TENANT_COMMAND
+from tools_app.config import TENANT_COMMAND
 
 from sandbox.sealing import unseal
 

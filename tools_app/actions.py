@@ -45,9 +45,9 @@ def do_change_host_config(principal, changes, replace=False, origin=None):
     from sessions_app.actions import require
     from sessions_app.channels import ROOT
 
-    from .host_config import ConfigInvalid, checked_changes, stored_mcp_servers, wire_values
+    from .config import ConfigInvalid, HostConfig, checked_changes, wire_values
+    from .credentials import stored_mcp_servers
     from .live import refresh_live_sessions
-    from .models import HostConfig
 
     require(principal, "config:change")
     try:

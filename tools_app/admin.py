@@ -1,52 +1,62 @@
 from django import forms
 from django.contrib import admin
+from django.utils.html import escape
 
 from grants.admin import TenantScopedAdmin, admin_principal
 
 from .actions import do_change_host_config, do_save_agent_definition
-from .host_config import ConfigInvalid, checked_changes, wire_values
-from .models import AgentDefinition, HostConfig
+from .config import KEYS, ConfigInvalid, HostConfig, wire_values
+from .models import AgentDefinition
 
 
-def _ms_field(key, label, help_text):
-    sentence = f"{key} must be a whole number of milliseconds, 0 or more."
-    return forms.IntegerField(label=label, help_text=help_text, error_messages={"invalid": sentence, "required": sentence})
+def _ms_field(key):
+    try:
+        key.check(None)
+    except ConfigInvalid as refusal:
+        sentence = str(refusal)  # the sentence the socket and REST refuse a bad value with
+    return forms.IntegerField(error_messages={"invalid": sentence, "required": sentence})
+
+
+class ProvidersField(forms.CharField):
+    """A list of provider ids, written separated by commas."""
+
+    def prepare_value(self, value):
+        return ", ".join(value) if isinstance(value, list) else value
+
+    def to_python(self, value):
+        return [p.strip() for p in super().to_python(value).split(",") if p.strip()]
+
+
+# How the admin edits each kind of value; labels and help texts come from the key.
+FORM_FIELDS = {
+    "boolean": lambda key: forms.BooleanField(required=False),
+    "providers": lambda key: ProvidersField(required=False),
+    "servers": lambda key: forms.JSONField(required=False, widget=forms.Textarea(attrs={"rows": 8, "cols": 80}),
+                                           error_messages={"invalid": f"{key.wire} must be JSON."}),
+    "milliseconds": _ms_field,
+    "choice": lambda key: forms.ChoiceField(choices=key.choices),
+}
+# What the admin adds to a key's help text, for the way its form field is filled in.
+FORM_HINTS = {
+    "providers": "Separate them with commas.",
+    "servers": 'Write them as JSON {"name": {...}}.',
+}
+
+
+def form_field(key):
+    field = FORM_FIELDS[key.kind](key)
+    field.label = f"{key.title} ({key.wire})"
+    # The admin shows help texts as HTML.
+    field.help_text = escape(" ".join(filter(None, [key.description, FORM_HINTS.get(key.kind)])))
+    return field
 
 
 class HostConfigForm(forms.ModelForm):
-    """Every HostConfig key under its wire name. The values are checked by host_config (the
-    same checks as the socket and REST), and a refusal lands on the field it names."""
+    """Every HostConfig key under its wire name (dots left out). The values are checked by
+    tools_app.config (the same checks as the socket and REST), and a refusal lands on the field
+    it names."""
 
-    sessionTools = forms.BooleanField(
-        required=False, label="Session tools (sessionTools)",
-        help_text="Offer the session tools (list, create and message sessions) to agents at all.")
-    sessionToolsProviders = forms.CharField(
-        required=False, label="Session tools providers (sessionToolsProviders)",
-        help_text="Provider ids that get the session tools, separated by commas; empty means every provider.")
-    advancedTools = forms.BooleanField(
-        required=False, label="Advanced tools (advancedTools)",
-        help_text="Offer tools that need advanced permission.")
-    mcpServers = forms.JSONField(
-        required=False, label="MCP servers (mcpServers)", widget=forms.Textarea(attrs={"rows": 8, "cols": 80}),
-        help_text='MCP servers every new session is given, as JSON {"name": {...}}. Credentials (env and headers '
-                  'values) read "&lt;set&gt;"; leave them so to keep them.',
-        error_messages={"invalid": "mcpServers must be JSON."})
-    clientToolTimeoutMs = _ms_field(
-        "clientToolTimeoutMs", "Client tool timeout, ms (clientToolTimeoutMs)",
-        "How long a client may take to run a tool before the call fails; 0 waits for ever. Default 600000.")
-    clientToolCallDisconnectTimeoutMs = _ms_field(
-        "clientToolCallDisconnectTimeoutMs", "Client disconnect grace, ms (clientToolCallDisconnectTimeoutMs)",
-        "How long a vanished client keeps the calls it owes; 0 releases them at once. Default 30000.")
-    agentOrchestrationLimits = forms.ChoiceField(
-        choices=HostConfig.ORCHESTRATION_LIMITS, label="Agent orchestration limits (agentOrchestrationLimits)",
-        help_text="on: spawn depth and per-hour counts of sessions, chats and messages are limited; off: neither.")
-    agentOrchestrationLimitsScope = forms.ChoiceField(
-        choices=HostConfig.ORCHESTRATION_SCOPES, label="Orchestration limits scope (agentOrchestrationLimitsScope)",
-        help_text="tree: counts are kept per session tree; session: per session.")
-    chatMovesEnabled = forms.BooleanField(
-        required=False, label="Chat moves (chatMoves.enabled)", help_text="Allow moving chats and sessions.")
-
-    FORM_KEYS = {"chatMovesEnabled": "chatMoves.enabled"}  # form field -> wire key, where they differ
+    locals().update({key.form_name: form_field(key) for key in KEYS})  # one field per key
 
     class Meta:
         model = HostConfig
@@ -55,33 +65,28 @@ class HostConfigForm(forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         values = wire_values(self.instance)  # an unsaved instance holds the defaults
-        for name in self.wire_fields():
-            value = values[self.FORM_KEYS.get(name, name)]
-            self.initial[name] = ", ".join(value) if name == "sessionToolsProviders" else value
+        for key in KEYS:
+            self.initial[key.form_name] = values[key.wire]
 
     @classmethod
     def wire_fields(cls):
-        return [name for name in cls.base_fields if name != "tenant"]
-
-    def clean_sessionToolsProviders(self):
-        return [p.strip() for p in self.cleaned_data["sessionToolsProviders"].split(",") if p.strip()]
+        return [key.form_name for key in KEYS]
 
     def clean(self):
         data = super().clean()
-        for name in self.wire_fields():
-            if name not in data:
+        for key in KEYS:
+            if key.form_name not in data:
                 continue  # already refused by the field itself
-            key = self.FORM_KEYS.get(name, name)
             try:
-                checked_changes({key: data[name]})
+                key.check(data[key.form_name])
             except ConfigInvalid as invalid:
-                self.add_error(name, str(invalid))
+                self.add_error(key.form_name, str(invalid))
         return data
 
     def changes(self):
         """The wire keys this save changes, with their new values."""
-        return {self.FORM_KEYS.get(name, name): self.cleaned_data[name]
-                for name in self.wire_fields() if name in self.changed_data or not self.instance.pk}
+        return {key.wire: self.cleaned_data[key.form_name]
+                for key in KEYS if key.form_name in self.changed_data or not self.instance.pk}
 
 
 @admin.register(HostConfig)

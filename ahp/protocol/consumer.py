@@ -32,9 +32,8 @@ from sessions_app.events import presence as process  # this process's sockets
 from sessions_app.events.presence import ensure_started
 from sessions_app.models import ActionLog, Session
 from tools_app import actions as tool_actions
-from tools_app.host_config import wire_values
+from tools_app.config import HostConfig, wire_values
 from tools_app.live import refresh_server_tools
-from tools_app.models import HostConfig
 from tools_app.runtime import bound_result, run_turn
 from workbench import actions as workbench_actions
 from workbench.resources import annotations_state, client_group

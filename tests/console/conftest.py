@@ -5,8 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tools_app.host_config import wire_values
-from tools_app.models import HostConfig
+from tools_app.config import HostConfig, wire_values
 
 
 def host_config_form(tenant, **changes):

@@ -102,3 +102,13 @@ def test_the_browsable_docs_load_their_assets_from_this_host(db):
     page = APIClient().get("/api/v1/docs/").content.decode()
     assert "/api/v1/schema/" in page and "swagger-ui" in page
     assert "cdn" not in page.lower()
+
+
+def test_the_openapi_schema_has_every_key_with_its_help_text(db):
+    from tools_app.config import KEYS
+
+    schema = APIClient().get("/api/v1/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    properties = schema["components"]["schemas"]["HostConfig"]["properties"]
+    assert list(properties) == [key.wire for key in KEYS]
+    assert properties["clientToolTimeoutMs"]["description"] == (
+        "How long a client may take to run a tool before the call fails; 0 waits for ever. Default 600000.")

@@ -16,6 +16,7 @@ from django.db import transaction
 from ahp.deployment import refusal_to_start
 from grants.actions import do_add_member, do_create_tenant, do_mint_token
 from grants.models import Principal, Tenant
+from tools_app.config import KEYS
 
 DEMO_TENANT = "demo"
 
@@ -34,16 +35,14 @@ def create_demo_tenant():
     return password, token
 
 
+def flag_of(key):
+    """sessionToolsProviders -> --session-tools-providers; the option's dest is the key's field."""
+    return "--" + "".join(f"-{c.lower()}" if c.isupper() else c for c in key.wire)
+
+
 def config_flags(options):
     """The HostConfig wire keys the command line set; a flag not given leaves its key alone."""
-    changes = {}
-    if options.get("advanced_tools") is not None:
-        changes["advancedTools"] = options["advanced_tools"]
-    if options.get("session_tools") is not None:
-        changes["sessionTools"] = options["session_tools"]
-    if options.get("session_tools_providers") is not None:
-        changes["sessionToolsProviders"] = options["session_tools_providers"]
-    return changes
+    return {key.wire: options[key.field] for key in KEYS if key.runhost_flag and options.get(key.field) is not None}
 
 
 def apply_config_flags(options):
@@ -56,18 +55,24 @@ def apply_config_flags(options):
     return changes
 
 
+# How the command line sets each kind of value, for the keys marked runhost_flag.
+FLAG_KINDS = {
+    "boolean": lambda key: {"action": argparse.BooleanOptionalAction,
+                            "help": f"{key.help} For tenant '{DEMO_TENANT}'; --no-{flag_of(key)[2:]}: do not."},
+    "providers": lambda key: {"action": "append", "metavar": "PROVIDER",
+                              "help": f"{key.help} For tenant '{DEMO_TENANT}'; repeat for more."},
+}
+
+
 class Command(BaseCommand):
     help = "Run the AHP host: ASGI server and Celery worker with beat."
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
-        parser.add_argument("--advanced-tools", action=argparse.BooleanOptionalAction, default=None,
-                            help=f"Offer tools that need advanced permission in tenant '{DEMO_TENANT}'.")
-        parser.add_argument("--session-tools", action=argparse.BooleanOptionalAction, default=None,
-                            help=f"Offer the session tools in tenant '{DEMO_TENANT}' (--no-session-tools: do not).")
-        parser.add_argument("--session-tools-providers", action="append", metavar="PROVIDER", default=None,
-                            help="A provider that gets the session tools; repeat for more (default: every one).")
+        for key in KEYS:
+            if key.runhost_flag:
+                parser.add_argument(flag_of(key), dest=key.field, default=None, **FLAG_KINDS[key.kind](key))
 
     def handle(self, host, port, **options):
         refusal = refusal_to_start([host])

@@ -1,89 +1,14 @@
-"""Checking HostConfig values as they arrive on the wire, REST or the admin; the secrets in
-them sealed when stored and masked wherever they are shown."""
+"""The credentials in HostConfig's mcpServers: sealed when stored, masked wherever they are
+shown, and scrubbed from any error that might quote them."""
 import re
 from urllib.parse import urlsplit, urlunsplit
 
 from sandbox.sealing import seal
 
-from .models import HostConfig
-
 CREDENTIAL_KEYS = ("env", "headers")
 MASK = "<set>"
 # A flag or variable name that carries a credential: --token, --api-key, GITHUB_TOKEN=, ...
 CREDENTIAL_NAME = re.compile(r"token|key|secret|passw|pwd|auth|credential|bearer|cookie", re.IGNORECASE)
-
-
-class ConfigInvalid(ValueError):
-    pass
-
-
-def _bool(key, value):
-    if not isinstance(value, bool):
-        raise ConfigInvalid(f"{key} must be true or false.")
-    return value
-
-
-def _milliseconds(key, value):
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**31 - 1:
-        raise ConfigInvalid(f"{key} must be a whole number of milliseconds, 0 or more.")
-    return value
-
-
-def _choice(*choices):
-    def check(key, value):
-        if value not in choices:
-            raise ConfigInvalid(f"{key} must be one of {', '.join(repr(c) for c in choices)}.")
-        return value
-    return check
-
-
-def _providers(key, value):
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise ConfigInvalid(f"{key} must be a list of provider ids.")
-    return value
-
-
-TENANT_COMMAND = ("a tenant cannot name a command for the host to run; pick one of the operator's stdio servers "
-                  'with {"type": "stdio", "server": "<name>"}')
-
-
-def _mcp_servers(key, value):
-    if value is not None and not (isinstance(value, dict) and all(isinstance(v, dict) for v in value.values())):
-        raise ConfigInvalid(f"{key} must be an object mapping server names to server entries.")
-    for name, entry in (value or {}).items():
-        if entry.get("type", "stdio") == "stdio" and {"command", "args", "cwd"} & set(entry):
-            raise ConfigInvalid(f"{key}.{name}: {TENANT_COMMAND}.")
-    return value
-
-
-CHECKS = {
-    "sessionTools": _bool,
-    "sessionToolsProviders": _providers,
-    "advancedTools": _bool,
-    "mcpServers": _mcp_servers,
-    "clientToolTimeoutMs": _milliseconds,
-    "clientToolCallDisconnectTimeoutMs": _milliseconds,
-    "agentOrchestrationLimits": _choice("on", "off"),
-    "agentOrchestrationLimitsScope": _choice("tree", "session"),
-    "chatMoves.enabled": _bool,
-}
-
-
-def checked_changes(changes, replace=False):
-    """{model field: value} for wire `changes`; with `replace`, omitted keys return to defaults.
-    An unknown key or a bad value raises ConfigInvalid naming it."""
-    if not isinstance(changes, dict):
-        raise ConfigInvalid("config must be an object.")
-    unknown = sorted(set(changes) - set(CHECKS))
-    if unknown:
-        raise ConfigInvalid(f"Unknown configuration key {unknown[0]}.")
-    fields = {}
-    if replace:
-        for key, field in HostConfig.WIRE_KEYS.items():
-            fields[field] = HostConfig._meta.get_field(field).get_default()
-    for key, value in changes.items():
-        fields[HostConfig.WIRE_KEYS[key]] = CHECKS[key](key, value)
-    return fields
 
 
 def masked_url(url):
@@ -224,8 +149,3 @@ def stored_mcp_servers(new_servers, old_servers):
         stored[name] = entry
     return stored
 
-
-def wire_values(config):
-    values = config.to_wire()
-    values["mcpServers"] = masked_mcp_servers(values["mcpServers"])
-    return values

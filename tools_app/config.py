@@ -1,0 +1,194 @@
+"""HostConfig and the one table of its keys.
+
+Each row of KEYS names a key on the wire and in the database, says what kind of value it holds,
+gives its default and explains it. The model's fields, the admin form, the REST serializer, the
+checks every write passes (root/configChanged, REST, admin) and the root state's config schema
+are all made from the table: a key is added, renamed or reworded here and nowhere else."""
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import models
+
+from grants.models import Tenant, TenantScopedManager
+
+from .credentials import masked_mcp_servers
+
+TENANT_COMMAND = ("a tenant cannot name a command for the host to run; pick one of the operator's stdio servers "
+                  'with {"type": "stdio", "server": "<name>"}')
+
+
+class ConfigInvalid(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Key:
+    """One configuration key. `kind` (a name in KINDS) decides how its value is checked,
+    stored, edited and described."""
+
+    wire: str
+    field: str
+    kind: str
+    default: Any
+    title: str
+    help: str
+    choices: tuple = ()  # (value, label) pairs, for a choice
+    runhost_flag: bool = False  # runhost sets it for the demo tenant from the command line
+
+    @property
+    def form_name(self):
+        """The wire name without its dots (an HTML form field name): chatMoves.enabled -> chatMovesEnabled."""
+        first, *rest = self.wire.split(".")
+        return first + "".join(part[:1].upper() + part[1:] for part in rest)
+
+    @property
+    def description(self):
+        return f"{self.help} Default {self.default}." if self.kind == "milliseconds" else self.help
+
+    def check(self, value):
+        """`value` if it is one this key may hold, else ConfigInvalid naming the key."""
+        return KINDS[self.kind].check(self, value)
+
+
+KEYS = (
+    Key("sessionTools", "session_tools", "boolean", True, "Session tools",
+        "Offer the session tools (list, create and message sessions) to agents at all.", runhost_flag=True),
+    Key("sessionToolsProviders", "session_tools_providers", "providers", [], "Session tools providers",
+        "Provider ids that get the session tools; empty means every provider.", runhost_flag=True),
+    Key("advancedTools", "advanced_tools", "boolean", False, "Advanced tools",
+        "Offer tools that need advanced permission.", runhost_flag=True),
+    Key("mcpServers", "mcp_servers", "servers", None, "MCP servers",
+        'MCP servers every new session is given, by name. Credentials (env and headers values) read "<set>"; '
+        "sent back so, they keep their stored values."),
+    Key("clientToolTimeoutMs", "client_tool_timeout_ms", "milliseconds", 600000, "Client tool timeout, ms",
+        "How long a client may take to run a tool before the call fails; 0 waits for ever."),
+    Key("clientToolCallDisconnectTimeoutMs", "client_tool_call_disconnect_timeout_ms", "milliseconds", 30000,
+        "Client disconnect grace, ms", "How long a vanished client keeps the calls it owes; 0 releases them at once."),
+    Key("agentOrchestrationLimits", "agent_orchestration_limits", "choice", "on", "Agent orchestration limits",
+        "on: spawn depth and per-hour counts of sessions, chats and messages are limited; off: neither.",
+        choices=(("on", "on"), ("off", "off"))),
+    Key("agentOrchestrationLimitsScope", "agent_orchestration_limits_scope", "choice", "tree",
+        "Orchestration limits scope", "tree: counts are kept per session tree; session: per session.",
+        choices=(("tree", "per session tree"), ("session", "per session"))),
+    Key("chatMoves.enabled", "chat_moves_enabled", "boolean", True, "Chat moves", "Allow moving chats and sessions."),
+)
+BY_WIRE = {key.wire: key for key in KEYS}
+
+
+def _boolean(key, value):
+    if not isinstance(value, bool):
+        raise ConfigInvalid(f"{key.wire} must be true or false.")
+    return value
+
+
+def _providers(key, value):
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigInvalid(f"{key.wire} must be a list of provider ids.")
+    return value
+
+
+def _servers(key, value):
+    if value is not None and not (isinstance(value, dict) and all(isinstance(v, dict) for v in value.values())):
+        raise ConfigInvalid(f"{key.wire} must be an object mapping server names to server entries.")
+    for name, entry in (value or {}).items():
+        if entry.get("type", "stdio") == "stdio" and {"command", "args", "cwd"} & set(entry):
+            raise ConfigInvalid(f"{key.wire}.{name}: {TENANT_COMMAND}.")
+    return value
+
+
+def _milliseconds(key, value):
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**31 - 1:
+        raise ConfigInvalid(f"{key.wire} must be a whole number of milliseconds, 0 or more.")
+    return value
+
+
+def _choice(key, value):
+    values = [choice for choice, _ in key.choices]
+    if value not in values:
+        raise ConfigInvalid(f"{key.wire} must be one of {', '.join(repr(c) for c in values)}.")
+    return value
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How a kind of value is checked, stored in HostConfig and described in the ConfigSchema."""
+
+    check: Any
+    model_field: Any
+    schema: Any
+
+
+def _choice_schema(key):
+    return {"type": "string", "enum": [value for value, _ in key.choices],
+            "enumLabels": [label for _, label in key.choices]}
+
+
+KINDS = {
+    "boolean": Kind(_boolean, lambda key: models.BooleanField(default=key.default, help_text=key.help),
+                    lambda key: {"type": "boolean"}),
+    # A list default must be a callable, so every row gets its own list.
+    "providers": Kind(_providers, lambda key: models.JSONField(default=list, blank=True, help_text=key.help),
+                      lambda key: {"type": "array", "items": {"type": "string", "title": "Provider id"}}),
+    "servers": Kind(_servers, lambda key: models.JSONField(null=True, blank=True, help_text=key.help),
+                    lambda key: {"type": "object", "additionalProperties": {"type": "object", "title": "MCP server"}}),
+    "milliseconds": Kind(_milliseconds,
+                         lambda key: models.PositiveIntegerField(default=key.default, help_text=key.help),
+                         lambda key: {"type": "number"}),
+    "choice": Kind(_choice, lambda key: models.CharField(max_length=8, choices=list(key.choices), default=key.default,
+                                                         help_text=key.help),
+                   _choice_schema),
+}
+
+
+class HostConfig(models.Model):
+    """One per tenant: the switches that decide which tools its sessions are offered."""
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="host_config")
+    locals().update({key.field: KINDS[key.kind].model_field(key) for key in KEYS})  # one field per row of KEYS
+
+    tenant_path = "tenant"
+    objects = TenantScopedManager()
+
+    def __str__(self):
+        return f"host config of {self.tenant.slug}"
+
+    @classmethod
+    def for_tenant(cls, tenant):
+        config, _ = cls.objects.get_or_create(tenant=tenant)
+        return config
+
+
+def checked_changes(changes, replace=False):
+    """{model field: value} for wire `changes`; with `replace`, omitted keys return to defaults.
+    An unknown key or a bad value raises ConfigInvalid naming it."""
+    if not isinstance(changes, dict):
+        raise ConfigInvalid("config must be an object.")
+    unknown = sorted(set(changes) - set(BY_WIRE))
+    if unknown:
+        raise ConfigInvalid(f"Unknown configuration key {unknown[0]}.")
+    fields = {}
+    if replace:
+        for key in KEYS:
+            fields[key.field] = HostConfig._meta.get_field(key.field).get_default()
+    for wire, value in changes.items():
+        fields[BY_WIRE[wire].field] = BY_WIRE[wire].check(value)
+    return fields
+
+
+def wire_values(config):
+    """`config` under its wire keys, as root subscribers, REST and the admin see it: credentials masked."""
+    values = {key.wire: getattr(config, key.field) for key in KEYS}
+    values["mcpServers"] = masked_mcp_servers(values["mcpServers"])
+    return values
+
+
+def config_schema():
+    """The AHP ConfigSchema of every key: a JSON Schema property with title, description and
+    default (where there is one) each, for the root state's `config.schema`."""
+    properties = {}
+    for key in KEYS:
+        schema = {**KINDS[key.kind].schema(key), "title": key.title, "description": key.description}
+        if key.default is not None:
+            schema["default"] = key.default
+        properties[key.wire] = schema
+    return {"type": "object", "properties": properties}
