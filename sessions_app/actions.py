@@ -16,9 +16,8 @@ from . import events
 from .channels import ROOT
 from .models import (
     ActiveClient, Chat, ChatBackend, ClientConnection, OrchestrationCharge, PendingMessage, Session, SessionPlacement,
-    ToolCall, Turn, TurnEffect, iso,
+    ToolCall, ToolsEndpoint, Turn, TurnEffect, iso,
 )
-from .providers import get_provider
 from .quotas import quota_problem
 
 MAX_TITLE_CHARS = 200
@@ -70,8 +69,6 @@ def _summary_changed(session, **changes):
 @transaction.atomic
 def do_create_session(principal, session_id, provider="echo", working_directories=(), config=None, parent=None):
     require(principal, "session:create")
-    if get_provider(provider) is None:
-        raise Refused(f"No agent for provider {provider}.", "no_agent")
     if Session.objects.filter(id=session_id).exists():
         raise Refused(f"Session ahp-session:/{session_id} already exists.", "exists")
     _check_quota(principal, "session")
@@ -768,3 +765,23 @@ def do_move_session(principal, session, into=None, after=None, independent=False
     _touch(session)
     _summary_changed(session)
     return session
+
+
+# The tools endpoint --------------------------------------------------------------------------
+
+@transaction.atomic
+def do_open_tools_endpoint(principal, session, api_token=None):
+    """The session's tools endpoint token for `api_token` (acting as its person), or, without
+    one, for the agent the host starts (acting as the person whose turn it answers). Opened on
+    first use; asking again answers the same token."""
+    require(principal, "session:write", session)
+    rows = ToolsEndpoint.objects.select_for_update().filter(session=session)
+    endpoint = rows.filter(api_token=api_token) if api_token is not None else rows.filter(api_token__isnull=True)
+    existing = endpoint.first()
+    if existing is not None:
+        return existing
+    try:
+        with transaction.atomic():
+            return ToolsEndpoint.open(session, api_token=api_token)
+    except IntegrityError:  # the same holder asked at the same moment: theirs is the one
+        return endpoint.first()
