@@ -9,7 +9,7 @@ from django.conf import settings
 
 from tools_app.families.mcp_servers.server_tools import ListingPool
 from tools_app.models import SessionMcpServers, StdioServer
-from sessions_app.actions import do_create_session
+from tools_app.sessions import do_start_session
 
 SLOW_SERVER = textwrap.dedent('''
     import time
@@ -41,7 +41,7 @@ def test_at_most_two_listings_run_at_once_and_a_waiting_session_is_queued_once(a
         folder = Path(settings.AHP_WORKSPACE_ROOT) / "acme" / f"pool-{uuid.uuid4().hex[:8]}"
         folder.mkdir(parents=True)
         folders.append(folder)
-        session = do_create_session(acme.principal("member"), uuid.uuid4(), working_directories=[folder.as_uri()])
+        session = do_start_session(acme.principal("member"), uuid.uuid4(), working_directories=[folder.as_uri()])
         # Given the server after its start, so only this pool (not the process's own) lists it.
         SessionMcpServers.objects.filter(session=session).update(servers={"slow": {"type": "stdio", "server": "slow"}})
         futures.append(pool.submit(session.id))
