@@ -24,8 +24,8 @@ import acp
 from acp import schema
 from channels.db import database_sync_to_async
 
-from kernel.refusals import Refused
 from grants.models import Principal
+from kernel.refusals import Refused
 from sandbox.bubblewrap import session_sandbox
 from sessions_app import actions
 from sessions_app.models import Session

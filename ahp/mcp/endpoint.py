@@ -24,16 +24,15 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 
-from kernel.refusals import Refused
 from ahp.protocol import errors, frames
 from grants.authentication import token_from_headers
 from grants.models import Principal
+from kernel.refusals import Refused
 from sessions_app import actions
 from sessions_app.models import Chat, ToolCall, Turn
+from sessions_app.tools_endpoint import ToolsEndpoint, remember_listener
 from tools_app.loader import catalog_for_chat
 from tools_app.runtime import ChatToolbox
-
-from sessions_app.tools_endpoint import ToolsEndpoint, remember_listener
 
 PATH_PREFIX = "/ahp-mcp/"
 WRONG_TOKEN = "This tools server answers only its own session's token"

@@ -5,9 +5,8 @@ from rest_framework.views import APIView
 
 from grants.models import ApiToken
 from kernel.refusals import Refused
-from sessions_app.models import Session
-
 from sessions_app.actions import do_open_tools_endpoint
+from sessions_app.models import Session
 
 
 class ToolsEndpointView(APIView):

@@ -8,7 +8,6 @@ from sessions_app.actions import require
 
 from .models import AgentMergeConfig, AgentMergeRepair
 
-
 AGENT_MERGE_OPTIONS = {"addressReviews": "address_reviews", "fixCI": "fix_ci", "resolveConflicts": "resolve_conflicts",
                        "mergePullRequest": "merge_pull_request"}
 

@@ -6,6 +6,7 @@ from tools_app.registry import Tool
 from . import actions
 from . import entries as artifacts
 
+
 def add_artifact_or_reference(context, arguments):
     try:
         entries = [artifacts.parse_item(item) for item in arguments["items"]]

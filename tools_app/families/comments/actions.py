@@ -13,7 +13,6 @@ from sessions_app.models import ToolCall
 
 from .models import Annotation, Question
 
-
 # Annotations (comments) ----------------------------------------------------------------------
 
 def _string_or_markdown(value):

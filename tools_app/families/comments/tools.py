@@ -4,8 +4,8 @@ import time
 import uuid
 
 from kernel.refusals import Refused
-from tools_app.registry import Tool
 from sessions_app.actions import require
+from tools_app.registry import Tool
 
 from . import actions
 from .models import FEEDBACK_KEY, Annotation

@@ -9,9 +9,9 @@ from datetime import timedelta
 import httpx
 from channels.db import database_sync_to_async
 from mcp import ClientSession, StdioServerParameters
-from mcp.types import PaginatedRequestParams
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import PaginatedRequestParams
 
 from sandbox.bubblewrap import session_sandbox
 from sandbox.outbound import AsyncOutboundTransport, acheck_url

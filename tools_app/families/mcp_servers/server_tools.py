@@ -24,8 +24,15 @@ from tools_app.registry import Tool
 from . import client
 from .actions import do_record_client_servers, do_record_server_tools
 from .models import SessionMcpServers
-from .servers import (fingerprint, merged_servers, plugin_manifest_uris, revealed, runnable_stdio, servers_of_manifest,
-                      usable_servers)
+from .servers import (
+    fingerprint,
+    merged_servers,
+    plugin_manifest_uris,
+    revealed,
+    runnable_stdio,
+    servers_of_manifest,
+    usable_servers,
+)
 
 logger = logging.getLogger(__name__)
 

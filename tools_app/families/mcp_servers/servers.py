@@ -13,9 +13,8 @@ from urllib.parse import urlparse
 
 from django.conf import settings
 
-from tools_app.host_config import TENANT_COMMAND
-
 from sandbox.sealing import unseal
+from tools_app.host_config import TENANT_COMMAND
 
 logger = logging.getLogger(__name__)
 

@@ -5,10 +5,10 @@ from datetime import datetime
 from django.db.models import TextField
 from django.db.models.functions import Cast
 
+from agents.registry import PROVIDERS
 from kernel.refusals import Refused
 from sessions_app.actions import require
 from sessions_app.models import Chat, ChatBackend, Session, Turn, iso
-from agents.registry import PROVIDERS
 
 from .links import open_link, resolve
 

@@ -6,16 +6,16 @@ import json
 from django.db import transaction
 from jsonschema import Draft202012Validator
 
+from agents.registry import PROVIDERS
 from grants.models import Principal
-from sessions_app import actions
 from kernel.refusals import Refused
+from sessions_app import actions
 from sessions_app.actions import Orchestration, require
 from sessions_app.models import ChatBackend, Session
-from agents.registry import PROVIDERS
 
 from ...models import HostConfig
 from ...sessions import capture_servers, do_end_session
-from .links import open_link, resolve, require_write
+from .links import open_link, require_write, resolve
 from .listing import config_schema
 
 # The settings the host decides for a new session: they win over same-name keys of `config`.

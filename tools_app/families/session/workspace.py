@@ -7,12 +7,12 @@ import os
 import subprocess
 import uuid
 
+from agents.registry import get_provider
 from kernel.refusals import Refused
 from sandbox.bubblewrap import Sandbox, SandboxUnavailable
+from sandbox.workspaces import OutsideWorkspace, checked_worktree_home
 from sessions_app import actions
 from sessions_app.models import ChatBackend
-from agents.registry import get_provider
-from sandbox.workspaces import OutsideWorkspace, checked_worktree_home
 
 from .links import require_write
 
