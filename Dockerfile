@@ -9,8 +9,7 @@ COPY grants grants
 COPY sandbox sandbox
 COPY sessions_app sessions_app
 COPY tools_app tools_app
-COPY mcp_app mcp_app
-COPY workbench workbench
+COPY agents agents
 COPY console console
 COPY templates templates
 COPY manage.py ./

@@ -11,12 +11,12 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 from django.urls import path  # noqa: E402
 
 from ahp.protocol.consumer import AhpConsumer  # noqa: E402
-from mcp_app.endpoint import with_tools_endpoint  # noqa: E402
+from ahp.mcp.endpoint import with_tools_endpoint  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         # Static files (the admin's CSS) are served in process so one command runs everything.
-        # Paths under /ahp-mcp/ are the sessions' MCP tools endpoints (mcp_app); the rest is Django.
+        # Paths under /ahp-mcp/ are the sessions' MCP tools endpoints (ahp/mcp); the rest is Django.
         "http": with_tools_endpoint(ASGIStaticFilesHandler(django_http)),
         "websocket": URLRouter([path("ahp", AhpConsumer.as_asgi())]),
     }

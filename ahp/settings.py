@@ -120,9 +120,8 @@ INSTALLED_APPS = [
     "grants",
     "sandbox",
     "sessions_app",
+    "agents",
     "tools_app",
-    "mcp_app",
-    "workbench",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI served from here, not a CDN
     "console",
@@ -218,8 +217,8 @@ CELERY_BEAT_SCHEDULE = {
     "worker-heartbeat": {"task": "ahp.tasks.record_worker_heartbeat", "schedule": 30.0},
     # Fires whatever scheduled work is due and was missed (downtime, a dead process).
     "sweep-due-work": {"task": "sessions_app.tasks.sweep_due_work", "schedule": 5.0},
-    "sweep-wakeups": {"task": "workbench.tasks.sweep_wakeups", "schedule": 5.0},
-    "sweep-deferred-reruns": {"task": "workbench.tasks.sweep_deferred_reruns", "schedule": 30.0},
+    "sweep-wakeups": {"task": "tools_app.families.wakeups.tasks.sweep_wakeups", "schedule": 5.0},
+    "sweep-deferred-reruns": {"task": "tools_app.families.agent_merge.tasks.sweep_deferred_reruns", "schedule": 30.0},
 }
 
 REST_FRAMEWORK = {

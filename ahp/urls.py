@@ -8,7 +8,7 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("api/v1/", include("sessions_app.urls")),
     path("api/v1/", include("tools_app.urls")),
-    path("api/v1/", include("mcp_app.urls")),
+    path("api/v1/", include("ahp.mcp.urls")),
     path("api/v1/", include("console.api_urls")),
     path("console/", include("console.urls")),
 ]

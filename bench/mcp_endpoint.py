@@ -47,7 +47,7 @@ def host_session():
     from grants.actions import do_add_member, do_create_tenant, do_mint_token
     from django.contrib.auth import get_user_model
     from grants.models import Principal
-    from mcp_app.actions import do_open_tools_endpoint
+    from sessions_app.actions import do_open_tools_endpoint
     from sessions_app.actions import do_create_session
     from tools_app.host_tools import REGISTRY
     from tools_app.registry import Tool
@@ -143,7 +143,7 @@ def main():
     with tempfile.TemporaryDirectory() as var_dir:
         setup_django(var_dir)
         from ahp.asgi import application
-        from mcp_app.endpoint import tool_definitions
+        from ahp.mcp.endpoint import tool_definitions
 
         session, endpoint = host_session()
         definitions = tool_definitions(session.id)

@@ -6,7 +6,7 @@ from django.utils.html import format_html
 
 from grants.admin import TenantScopedAdmin
 
-from .models import Chat, Session, ToolCall, Turn
+from .models import Chat, Session, ToolCall, ToolsEndpoint, Turn
 
 
 def _link(obj, label=None):
@@ -125,3 +125,16 @@ class ToolCallAdmin(ReadOnlyBrowser):
     @admin.display(description="chat")
     def chat_link(self, call):
         return _link(call.turn.chat)
+
+
+@admin.register(ToolsEndpoint)
+class ToolsEndpointAdmin(TenantScopedAdmin):
+    list_display = ("__str__", "api_token", "created")
+    fields = ("session", "api_token", "created")
+    readonly_fields = fields
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -414,3 +414,6 @@ class SessionPlacement(models.Model):
 
     tenant_path = "session__tenant"
     objects = TenantScopedManager()
+
+
+from .tools_endpoint import ToolsEndpoint  # noqa: E402,F401  (a model of this app, in a module of its own)

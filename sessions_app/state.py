@@ -2,7 +2,6 @@
 from grants.algebra import holds
 
 from .models import ActiveClient, PendingMessage, Session, ToolCall, Turn, iso
-from .providers import PROVIDERS
 
 
 def chat_status(chat):
@@ -85,9 +84,10 @@ def chat_state(chat):
     return state
 
 
-def root_state(principal, config_values):
-    """RootState; `config_values` (credentials already masked) only for those who may read them."""
-    state = {"agents": [p.agent_info() for p in PROVIDERS.values()]}
+def root_state(principal, agents, config_values):
+    """RootState: `agents` as the agents registry lists them; `config_values` (credentials
+    already masked) only for those who may read them."""
+    state = {"agents": list(agents)}
     if holds(principal.grants, "config:settings"):
         state["config"] = {"values": config_values}
     return state

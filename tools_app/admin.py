@@ -143,3 +143,6 @@ class AgentDefinitionAdmin(TenantScopedAdmin):
             obj.tenant, obj.document(), acting=acting, definition=obj if change else None
         )
         obj.pk = saved.pk
+
+
+from .families.mcp_servers import admin as mcp_servers_admin  # noqa: E402,F401  (registers its admins)

@@ -4,7 +4,7 @@ from django.db import models
 from grants.models import Tenant, TenantScopedManager
 from sessions_app.models import ToolCall
 
-from .agent_definitions import AgentDefinitionInvalid, builtin_tool_policy, validate_definition
+from .agent_definitions import AgentDefinitionInvalid, builtin_tool_policy, builtin_tools_pointer, validate_definition
 from .config import HostConfig  # noqa: F401  (defined beside its table of keys; imported so Django loads it)
 
 
@@ -79,6 +79,10 @@ class AgentDefinition(models.Model):
     def builtin_tool_policy(self):
         return builtin_tool_policy(self.validated_document())
 
+    def builtin_tools_invalid(self, field, message):
+        """The refusal of `field` of this definition's built-in tools entry, for its provider to raise."""
+        return AgentDefinitionInvalid(f"{builtin_tools_pointer(self.document())}/{field}", message)
+
     def to_dict(self):
         return {"id": self.pk, **self.document(), "modified": self.modified.isoformat()}
 
@@ -92,3 +96,10 @@ class FullToolOutput(models.Model):
 
     tenant_path = "call__turn__chat__session__tenant"
     objects = TenantScopedManager()
+
+
+# The tool families' rows, models of this app kept beside the family they serve.
+from .families.agent_merge.models import AgentMergeConfig, AgentMergeRepair, CIEvidence, DeferredRerun  # noqa: E402,F401
+from .families.comments.models import Annotation, Question  # noqa: E402,F401
+from .families.mcp_servers.models import SessionMcpServers, StdioServer  # noqa: E402,F401
+from .families.wakeups.models import Wakeup  # noqa: E402,F401

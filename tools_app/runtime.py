@@ -16,13 +16,14 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 from django.utils import timezone
 
-from kernel.refusals import Refused
+from agents.registry import get_provider
 from grants.models import Principal
+from kernel.refusals import Refused
 from sessions_app import actions
 from sessions_app.models import ChatBackend, ToolCall, Turn
-from sessions_app.providers import get_provider
 
 from .catalog import ToolRefusal, bound_output, input_problem
+from .families.mcp_servers.server_tools import runnable_session_servers
 from .loader import catalog_for_chat
 from .actions import do_keep_full_output
 from .models import HostConfig
@@ -82,6 +83,11 @@ class ChatToolbox:
 
     async def names(self):
         return (await self.snapshot()).names
+
+    async def runnable_mcp_servers(self):
+        """The session's MCP servers as an agent the host starts runs them, and the host
+        folders their commands read."""
+        return await database_sync_to_async(runnable_session_servers)(self.session)
 
     async def call(self, name, arguments):
         return result_text(await self.execute(await self.snapshot(), name, arguments))
@@ -264,7 +270,7 @@ async def run_turn(turn_id, on_process_loop=True):
             await database_sync_to_async(actions.do_end_turn)(turn_id, response_text=reply)
         # What the turn's tools asked for at its end (set_workspace, isolate_session): carried
         # out when it completed, dropped otherwise.
-        from .session_tools.workspace import settle_turn_effects
+        from .families.session.workspace import settle_turn_effects
 
         await sync_to_async(settle_turn_effects, thread_sensitive=False)(turn_id)
         next_turn = await database_sync_to_async(actions.do_start_queued_turn)(turn.chat_id)

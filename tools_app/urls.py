@@ -1,7 +1,7 @@
 from django.urls import path
 
 from . import views
-from .session_tools.api import SessionlessToolCall
+from .families.session.api import SessionlessToolCall
 
 urlpatterns = [
     path("agent-definitions", views.AgentDefinitionList.as_view(), name="agent-definition-list"),

@@ -19,11 +19,11 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 
+from agents.registry import agent_infos
 from grants.actions import person_group, token_group
 from grants.algebra import holds
 from grants.authentication import token_from_headers
 from grants.models import ApiToken, Principal
-from mcp_app.server_tools import learn_client_plugins
 from sessions_app import actions, events, quotas, state
 from kernel.ids import parse_uuid
 from kernel.refusals import Refused
@@ -33,10 +33,12 @@ from sessions_app.events.presence import ensure_started
 from sessions_app.models import ActionLog, Session
 from tools_app import actions as tool_actions
 from tools_app.config import HostConfig, wire_values
+from tools_app.families.comments import actions as comment_actions
+from tools_app.families.mcp_servers.server_tools import learn_client_plugins
+from tools_app.families.resources import annotations_state, client_group
 from tools_app.live import refresh_server_tools
 from tools_app.runtime import bound_result, run_turn
-from workbench import actions as workbench_actions
-from workbench.resources import annotations_state, client_group
+from tools_app.sessions import do_end_session, do_start_session
 
 from . import errors, frames, throttle
 
@@ -348,7 +350,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
         with transaction.atomic():
             from_seq = events.snapshot_lock()
             if kind == "root":
-                snapshot = state.root_state(self.principal, wire_values(HostConfig.for_tenant(self.tenant)))
+                snapshot = state.root_state(self.principal, agent_infos(), wire_values(HostConfig.for_tenant(self.tenant)))
             elif kind == "session":
                 snapshot = state.session_state(session_at(uri, self.tenant))
             elif kind == "annotations":
@@ -461,7 +463,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
 
         def create():
             with transaction.atomic():
-                session = actions.do_create_session(self.principal, session_id, provider, folders, config)
+                session = do_start_session(self.principal, session_id, provider, folders, config)
                 if active_client is not None:
                     actions.do_set_active_client(self.principal, session, self.client_id, active_client)
             refresh_server_tools([session])
@@ -478,7 +480,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
         uri = errors.require(params, "channel", str)
 
         def dispose():
-            actions.do_dispose_session(self.principal, self.session_or_not_found(uri))
+            do_end_session(self.principal, self.session_or_not_found(uri))
 
         await database_sync_to_async(dispose)()
         return None
@@ -618,7 +620,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
     def act_tool_call_confirmed(self, channel, action, origin):
         chat = self.target_chat(channel)
         # Only a host tool that asked the person (viewUnreviewedComments) waits for an answer.
-        workbench_actions.do_answer_question(self.principal, chat, uuid_in(action, "turnId"),
+        comment_actions.do_answer_question(self.principal, chat, uuid_in(action, "turnId"),
                                              uuid_in(action, "toolCallId"), action.get("approved"), origin)
 
     def act_config_changed(self, channel, action, origin):
@@ -635,24 +637,24 @@ class AhpConsumer(AsyncWebsocketConsumer):
         return session
 
     def act_annotation_set(self, channel, action, origin):
-        workbench_actions.do_set_annotation(self.principal, self.target_annotations(channel), action.get("annotation"),
+        comment_actions.do_set_annotation(self.principal, self.target_annotations(channel), action.get("annotation"),
                                             origin)
 
     def act_annotation_updated(self, channel, action, origin):
         changes = {k: action[k] for k in ("resolved", "range", "turnId", "resource") if k in action}
-        workbench_actions.do_update_annotation(self.principal, self.target_annotations(channel),
+        comment_actions.do_update_annotation(self.principal, self.target_annotations(channel),
                                                str(action.get("annotationId")), changes, origin)
 
     def act_annotation_removed(self, channel, action, origin):
-        workbench_actions.do_remove_annotation(self.principal, self.target_annotations(channel),
+        comment_actions.do_remove_annotation(self.principal, self.target_annotations(channel),
                                                str(action.get("annotationId")), origin)
 
     def act_annotation_entry_set(self, channel, action, origin):
-        workbench_actions.do_set_annotation_entry(self.principal, self.target_annotations(channel),
+        comment_actions.do_set_annotation_entry(self.principal, self.target_annotations(channel),
                                                   str(action.get("annotationId")), action.get("entry"), origin)
 
     def act_annotation_entry_removed(self, channel, action, origin):
-        workbench_actions.do_remove_annotation_entry(self.principal, self.target_annotations(channel),
+        comment_actions.do_remove_annotation_entry(self.principal, self.target_annotations(channel),
                                                      str(action.get("annotationId")), str(action.get("entryId")),
                                                      origin)
 

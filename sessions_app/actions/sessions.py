@@ -7,15 +7,12 @@ from ..events.delivery import notify
 from ..events.log import publish
 from ..channels import ROOT
 from ..models import Chat, Session, SessionPlacement
-from ..providers import get_provider
 from .checks import check_quota, check_title, check_working_directory, require, summary_changed, touch
 
 
 @transaction.atomic
 def do_create_session(principal, session_id, provider="echo", working_directories=(), config=None, parent=None):
     require(principal, "session:create")
-    if get_provider(provider) is None:
-        raise Refused(f"No agent for provider {provider}.", "no_agent")
     if Session.objects.filter(id=session_id).exists():
         raise Refused(f"Session ahp-session:/{session_id} already exists.", "exists")
     check_quota(principal, "session")

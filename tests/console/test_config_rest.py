@@ -2,7 +2,7 @@
 import pytest
 from rest_framework.test import APIClient
 
-from mcp_app.servers import revealed
+from tools_app.families.mcp_servers.servers import revealed
 from tools_app.host_tools import PLUGINS
 from tools_app.models import HostConfig
 from tools_app.registry import Tool

@@ -18,8 +18,8 @@ from ahp.models import WorkerHeartbeat
 from sessions_app import actions as session_actions
 from sessions_app.events import current_seq
 from sessions_app.models import ToolCall, Turn
-from workbench import actions as workbench_actions
-from workbench.models import Wakeup
+from tools_app.families.wakeups import actions as wakeup_actions
+from tools_app.models import Wakeup
 
 from ..conftest import ROOT, child_env, stop
 from .fault_helpers import PrivateRedis, assert_log_gap_free, completions_per_call, wait_until
@@ -86,10 +86,10 @@ def test_a_killed_worker_started_again_fires_each_wakeup_and_timeout_exactly_onc
         # Wakeups and client calls falling due in DUE_IN, their tasks in the worker's hands.
         wakeups = []
         for chat in chats[:WAKEUPS]:
-            wakeup = workbench_actions.do_schedule_wakeup(chat, acme.member, f"wake {chat.id}", 3600)
+            wakeup = wakeup_actions.do_schedule_wakeup(chat, acme.member, f"wake {chat.id}", 3600)
             due = timezone.now() + DUE_IN
             Wakeup.objects.filter(pk=wakeup.pk).update(due=due)  # test-only: the tool's minimum is 60 s
-            sender.send_task("workbench.tasks.fire_wakeup", (wakeup.pk, due.isoformat()), eta=due)
+            sender.send_task("tools_app.families.wakeups.tasks.fire_wakeup", (wakeup.pk, due.isoformat()), eta=due)
             wakeups.append(wakeup)
         calls = []
         for chat in chats[WAKEUPS:]:

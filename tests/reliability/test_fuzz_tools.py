@@ -16,7 +16,7 @@ from tools_app.host_tools import REGISTRY
 from tools_app.loader import catalog_for_chat
 from tools_app.models import HostConfig
 from tools_app.runtime import ChatToolbox
-from workbench import comments
+from tools_app.families.comments import tools as comments
 
 from .fuzz_strategies import FUZZ, huge_texts, json_values, texts, unknown_fields
 

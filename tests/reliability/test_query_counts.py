@@ -12,7 +12,7 @@ from sessions_app import actions, state
 from sessions_app.models import Chat, ChatBackend, Session, Turn
 from tools_app.loader import catalog_for_chat
 
-from ..session_tools.conftest import Place
+from ..tools_app.families.session.conftest import Place
 
 PING = {"name": "ping", "inputSchema": {"type": "object", "properties": {}}}
 

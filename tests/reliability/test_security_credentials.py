@@ -8,12 +8,11 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from mcp_app.models import SessionMcpServers, StdioServer
-from mcp_app.server_tools import list_session_servers
-from mcp_app.servers import revealed
-from sessions_app.actions import do_create_session
 from sessions_app.models import ActionLog
-from tools_app.models import HostConfig
+from tools_app.families.mcp_servers.server_tools import list_session_servers
+from tools_app.families.mcp_servers.servers import revealed
+from tools_app.models import HostConfig, SessionMcpServers, StdioServer
+from tools_app.sessions import do_start_session
 
 from ..protocol.harness import AhpClient, default_chat
 
@@ -43,7 +42,7 @@ def configured(acme):
 
 
 def test_the_database_rows_hold_no_plaintext_env_or_headers_value(acme, configured):
-    session = do_create_session(acme.principal("member"), uuid.uuid4())
+    session = do_start_session(acme.principal("member"), uuid.uuid4())
     rows = (HostConfig.objects.filter(tenant=acme.tenant).values_list("mcp_servers", flat=True).get(),
             SessionMcpServers.objects.filter(session=session).values_list("servers", flat=True).get())
     for row in rows:
@@ -88,7 +87,7 @@ def test_snapshots_actions_and_the_replayed_log_mask_credentials(acme, host, con
 
 
 def test_logs_and_recorded_listing_errors_never_show_credentials(acme, configured, caplog, transactional_db):
-    session = do_create_session(acme.principal("member"), uuid.uuid4())
+    session = do_start_session(acme.principal("member"), uuid.uuid4())
     with caplog.at_level(logging.DEBUG):
         listed = asyncio.run(list_session_servers(session.id))
     assert set(listed) == {"git", "web"} and all("error" in v for v in listed.values())
@@ -97,7 +96,7 @@ def test_logs_and_recorded_listing_errors_never_show_credentials(acme, configure
 
 
 def test_admin_pages_mask_credentials(acme, configured, transactional_db):
-    session = do_create_session(acme.principal("member"), uuid.uuid4())
+    session = do_start_session(acme.principal("member"), uuid.uuid4())
     acme.admin.is_staff = True
     acme.admin.save()
     admin = Client()
@@ -105,8 +104,8 @@ def test_admin_pages_mask_credentials(acme, configured, transactional_db):
     pages = [
         f"/admin/tools_app/hostconfig/{HostConfig.for_tenant(acme.tenant).pk}/change/",
         "/admin/tools_app/hostconfig/",
-        f"/admin/mcp_app/sessionmcpservers/{session.pk}/change/",
-        "/admin/mcp_app/sessionmcpservers/",
+        f"/admin/tools_app/sessionmcpservers/{session.pk}/change/",
+        "/admin/tools_app/sessionmcpservers/",
         f"/admin/sessions_app/session/{session.pk}/change/",
         f"/console/{acme.tenant.slug}/dashboard",
     ]
@@ -126,7 +125,7 @@ def test_a_server_refusing_the_credentials_is_recorded_without_them(acme, settin
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {acme.tokens['root']}")
         assert client.patch("/api/v1/config", {"mcpServers": servers}, format="json").status_code == 200
-        session = do_create_session(acme.principal("member"), uuid.uuid4())
+        session = do_start_session(acme.principal("member"), uuid.uuid4())
         listed = asyncio.run(list_session_servers(session.id))
     assert seen and "401" in listed["web"]["error"], listed
     assert_no_secret(str(listed), "the recorded error")

@@ -10,7 +10,7 @@ from sessions_app.actions import do_create_session
 from sessions_app.models import Session, Turn
 from tools_app.host_tools import REGISTRY
 from tools_app.runtime import ChatToolbox
-from tools_app.session_tools import SESSION_TOOLS
+from tools_app.families.session import SESSION_TOOLS
 
 
 WRITE_ARGUMENTS = {

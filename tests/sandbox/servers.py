@@ -7,7 +7,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import uvicorn
 
 from ..conftest import free_port
-from ..mcp_app.helpers import wait_until
+from ..ahp.mcp.helpers import wait_until
 
 
 @contextlib.contextmanager

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from mcp_app.models import StdioServer
+from tools_app.models import StdioServer
 
-from ..mcp_app.helpers import wait_until
+from ..ahp.mcp.helpers import wait_until
 from ..protocol.harness import AhpClient, default_chat, set_config
 
 PROBE = textwrap.dedent('''

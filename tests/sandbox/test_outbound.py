@@ -4,12 +4,12 @@ checked again. Aimed at real local servers: http MCP servers and the Agent Merge
 import pytest
 from django.test import Client
 
-from mcp_app.models import SessionMcpServers
+from tools_app.models import SessionMcpServers
 from sandbox.models import OutboundAllow
 from sandbox.outbound import OutboundRefused, check_destination
-from workbench.github import GitHub, GitHubError
+from tools_app.families.agent_merge.github import GitHub, GitHubError
 
-from ..mcp_app.helpers import wait_until
+from ..ahp.mcp.helpers import wait_until
 from ..protocol.harness import AhpClient, default_chat, set_config
 from .servers import http_server, mcp_server
 

@@ -12,10 +12,10 @@ from grants.models import Tenant
 from sessions_app import actions
 from kernel.refusals import Refused
 from sessions_app.models import Session
-from tools_app.session_tools.workspace import settle_turn_effects
+from tools_app.families.session.workspace import settle_turn_effects
 
 from ..protocol.harness import AhpClient, RpcFailed, default_chat
-from ..session_tools.conftest import Place, worktree_agent  # noqa: F401 (a fixture)
+from ..tools_app.families.session.conftest import Place, worktree_agent  # noqa: F401 (a fixture)
 
 
 def outside(path):

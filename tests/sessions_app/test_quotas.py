@@ -13,7 +13,7 @@ from sessions_app import actions, quotas
 from sessions_app.models import Chat, Session
 
 from ..protocol.harness import AhpClient, RpcFailed
-from ..session_tools.conftest import Place
+from ..tools_app.families.session.conftest import Place
 
 CONFLICT = -32011
 RATE = re.compile(r"Refusing to create more: you made 3 sessions and chats in the last minute, the most this host "

@@ -1,0 +1,2 @@
+"""Who answers a turn: one module per provider. Each offers its AgentInfo and a `run_turn`
+coroutine that receives the message text and a toolbox (the chat's catalog, bound by the caller)."""

@@ -1,0 +1,253 @@
+"""The `acp` provider: an Agent Client Protocol agent, run as a subprocess, answers the turns.
+
+One agent process and one ACP session per AHP session and process, started on the first turn
+and kept for the next ones. On `session/new` the agent is handed the session's MCP tools
+endpoint (as the http server "ahp", with its bearer token) and the session's mcpServers map;
+its first prompt opens with the host's instructions as a text block of its own. What the agent
+streams back maps onto the chat: message chunks become the turn's reply, and a tool call it
+reports becomes a chat tool call, except one it made through the endpoint, which the endpoint
+has already recorded as the chat's own call.
+
+The agent's command line is the operator's: `AHP_ACP_AGENT_COMMAND` (split like a shell), or
+the `command` this provider was built with; the host folders it reads are
+`AHP_ACP_AGENT_READ_ONLY_PATHS`. A client never chooses what the host runs, and the agent runs
+in its session's sandbox, reaching only the host's tools endpoint and the session's http servers.
+"""
+import asyncio
+import contextlib
+import logging
+import os
+import shlex
+from urllib.parse import urlparse
+
+import acp
+from acp import schema
+from channels.db import database_sync_to_async
+
+from grants.models import Principal
+from kernel.refusals import Refused
+from sandbox.bubblewrap import session_sandbox
+from sessions_app import actions
+from sessions_app.models import Session
+
+logger = logging.getLogger(__name__)
+
+ENDPOINT_SERVER_NAME = "ahp"
+NO_COMMAND = "The acp provider has no agent to run: set AHP_ACP_AGENT_COMMAND."
+# How an agent may name a tool it called on the endpoint server.
+ENDPOINT_PREFIXES = (f"mcp__{ENDPOINT_SERVER_NAME}__", f"{ENDPOINT_SERVER_NAME}__", f"{ENDPOINT_SERVER_NAME}/",
+                     f"{ENDPOINT_SERVER_NAME}.")
+
+
+def host_instructions(session, snapshot):
+    lines = [
+        f"You are the agent of AHP session {session.uri}, run by an AHP host.",
+        f'The host\'s tools for this session are on the MCP server "{ENDPOINT_SERVER_NAME}"; '
+        "call them there so every call shows in the session's chat.",
+    ]
+    lines.extend(snapshot.instructions)
+    return "\n\n".join(lines)
+
+
+def acp_servers(endpoint_url, token, servers):
+    """The session's servers as ACP's session/new wants them, the endpoint first. A stdio
+    entry is already the operator's runnable command (`runnable_stdio`): the agent starts it
+    inside its own sandbox."""
+    handed = [schema.HttpMcpServer(type="http", name=ENDPOINT_SERVER_NAME, url=endpoint_url,
+                                   headers=[schema.HttpHeader(name="Authorization", value=f"Bearer {token}")])]
+    for name, entry in (servers or {}).items():
+        if name == ENDPOINT_SERVER_NAME:
+            logger.warning('Left out MCP server "%s": the name is the tools endpoint\'s.', name)
+            continue
+        if entry["type"] == "stdio":
+            handed.append(schema.McpServerStdio(
+                name=name, command=entry["command"], args=list(entry.get("args") or ()),
+                env=[schema.EnvVariable(name=k, value=v) for k, v in (entry.get("env") or {}).items()]))
+        else:
+            handed.append(schema.HttpMcpServer(
+                type="http", name=name, url=entry["url"],
+                headers=[schema.HttpHeader(name=k, value=v) for k, v in (entry.get("headers") or {}).items()]))
+    return handed
+
+
+def destination(url):
+    parts = urlparse(url)
+    return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def agent_sandbox(session, endpoint_url, servers, read_only):
+    """The agent's sandbox: its session's folders, the agent's and its servers' programs, and a
+    way out to the host's tools endpoint and the session's http servers only."""
+    reached = [destination(e["url"]) for e in servers.values() if e["type"] == "http"]
+    return session_sandbox(session, read_only=read_only, destinations=reached,
+                           host_destinations=[destination(endpoint_url)])
+
+
+def text_of(content):
+    return getattr(content, "text", "") if getattr(content, "type", "") == "text" else ""
+
+
+class TurnMapper:
+    """The ACP client side: what the agent reports during one prompt, onto the chat."""
+
+    def __init__(self):
+        self.turn = None
+        self.endpoint_tools = frozenset()
+        self.reply = []
+        self.calls = {}  # ACP toolCallId -> AHP tool call id
+        # The ACP connection hands each notification to a task of its own: keep their order.
+        self.ordered = asyncio.Lock()
+
+    def start(self, turn, endpoint_tools):
+        self.turn, self.endpoint_tools, self.reply, self.calls = turn, frozenset(endpoint_tools), [], {}
+
+    def through_endpoint(self, title):
+        name = title or ""
+        for prefix in ENDPOINT_PREFIXES:
+            if name.startswith(prefix):
+                return True
+        return name in self.endpoint_tools
+
+    async def session_update(self, session_id, update, **kwargs):
+        async with self.ordered:
+            await self.apply(update)
+
+    async def apply(self, update):
+        if isinstance(update, schema.AgentMessageChunk):
+            self.reply.append(text_of(update.content))
+        elif isinstance(update, schema.ToolCallStart):
+            if self.turn is None or self.through_endpoint(update.title):
+                return
+            arguments = update.raw_input if isinstance(update.raw_input, dict) else {}
+            call = await database_sync_to_async(actions.do_begin_tool_call)(
+                self.turn, update.title[:128], arguments, display_name=update.title[:200])
+            self.calls[update.tool_call_id] = call.id
+        elif isinstance(update, schema.ToolCallProgress):
+            call_id = self.calls.get(update.tool_call_id)
+            if call_id is None or update.status not in ("completed", "failed"):
+                return
+            texts = [text_of(getattr(c, "content", None)) for c in update.content or ()]
+            text = "\n".join(t for t in texts if t) or (str(update.raw_output) if update.raw_output is not None else "")
+            if update.status == "completed":
+                result = {"success": True, "pastTenseMessage": "Ran the agent's tool",
+                          "content": [{"type": "text", "text": text}]}
+            else:
+                result = actions.failure("tool", text or "The agent's tool failed.")
+            await database_sync_to_async(actions.do_complete_tool_call)(call_id, result)
+
+    async def request_permission(self, options, session_id, tool_call, **kwargs):
+        # Every call this host makes is readied with confirmed 'not-needed': allow once.
+        chosen = next((o for o in options if o.kind == "allow_once"), None) or next(
+            (o for o in options if o.kind.startswith("allow")), None)
+        if chosen is None:
+            return schema.RequestPermissionResponse(outcome=schema.DeniedOutcome(outcome="cancelled"))
+        return schema.RequestPermissionResponse(
+            outcome=schema.AllowedOutcome(outcome="selected", option_id=chosen.option_id))
+
+
+class RunningAgent:
+    def __init__(self, stack, connection, process, acp_session_id, mapper):
+        self.stack = stack
+        self.connection = connection
+        self.process = process
+        self.acp_session_id = acp_session_id
+        self.mapper = mapper
+        self.prompted = False
+        self.lock = asyncio.Lock()
+        self.loop = asyncio.get_running_loop()
+
+    @property
+    def alive(self):
+        return self.process.returncode is None and self.loop is asyncio.get_running_loop()
+
+    async def close(self):
+        with contextlib.suppress(Exception):
+            await self.stack.aclose()
+
+
+def agent_endpoint(session_id):
+    session = Session.objects.select_related("tenant").get(id=session_id)
+    return session, actions.do_open_tools_endpoint(Principal.root(session.tenant), session)
+
+
+class AcpProvider:
+    id = "acp"
+    display_name = "ACP agent"
+    description = "An Agent Client Protocol agent the host runs; it reaches the session's tools over MCP."
+    models = ({"id": "acp", "provider": "acp", "name": "ACP agent"},)
+
+    def __init__(self, command=None, read_only_paths=()):
+        self.command = command
+        self.read_only_paths = list(read_only_paths)
+        self.agents = {}
+
+    def agent_info(self):
+        return {"provider": self.id, "displayName": self.display_name, "description": self.description,
+                "models": list(self.models)}
+
+    def command_line(self):
+        if self.command:
+            return list(self.command)
+        configured = os.environ.get("AHP_ACP_AGENT_COMMAND", "")
+        return shlex.split(configured) if configured.strip() else None
+
+    def agent_read_only_paths(self):
+        """Host folders the agent's program needs (its script, a virtualenv): the operator's."""
+        configured = os.environ.get("AHP_ACP_AGENT_READ_ONLY_PATHS", "")
+        return [*self.read_only_paths, *(p for p in configured.split(os.pathsep) if p)]
+
+    async def start_agent(self, toolbox):
+        command = self.command_line()
+        if not command:
+            raise Refused(NO_COMMAND, "no_agent")
+        session, endpoint = await database_sync_to_async(agent_endpoint)(toolbox.session.id)
+        endpoint_url, token = endpoint.url, endpoint.token
+        servers, read_only = await toolbox.runnable_mcp_servers()
+        sandbox = agent_sandbox(session, endpoint_url, servers, [*self.agent_read_only_paths(), *read_only])
+        argv = sandbox.argv(command)
+        mapper = TurnMapper()
+        stack = contextlib.AsyncExitStack()
+        try:
+            # The sandbox clears the environment: the agent sees only what the sandbox sets.
+            connection, process = await stack.enter_async_context(
+                acp.spawn_agent_process(mapper, argv[0], *argv[1:], env={}))
+            await connection.initialize(protocol_version=acp.PROTOCOL_VERSION,
+                                        client_info=schema.Implementation(name="ahp-host", version="1"))
+            created = await connection.new_session(cwd=sandbox.working_directory,
+                                                   mcp_servers=acp_servers(endpoint_url, token, servers))
+        except BaseException:
+            await stack.aclose()
+            raise
+        return RunningAgent(stack, connection, process, created.session_id, mapper)
+
+    async def agent_for(self, toolbox):
+        session_id = toolbox.session.id
+        agent = self.agents.get(session_id)
+        if agent is None or not agent.alive:
+            if agent is not None:
+                await agent.close()
+            agent = self.agents[session_id] = await self.start_agent(toolbox)
+        return agent
+
+    def forget(self, session_id):
+        """The session is gone: stop its agent, on the loop it runs on."""
+        agent = self.agents.pop(session_id, None)
+        if agent is not None and not agent.loop.is_closed():
+            agent.loop.call_soon_threadsafe(lambda: agent.loop.create_task(agent.close()))
+
+    async def run_turn(self, text, toolbox):
+        agent = await self.agent_for(toolbox)
+        async with agent.lock:
+            snapshot = await toolbox.snapshot()
+            prompt = []
+            if not agent.prompted:
+                prompt.append(acp.text_block(host_instructions(toolbox.session, snapshot)))
+            prompt.append(acp.text_block(text))
+            agent.mapper.start(toolbox.turn, snapshot.names)
+            agent.prompted = True
+            response = await agent.connection.prompt(session_id=agent.acp_session_id, prompt=prompt)
+            reply = "".join(agent.mapper.reply)
+            agent.mapper.turn = None
+        if response.stop_reason == "refusal":
+            raise RuntimeError(reply or "The agent refused the prompt.")
+        return reply

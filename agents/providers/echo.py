@@ -1,0 +1,41 @@
+"""The `echo` provider: a deterministic agent."""
+import json
+
+
+class EchoProvider:
+    """A deterministic agent, so every tool path can be driven without a model.
+
+    `/tools` lists the tools it is offered; each line `/call <tool> <json>` calls that tool
+    through the chat's catalog snapshot and puts the result's text in the reply; anything else
+    is echoed back.
+    """
+
+    id = "echo"
+    display_name = "Echo"
+    description = "Echoes messages; /tools lists its tools and /call <tool> <json> calls one."
+    models = ({"id": "echo-1", "provider": "echo", "name": "Echo"},)
+
+    def agent_info(self):
+        return {"provider": self.id, "displayName": self.display_name, "description": self.description,
+                "models": list(self.models)}
+
+    async def run_turn(self, text, toolbox):
+        if text.strip() == "/tools":
+            return "\n".join(await toolbox.names())
+        lines = text.splitlines()
+        if not any(line.startswith("/call ") for line in lines):
+            return text
+        replies = []
+        for line in lines:
+            if not line.startswith("/call "):
+                replies.append(line)
+                continue
+            name, _, raw = line[len("/call "):].strip().partition(" ")
+            try:
+                arguments = json.loads(raw) if raw.strip() else {}
+            except ValueError as exc:
+                replies.append(f"/call {name}: the input is not JSON ({exc.msg}).")
+                continue
+            replies.append(await toolbox.call(name, arguments))
+        return "\n".join(replies)
+

@@ -1,0 +1,337 @@
+"""The per-session MCP tools endpoint, `/ahp-mcp/<session uuid>`, mounted beside Django.
+
+Built on the official `mcp` SDK: its low-level Server answers `initialize`, `tools/list` and
+`tools/call` (and `ping`, which every MCP peer must answer) over streamable HTTP, stateless
+with JSON responses, so any worker process can serve any request. Before the SDK sees a
+request, this module answers anything but POST with 405, finds the endpoint token (404 when
+it is unknown, or its ApiToken revoked, its person deactivated or out of the tenant, or no
+longer holding session:write), refuses bodies over MAX_BODY_BYTES (413) and frames the socket
+would refuse (400), and answers -32601 for any other method.
+
+Who a call acts as: a person's token acts as that person, with their grants as they are now.
+It joins the default chat's active turn when that turn is theirs, and otherwise the host begins
+a turn sent by them and ends it once none of its calls is still open, so the chat and the audit
+name whoever called. The token of the agent the host started (the `acp` provider's) acts only
+within the turn it is answering, as that turn's sender.
+"""
+import json
+import uuid
+from dataclasses import dataclass
+
+import anyio
+from channels.db import database_sync_to_async
+from mcp import types
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http import StreamableHTTPServerTransport
+
+from ahp.protocol import errors, frames
+from grants.authentication import token_from_headers
+from grants.models import Principal
+from kernel.refusals import Refused
+from sessions_app import actions
+from sessions_app.models import Chat, ToolCall, Turn
+from sessions_app.tools_endpoint import ToolsEndpoint, remember_listener
+from tools_app.loader import catalog_for_chat
+from tools_app.runtime import ChatToolbox
+
+PATH_PREFIX = "/ahp-mcp/"
+WRONG_TOKEN = "This tools server answers only its own session's token"
+NO_ENDPOINT = "There is no open tools endpoint here."
+NOT_POST = "This tools server answers POST only."
+NO_TURN_FOR_AGENT = "No turn is running in this session for the agent to act in."
+ANOTHER_PERSONS_TURN = "Another person's turn is running in this session's default chat; call again once it ends."
+MAX_BODY_BYTES = 1024 * 1024
+TOO_LARGE = f"The request body is larger than {MAX_BODY_BYTES} bytes."
+ANSWERED_METHODS = frozenset({"initialize", "tools/list", "tools/call", "ping"})
+TURN_CLIENT_ID = "ahp-mcp"
+TURN_TEXT = "Tool calls from an agent attached to the session's MCP tools endpoint"
+# MCP's ToolDefinition has no AHP-only keys.
+AHP_ONLY_KEYS = ("availability",)
+
+@dataclass(frozen=True)
+class OpenEndpoint:
+    session_id: uuid.UUID
+    tenant_id: int
+    person_id: int | None  # whom a person's token acts as; None for a root token or the host's agent
+    for_agent: bool  # the host's agent: acts only within the turn it answers
+
+
+# Rows ------------------------------------------------------------------------------------------
+
+def open_endpoint(session_id, token):
+    """The endpoint `token` opens on the session, checked as of now, or None."""
+    row = (ToolsEndpoint.objects.select_related("session__tenant", "api_token__tenant", "api_token__person")
+           .filter(session_id=session_id, token_sha256=ToolsEndpoint.digest(token)).first())
+    if row is None:
+        return None
+    session, api_token = row.session, row.api_token
+    if api_token is None:
+        return OpenEndpoint(session.id, session.tenant_id, None, for_agent=True)
+    if api_token.revoked is not None:
+        return None
+    if api_token.person is not None and not (api_token.person.is_active and api_token.person_belongs()):
+        return None
+    if not Principal.for_token(api_token).may("session:write", session):
+        return None
+    return OpenEndpoint(session.id, session.tenant_id, api_token.person_id, for_agent=False)
+
+
+def default_chat(session_id):
+    return Chat.objects.select_related("session__tenant").get(session_id=session_id, is_default=True)
+
+
+def tool_definitions(session_id):
+    """Exactly what the in-process path offers the session's default chat."""
+    snapshot = catalog_for_chat(default_chat(session_id))
+    return [{k: v for k, v in d.items() if k not in AHP_ONLY_KEYS} for d in snapshot.definitions]
+
+
+def turn_for_call(endpoint):
+    """The turn a call runs in: the default chat's active turn when the caller may act in it,
+    else one the host begins, sent by the caller."""
+    chat = default_chat(endpoint.session_id)
+    while True:
+        turn = (Turn.objects.select_related("chat__session__tenant", "sender")
+                .filter(chat=chat, state="active").order_by("started").first())
+        if turn is not None:
+            if endpoint.for_agent or turn.sender_id == endpoint.person_id:
+                return turn
+            raise Refused(ANOTHER_PERSONS_TURN, "conflict")
+        if endpoint.for_agent:
+            raise Refused(NO_TURN_FOR_AGENT, "conflict")
+        if endpoint.person_id is None:
+            principal = Principal.root(chat.session.tenant)
+        else:
+            from django.contrib.auth import get_user_model
+
+            principal = Principal.for_person(chat.session.tenant, get_user_model().objects.get(pk=endpoint.person_id))
+        try:
+            started = actions.do_start_turn(principal, chat, uuid.uuid4(), TURN_TEXT, TURN_CLIENT_ID)
+        except Refused as refusal:
+            if refusal.kind != "conflict":
+                raise
+            continue  # another call began one first: see whose it is
+        return Turn.objects.select_related("chat__session__tenant", "sender").get(pk=started.pk)
+
+
+def end_host_turn_when_idle(turn_id):
+    turn = Turn.objects.filter(pk=turn_id, client_id=TURN_CLIENT_ID, state="active").first()
+    if turn is not None and not ToolCall.objects.filter(turn=turn, completed__isnull=True).exists():
+        actions.do_end_turn(turn.pk, response_text=None)
+
+
+# The MCP server ----------------------------------------------------------------------------------
+
+server = Server("ahp-host", instructions="The tools of one AHP session's default chat.")
+
+
+def current_endpoint():
+    return server.request_context.request.scope["ahp.endpoint"]
+
+
+async def list_tools(request):
+    definitions = await database_sync_to_async(tool_definitions)(current_endpoint().session_id)
+    return types.ServerResult(types.ListToolsResult(tools=[types.Tool.model_validate(d) for d in definitions]))
+
+
+async def call_tool(request):
+    endpoint = current_endpoint()
+    name, arguments = request.params.name, request.params.arguments or {}
+    try:
+        turn = await database_sync_to_async(turn_for_call)(endpoint)
+    except Refused as refusal:
+        return types.ServerResult(error_result(refusal.sentence))
+    toolbox = ChatToolbox(turn)
+    try:
+        result = await toolbox.execute(await toolbox.snapshot(), name, arguments)
+    finally:
+        await database_sync_to_async(end_host_turn_when_idle)(turn.pk)
+    return types.ServerResult(mcp_result(result))
+
+
+# Registered directly: the SDK's decorators would keep a per-process tool cache shared by every
+# session and re-validate input the catalog already checks, with its own wording.
+server.request_handlers[types.ListToolsRequest] = list_tools
+server.request_handlers[types.CallToolRequest] = call_tool
+INITIALIZATION_OPTIONS = server.create_initialization_options()  # after the handlers: it reads them
+
+
+def error_result(text):
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=True)
+
+
+def mcp_result(result):
+    """An AHP ToolCallResult as the MCP CallToolResult it mirrors."""
+    content = []
+    for item in result.get("content") or ():
+        if item.get("type") == "text":
+            content.append(types.TextContent(type="text", text=item["text"]))
+        elif item.get("type") == "embeddedResource":
+            content.append(types.EmbeddedResource(type="resource", resource=types.BlobResourceContents(
+                uri=item.get("uri", "ahp-embedded:/"), blob=item["data"], mimeType=item.get("contentType"))))
+        elif item.get("type") == "resource" and item.get("uri"):
+            content.append(types.ResourceLink(type="resource_link", uri=item["uri"], name=item["uri"],
+                                              mimeType=item.get("contentType")))
+    if not content and not result.get("success"):
+        content.append(types.TextContent(type="text", text=(result.get("error") or {}).get("message", "")))
+    return types.CallToolResult(content=content, structuredContent=result.get("structuredContent"),
+                                isError=not result.get("success"))
+
+
+async def serve_mcp(scope, receive, send):
+    """One stateless streamable-HTTP exchange through the SDK's transport and server."""
+    transport = StreamableHTTPServerTransport(mcp_session_id=None, is_json_response_enabled=True)
+
+    async def run_server(*, task_status=anyio.TASK_STATUS_IGNORED):
+        async with transport.connect() as (read_stream, write_stream):
+            task_status.started()
+            await server.run(read_stream, write_stream, INITIALIZATION_OPTIONS, stateless=True)
+
+    async with anyio.create_task_group() as tasks:
+        await tasks.start(run_server)
+        try:
+            await transport.handle_request(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await transport.terminate()
+
+
+# The ASGI app ------------------------------------------------------------------------------------
+
+async def send_json(send, status, payload, headers=()):
+    body = json.dumps(payload).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def rpc_error(request_id, code, message):
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+
+
+async def read_body(receive):
+    """The whole body, None when the client left, or False once it passes MAX_BODY_BYTES (the
+    rest is never read)."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return False
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+def parse_body(body):
+    """The JSON-RPC message in `body`, or BadFrame: the socket's frame rules, and nesting too
+    deep for the parser itself is refused as too deep (-32600), not as unreadable."""
+    try:
+        return frames.parse(body.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise frames.BadFrame(errors.PARSE_ERROR, frames.NOT_JSON) from None
+    except frames.BadFrame as bad:
+        if bad.code == errors.PARSE_ERROR and too_deep_to_parse(body):
+            raise frames.BadFrame(errors.INVALID_REQUEST, frames.TOO_DEEP) from None
+        raise
+
+
+def too_deep_to_parse(body):
+    try:
+        json.loads(body)
+    except RecursionError:
+        return True
+    except ValueError:
+        return False
+    return False
+
+
+def declared_length(scope):
+    try:
+        return int(header(scope, b"content-length") or 0)
+    except ValueError:
+        return 0
+
+
+def replay(body, receive):
+    sent = False
+
+    async def replayed():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+def session_id_of(path):
+    raw = path[len(PATH_PREFIX):].strip("/")
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        return None
+
+
+def header(scope, name):
+    for key, value in scope.get("headers") or ():
+        if key == name:
+            return value.decode("latin-1")
+    return ""
+
+
+async def tools_endpoint_app(scope, receive, send):
+    if scope["method"] != "POST":
+        # Stateless: there is no stream to GET and no session to DELETE.
+        await send_json(send, 405, rpc_error(None, errors.INVALID_REQUEST, NOT_POST), [(b"allow", b"POST")])
+        return
+    token = token_from_headers(header(scope, b"authorization"))
+    if not token:
+        await send_json(send, 401, rpc_error(None, -32001, WRONG_TOKEN), [(b"www-authenticate", b"Bearer")])
+        return
+    if declared_length(scope) > MAX_BODY_BYTES:
+        await send_json(send, 413, rpc_error(None, errors.INVALID_REQUEST, TOO_LARGE))
+        return
+    session_id = session_id_of(scope["path"])
+    endpoint = None
+    if session_id is not None:
+        endpoint = await database_sync_to_async(open_endpoint)(session_id, token)
+    if endpoint is None:
+        # A token that is not this endpoint's own (or no longer any person's) is answered exactly
+        # as where there is no endpoint: no token can tell which sessions (of any tenant) exist.
+        await send_json(send, 404, rpc_error(None, -32600, NO_ENDPOINT))
+        return
+    body = await read_body(receive)
+    if body is None:
+        return
+    if body is False:
+        await send_json(send, 413, rpc_error(None, errors.INVALID_REQUEST, TOO_LARGE))
+        return
+    try:
+        message = parse_body(body)
+    except frames.BadFrame as bad:
+        await send_json(send, 400, rpc_error(bad.request_id, bad.code, bad.message))
+        return
+    if isinstance(message, dict) and "id" in message and message.get("method") not in ANSWERED_METHODS:
+        await send_json(send, 200, rpc_error(message["id"], -32601, f"Method not found: {message.get('method')}"))
+        return
+    await serve_mcp({**scope, "ahp.endpoint": endpoint}, replay(body, receive), send)
+
+
+def with_tools_endpoint(django_app):
+    """The host's HTTP app: paths under /ahp-mcp/ go to the tools endpoint, the rest to Django."""
+
+    async def app(scope, receive, send):
+        if scope["type"] == "http":
+            remember_listener(scope)
+            if scope["path"].startswith(PATH_PREFIX):
+                await tools_endpoint_app(scope, receive, send)
+                return
+        await django_app(scope, receive, send)
+
+    return app

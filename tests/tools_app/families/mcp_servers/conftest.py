@@ -1,0 +1,1 @@
+from ....ahp.mcp.helpers import host_tools  # noqa: F401  (a fixture)

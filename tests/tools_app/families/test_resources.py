@@ -1,0 +1,57 @@
+"""ahp_resource reads the host's own resources and asks a connected client for one it publishes;
+ahp_terminals lists the host's terminals (it keeps none)."""
+import json
+
+from ...protocol.harness import AhpClient
+from .helpers import Desk
+
+
+def test_it_reads_a_session_of_the_host(acme, host):
+    with Desk(host, acme) as desk:
+        state = json.loads(desk.call("ahp_resource", {"uri": desk.session_uri}))
+        assert state["defaultChat"] == desk.chat_uri
+
+
+def test_it_asks_the_client_that_publishes_a_resource_over_its_socket(acme, host):
+    with Desk(host, acme) as desk, AhpClient(host.port, acme.tokens["member"], "ide") as ide:
+        ide.subscribe(desk.session_uri)
+        ide.dispatch(desk.session_uri, {"type": "session/activeClientSet",
+                                        "activeClient": {"clientId": "ide", "tools": []}})
+        ide.action("session/activeClientSet")
+        turn = desk.start("ahp_resource", {"uri": "file:///work/README.md"})
+        while True:
+            frame = ide.read(15)
+            if frame.get("method") == "resourceRead":
+                break
+        assert frame["params"] == {"channel": "ahp-root://", "uri": "file:///work/README.md"}
+        ide.send({"jsonrpc": "2.0", "id": frame["id"], "result": {"data": "# Hello", "encoding": "utf-8"}})
+        assert desk.client.reply_to(turn) == "# Hello"
+
+
+def test_a_client_error_is_the_models_answer(acme, host):
+    with Desk(host, acme) as desk, AhpClient(host.port, acme.tokens["member"], "ide") as ide:
+        ide.subscribe(desk.session_uri)
+        ide.dispatch(desk.session_uri, {"type": "session/activeClientSet",
+                                        "activeClient": {"clientId": "ide", "tools": []}})
+        ide.action("session/activeClientSet")
+        turn = desk.start("ahp_resource", {"uri": "file:///nope"})
+        while (frame := ide.read(15)).get("method") != "resourceRead":
+            pass
+        ide.send({"jsonrpc": "2.0", "id": frame["id"], "error": {"code": -32008, "message": "No such file"}})
+        assert desk.client.reply_to(turn) == "No resource file:///nope: ide answered: No such file."
+
+
+def test_with_no_client_a_foreign_uri_is_refused(acme, host):
+    with Desk(host, acme) as desk:
+        assert desk.call("ahp_resource", {"uri": "file:///x"}) == (
+            "No resource file:///x: it is not the host's, and no client of this session publishes resources.")
+
+
+def test_another_tenants_session_is_not_there(acme, globex, host):
+    with Desk(host, globex, client_id="g") as theirs, Desk(host, acme) as desk:
+        assert desk.call("ahp_resource", {"uri": theirs.session_uri}) == f"No resource {theirs.session_uri} here."
+
+
+def test_terminals_lists_none_because_the_host_keeps_none(acme, host):
+    with Desk(host, acme) as desk:
+        assert desk.call("ahp_terminals") == "No terminals are open on this host."

@@ -1,0 +1,1 @@
+"""Every tool family of the host, one module or package each."""

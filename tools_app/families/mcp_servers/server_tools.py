@@ -1,0 +1,247 @@
+"""Configured MCP servers' tools in the catalog.
+
+The host lists each server a session was given (through the `mcp` client) and registers the
+tools under the server's name in the catalog's MCP source (`tools_app.host_tools.MCP`). The
+registry is one per process and tenants may give different servers the same name, so a
+registered tool is offered only to sessions whose own server of that name offers it
+(`is_enabled_for_session`), with that server's wording (`for_session`), and runs against that
+session's server. A server that cannot be listed is recorded as a gap; the session goes on.
+"""
+import asyncio
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.db import close_old_connections
+
+from sessions_app.models import ActiveClient, Session
+from tools_app.host_tools import MCP
+from tools_app.registry import Tool
+
+from . import client
+from .actions import do_record_client_servers, do_record_server_tools
+from .models import SessionMcpServers
+from .servers import (
+    fingerprint,
+    merged_servers,
+    plugin_manifest_uris,
+    revealed,
+    runnable_stdio,
+    servers_of_manifest,
+    usable_servers,
+)
+
+logger = logging.getLogger(__name__)
+
+LIST_TIMEOUT_SECONDS = 20
+PERMISSIVE_SCHEMA = {"type": "object"}  # the server checks its own input
+
+
+def client_servers(row, active_client_ids):
+    """The http servers the session's active clients' plugins contribute, later clients over
+    earlier (as the clients' own `.mcp.json` files said when the host asked them)."""
+    found = {}
+    for client_id in active_client_ids:
+        found.update((row.client_servers or {}).get(client_id) or {})
+    return usable_servers(found, f"the client plugins of session {row.session_id}")
+
+
+def effective_servers(session):
+    """The map the session's agent gets: what the tenant gave it at start, with servers its
+    clients' plugins contribute merged over it. None when there are none (absent, not empty)."""
+    row = SessionMcpServers.objects.filter(session=session).first()
+    if row is None:
+        return None
+    active = ActiveClient.objects.filter(session=session).order_by("id").values_list("client_id", flat=True)
+    return merged_servers(row.servers, client_servers(row, active))
+
+
+def runnable_servers(servers):
+    """The session's map with each stdio entry replaced by the operator's command it names (one
+    the operator no longer defines is left out), and the host folders those commands read."""
+    runnable, read_only = {}, []
+    for name, entry in (servers or {}).items():
+        entry = revealed(entry)  # handed to the agent, which uses them
+        if entry["type"] == "stdio":
+            resolved = runnable_stdio(entry)
+            if resolved is None:
+                logger.warning('Left out MCP server "%s": the operator no longer defines "%s".', name, entry["server"])
+                continue
+            read_only.extend(resolved.get("readOnlyPaths") or ())
+            entry = {"type": "stdio", **resolved}
+        runnable[name] = entry
+    return runnable, read_only
+
+
+def runnable_session_servers(session):
+    """What an agent the host starts for the session is handed: its servers, runnable."""
+    return runnable_servers(effective_servers(session))
+
+
+def ahp_result(tool_name, result):
+    """An MCP CallToolResult (wire dict) as an AHP ToolCallResult."""
+    content = []
+    for item in result.get("content") or ():
+        if item.get("type") == "text":
+            content.append({"type": "text", "text": item.get("text", "")})
+        elif item.get("type") == "resource_link":
+            content.append({"type": "resource", "uri": item.get("uri", "")})
+    ahp = {"success": not result.get("isError"), "pastTenseMessage": f"Ran {tool_name}", "content": content}
+    if result.get("structuredContent") is not None:
+        ahp["structuredContent"] = result["structuredContent"]
+    if result.get("isError"):
+        ahp["error"] = {"message": "\n".join(c["text"] for c in content if c["type"] == "text") or f"{tool_name} failed"}
+    return ahp
+
+
+class ServerToolOffers:
+    """Per server name, the tools each configuration of it offers, and which configuration
+    each session uses."""
+
+    def __init__(self, source=MCP):
+        self.source = source
+        self.lock = threading.RLock()
+        self.offers = {}  # server name -> {fingerprint: {"entry": entry, "tools": {name: definition}}}
+        self.sessions = {}  # session id -> {server name: fingerprint}
+
+    def learn(self, session_id, name, entry, tools):
+        with self.lock:
+            key = fingerprint(entry)
+            self.offers.setdefault(name, {})[key] = {"entry": entry, "tools": {t["name"]: t for t in tools}}
+            self.sessions.setdefault(str(session_id), {})[name] = key
+        self.publish(name)
+
+    def forget_session(self, session_id):
+        with self.lock:
+            gone = self.sessions.pop(str(session_id), {})
+            in_use = {(n, k) for servers in self.sessions.values() for n, k in servers.items()}
+            for name, key in gone.items():
+                if (name, key) not in in_use:
+                    self.offers.get(name, {}).pop(key, None)
+        for name in gone:
+            self.publish(name)
+
+    def configuration(self, session, name):
+        key = self.sessions.get(str(getattr(session, "id", None)), {}).get(name)
+        return self.offers.get(name, {}).get(key) if key else None
+
+    def offered(self, name, tool_name, session):
+        configuration = self.configuration(session, name)
+        return configuration is not None and tool_name in configuration["tools"]
+
+    def wording(self, name, tool_name, session):
+        definition = self.configuration(session, name)["tools"][tool_name]
+        wording = {"description": definition.get("description", ""), "inputSchema": definition["inputSchema"]}
+        for key in ("title", "outputSchema", "annotations"):
+            if definition.get(key):
+                wording[key] = definition[key]
+        return wording
+
+    async def run(self, name, tool_name, context, arguments):
+        configuration = self.configuration(context.session, name)
+        if configuration is None:
+            return {"success": False, "pastTenseMessage": f"{tool_name} failed",
+                    "error": {"message": f"The MCP server {name} is not available to this session."}}
+        return ahp_result(tool_name, await client.call_tool(configuration["entry"], tool_name, arguments, context.session))
+
+    def publish(self, name):
+        with self.lock:
+            names = {}
+            for configuration in self.offers.get(name, {}).values():
+                for tool_name, definition in configuration["tools"].items():
+                    names.setdefault(tool_name, definition)
+        if not names:
+            self.source.drop_server(name)
+            return
+        tools = [
+            Tool(name=tool_name, description=definition.get("description", ""), input_schema=PERMISSIVE_SCHEMA,
+                 executor=partial(self.run, name, tool_name),
+                 is_enabled_for_session=partial(self.offered, name, tool_name),
+                 for_session=partial(self.wording, name, tool_name), source="mcp")
+            for tool_name, definition in names.items()
+        ]
+        self.source.set_server_tools(name, tools)
+
+
+OFFERS = ServerToolOffers()
+
+
+async def list_session_servers(session_id, offers=OFFERS):
+    """List the tools of every server the session has; record each server's tools or the
+    reason it could not be listed. Answers what was recorded."""
+    session = await database_sync_to_async(Session.objects.select_related("tenant").filter(id=session_id).first)()
+    if session is None:
+        return {}
+    servers = await database_sync_to_async(effective_servers)(session) or {}
+    listed = {}
+    for name, entry in servers.items():
+        try:
+            tools = await asyncio.wait_for(client.list_tools(entry, session), LIST_TIMEOUT_SECONDS)
+        except Exception as exc:  # one unreachable server is a gap, never a failed session
+            while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+                exc = exc.exceptions[0]  # the client's task groups wrap the cause
+            reason = f"{exc.__class__.__name__}: {exc}" if str(exc) else exc.__class__.__name__
+            logger.warning("Could not list the tools of MCP server %r for session %s: %s", name, session_id, reason)
+            listed[name] = {"error": reason}
+            continue
+        offers.learn(session_id, name, entry, tools)
+        listed[name] = {"tools": tools}
+    if listed:
+        await database_sync_to_async(do_record_server_tools)(session_id, listed)
+    return listed
+
+
+class ListingPool:
+    """Listing spawns processes and opens sockets: never inside a request or a transaction, and
+    at most `workers` sessions at once per process, however many start together. A session
+    already waiting is not queued twice."""
+
+    def __init__(self, workers):
+        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mcp-list")
+        self.lock = threading.Lock()
+        self.waiting = set()
+
+    def submit(self, session_id):
+        with self.lock:
+            if session_id in self.waiting:
+                return None
+            self.waiting.add(session_id)
+        return self.executor.submit(self.run, session_id)
+
+    def run(self, session_id):
+        with self.lock:
+            self.waiting.discard(session_id)
+        try:
+            return asyncio.run(list_session_servers(session_id))
+        except Exception:
+            logger.exception("Listing the MCP servers of session %s failed", session_id)
+        finally:
+            close_old_connections()
+
+
+LISTING = ListingPool(settings.AHP_MCP_LISTING_WORKERS)
+
+
+def list_in_background(session_id):
+    """Queue the listing of the session's servers; a Future of what was recorded."""
+    return LISTING.submit(session_id)
+
+
+async def learn_client_plugins(tenant_id, session_id, client_id, owner_id, customizations):
+    """Ask the client for each of its plugins' `.mcp.json` (the file is on the client's
+    machine), keep the http servers they declare for this session, and list them."""
+    from ..resources import ask_client
+
+    found = {}
+    for plugin_uri, manifest_uri in plugin_manifest_uris(customizations).items():
+        ok, text = await ask_client(tenant_id, client_id, manifest_uri, owner_id=owner_id)
+        if not ok:
+            logger.warning("Could not read the MCP servers of plugin %s: %s", plugin_uri, text)
+            continue
+        found.update(servers_of_manifest(text, plugin_uri))
+    await database_sync_to_async(do_record_client_servers)(session_id, client_id, found)
+    if found:
+        list_in_background(session_id)

@@ -1,1 +1,0 @@
-"""Agent backends that run an AgentDefinition, one module per provider id."""

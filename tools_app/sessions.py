@@ -1,0 +1,52 @@
+"""A session's start and end as the doors above tools_app make them: the agent must exist, a
+new session keeps the tenant's MCP servers as they are at its start, and an ended one is
+forgotten by what the host holds for it outside the database (listed tools, its sandbox, the
+agent process running for it)."""
+from django.db import transaction
+
+from agents.registry import PROVIDERS, get_provider
+from kernel.refusals import Refused
+from sandbox.bubblewrap import end_sandbox
+from sessions_app import actions
+
+from .families.mcp_servers.actions import do_capture_mcp_servers
+from .families.mcp_servers.server_tools import OFFERS, list_in_background
+
+
+def check_agent(provider):
+    if get_provider(provider) is None:
+        raise Refused(f"No agent for provider {provider}.", "no_agent")
+
+
+@transaction.atomic
+def do_start_session(principal, session_id, provider="echo", working_directories=(), config=None):
+    """createSession: the session, its default chat, and its MCP servers captured."""
+    check_agent(provider)
+    session = actions.do_create_session(principal, session_id, provider, working_directories, config)
+    capture_servers(session)
+    return session
+
+
+def capture_servers(session):
+    """Inside the transaction that created `session`: keep its servers, list them after commit."""
+    row = do_capture_mcp_servers(session)
+    if row.servers:
+        session_id = session.id
+        transaction.on_commit(lambda: list_in_background(session_id))
+
+
+@transaction.atomic
+def do_end_session(principal, session):
+    """disposeSession: the rows go, then (after commit) whatever the host kept for the session."""
+    session_id = session.id
+    actions.do_dispose_session(principal, session)
+    transaction.on_commit(lambda: forget_session(session_id))
+
+
+def forget_session(session_id):
+    OFFERS.forget_session(session_id)
+    end_sandbox(session_id)
+    for provider in PROVIDERS.values():
+        forget = getattr(provider, "forget", None)
+        if forget is not None:
+            forget(session_id)
