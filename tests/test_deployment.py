@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import dj_database_url
+import pytest
 import yaml
 
 from ahp import settings as host_settings
@@ -107,6 +108,7 @@ def serve(tmp_path, bind, **env):
         stop(process)
 
 
+@pytest.mark.e2e
 def test_without_a_secret_key_the_server_refuses_to_start_unless_embedded_on_loopback(tmp_path):
     code, said = serve(tmp_path, "127.0.0.1", DATABASE_URL=f"sqlite:///{tmp_path}/db.sqlite3")
     assert code == 1 and said.strip() == NO_SECRET_KEY
@@ -116,6 +118,7 @@ def test_without_a_secret_key_the_server_refuses_to_start_unless_embedded_on_loo
     assert serve(tmp_path, "0.0.0.0", SECRET_KEY=STRONG_KEY)[0] is None
 
 
+@pytest.mark.e2e
 def test_without_a_secret_key_runhost_refuses_to_listen_beyond_loopback(tmp_path):
     done = subprocess.run([sys.executable, "manage.py", "runhost", "--host", "0.0.0.0", "--port", str(free_port())],
                           env=host_env(tmp_path), cwd=ROOT, capture_output=True, text=True, timeout=60)

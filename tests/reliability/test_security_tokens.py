@@ -121,6 +121,7 @@ def server_behind_a_proxy(transactional_db):
         stop(process)
 
 
+@pytest.mark.e2e
 def test_ten_failed_handshakes_from_one_address_never_slow_a_good_token(acme, live_server_process):
     started = time.monotonic()
     for _ in range(10):
@@ -132,6 +133,7 @@ def test_ten_failed_handshakes_from_one_address_never_slow_a_good_token(acme, li
     assert time.monotonic() - started < 1.0
 
 
+@pytest.mark.e2e
 def test_behind_a_trusted_proxy_each_forwarded_client_is_throttled_on_its_own(acme, server_behind_a_proxy):
     port = server_behind_a_proxy
     for _ in range(throttle.FREE_FAILURES + 3):
@@ -140,6 +142,7 @@ def test_behind_a_trusted_proxy_each_forwarded_client_is_throttled_on_its_own(ac
     assert failed_handshake(port, headers={"X-Forwarded-For": "198.51.100.9, 127.0.0.1"}) < 4 * throttle.BASE_DELAY
 
 
+@pytest.mark.e2e
 def test_a_forwarded_for_header_from_an_untrusted_peer_changes_nothing(acme, live_server_process):
     for _ in range(throttle.FREE_FAILURES + 3):
         failed_handshake(live_server_process, headers={"X-Forwarded-For": "203.0.113.7"})
