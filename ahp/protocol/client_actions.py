@@ -1,5 +1,6 @@
 """The actions a client may dispatch, in one table: for each, the channel it targets and the
-grant that channel needs, the check of its fields, and the `do_*` that applies it.
+grant that channel needs, the check of its fields, the `do_*` that applies it, and what the
+connection starts once it is applied (the turn it began).
 
 Each `do_*` checks the finer grant of its own change; the grant here is the one that makes the
 target visible at all (a target the client may not read is "not found", never "forbidden").
@@ -101,19 +102,30 @@ def complete_tool_call(principal, client_id, chat, action, fields, origin):
         FullToolOutput.objects.create(call_id=call_id, text=full_text)
 
 
+def run_the_turn(consumer, turn):
+    consumer.launch_turn(turn.id)
+
+
+def learn_its_plugins(consumer, active_client):
+    if active_client.customizations:
+        consumer.learn_client_plugins(active_client)
+
+
 @dataclass(frozen=True)
 class ClientAction:
     channel: str  # the kind of channel it targets: a key of TARGETS, or "root"
-    grant: str  # the grant on the target's session without which the target is not found
+    grant: str | None  # the grant on the target's session without which the target is not found
     fields: Callable  # action -> the checked fields the do_* takes
     do: Callable  # (principal, client_id, target, action, fields, origin) -> outcome
+    then: Callable | None = None  # (consumer, outcome): what the connection starts once it is applied
 
 
 CLIENT_ACTIONS = {
     "session/activeClientSet": ClientAction(
         "session", "session:read", no_fields,
         lambda p, client, session, a, f, origin: actions.do_set_active_client(
-            p, session, client, a.get("activeClient"), origin)),
+            p, session, client, a.get("activeClient"), origin),
+        then=learn_its_plugins),
     "session/activeClientRemoved": ClientAction(
         "session", "session:read", no_fields,
         lambda p, client, session, a, f, origin: actions.do_remove_active_client(
@@ -131,7 +143,8 @@ CLIENT_ACTIONS = {
     "chat/turnStarted": ClientAction(
         "chat", "session:read", turn_started_fields,
         lambda p, client, chat, a, f, origin: actions.do_start_turn(
-            p, chat, f["turn_id"], f["text"], client, origin)),
+            p, chat, f["turn_id"], f["text"], client, origin),
+        then=run_the_turn),
     "chat/toolCallComplete": ClientAction("chat", "session:read", tool_call_fields, complete_tool_call),
     # Only a host tool that asked the person (viewUnreviewedComments) waits for an answer.
     "chat/toolCallConfirmed": ClientAction(
@@ -167,10 +180,10 @@ CLIENT_ACTIONS = {
 
 
 def apply(principal, client_id, channel, action, origin):
-    """Apply a client's action: its outcome, or Refused (the client hears a rejection)."""
+    """Apply a client's action: its entry and outcome, or Refused (the client hears a rejection)."""
     action_type = action.get("type")
     entry = CLIENT_ACTIONS.get(action_type) if isinstance(action_type, str) else None
     if entry is None:
         raise Refused(f"This host does not accept {action_type!r} from clients.", "invalid")
     row = target(principal, entry.channel, entry.grant, channel)
-    return entry.do(principal, client_id, row, action, entry.fields(action), origin)
+    return entry, entry.do(principal, client_id, row, action, entry.fields(action), origin)

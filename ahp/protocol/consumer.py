@@ -43,6 +43,7 @@ DATABASE_UNAVAILABLE = "Service unavailable: the host's database did not answer;
 # private range, as 4401 is 401: daphne lets an application send only 1000 or 3000-4999.
 SERVICE_RESTART = 4012
 
+
 def token_from_scope(scope):
     """The token on the upgrade: `?tkn=` in the query string or `Authorization: Bearer`."""
     query = parse_qs(scope.get("query_string", b"").decode())

@@ -228,17 +228,15 @@ async def dispatch_action(consumer, params):
     action = errors.require(params, "action", dict)
     origin = {"clientId": consumer.client_id, "clientSeq": client_seq}
     try:
-        outcome = await database_sync_to_async(client_actions.apply)(
+        entry, outcome = await database_sync_to_async(client_actions.apply)(
             consumer.principal, consumer.client_id, channel, action, origin)
     except (Refused, errors.RpcError) as refusal:
         reason = refusal.sentence if isinstance(refusal, Refused) else refusal.message
         seq = await database_sync_to_async(events.current_seq)()
         await consumer.send_notification("action", events.envelope(channel, action, seq, origin, reason))
         return None
-    if action.get("type") == "chat/turnStarted":
-        consumer.launch_turn(outcome.id)
-    elif action.get("type") == "session/activeClientSet" and outcome.customizations:
-        consumer.learn_client_plugins(outcome)
+    if entry.then is not None:
+        entry.then(consumer, outcome)
     return None
 
 
