@@ -1,6 +1,6 @@
 """REST: the tenant's HostConfig under its wire keys. Reading needs config:settings, writing
 config:change; writes go through do_change_host_config, so they apply live like any other."""
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView

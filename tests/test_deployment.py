@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import dj_database_url
+import pytest
 import yaml
 
 from ahp import settings as host_settings
@@ -61,6 +62,7 @@ def settings_under(env):
     return json.loads(out.stdout)
 
 
+@pytest.mark.e2e
 def test_with_no_environment_the_host_runs_embedded(tmp_path):
     engine, name, layer, broker, debug, _ = settings_under({"AHP_VAR_DIR": str(tmp_path)})
     assert engine == "django.db.backends.sqlite3" and name == str(tmp_path / "ahp.sqlite3")
@@ -68,6 +70,7 @@ def test_with_no_environment_the_host_runs_embedded(tmp_path):
     assert broker == "filesystem://" and debug is False
 
 
+@pytest.mark.e2e
 def test_production_environment_selects_postgres_and_redis(tmp_path):
     engine, name, layer, broker, debug, hosts = settings_under({
         "AHP_VAR_DIR": str(tmp_path), "DATABASE_URL": "postgres://u:p@db:5432/ahp",
@@ -78,6 +81,7 @@ def test_production_environment_selects_postgres_and_redis(tmp_path):
     assert debug is True and hosts == ["ahp.example", "other"]
 
 
+@pytest.mark.e2e
 def test_a_sqlite_database_url_with_an_absolute_path_works(tmp_path):
     engine, name, *_ = settings_under({"AHP_VAR_DIR": str(tmp_path), "DATABASE_URL": f"sqlite:///{tmp_path}/x.sqlite3"})
     assert engine == "django.db.backends.sqlite3" and name == f"{tmp_path}/x.sqlite3"
@@ -107,6 +111,7 @@ def serve(tmp_path, bind, **env):
         stop(process)
 
 
+@pytest.mark.e2e
 def test_without_a_secret_key_the_server_refuses_to_start_unless_embedded_on_loopback(tmp_path):
     code, said = serve(tmp_path, "127.0.0.1", DATABASE_URL=f"sqlite:///{tmp_path}/db.sqlite3")
     assert code == 1 and said.strip() == NO_SECRET_KEY
@@ -116,12 +121,14 @@ def test_without_a_secret_key_the_server_refuses_to_start_unless_embedded_on_loo
     assert serve(tmp_path, "0.0.0.0", SECRET_KEY=STRONG_KEY)[0] is None
 
 
+@pytest.mark.e2e
 def test_without_a_secret_key_runhost_refuses_to_listen_beyond_loopback(tmp_path):
     done = subprocess.run([sys.executable, "manage.py", "runhost", "--host", "0.0.0.0", "--port", str(free_port())],
                           env=host_env(tmp_path), cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and done.stderr.strip().endswith(f"CommandError: {NO_SECRET_KEY}")
 
 
+@pytest.mark.e2e
 def test_an_embedded_host_signs_with_a_key_of_its_own_never_a_constant(tmp_path):
     code = "from django.conf import settings; print(settings.SECRET_KEY)"
 
@@ -134,6 +141,7 @@ def test_an_embedded_host_signs_with_a_key_of_its_own_never_a_constant(tmp_path)
     assert (tmp_path / "a" / "secret_key").stat().st_mode & 0o077 == 0
 
 
+@pytest.mark.e2e
 def test_check_deploy_is_clean_in_the_production_settings(tmp_path):
     done = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
                           env=host_env(tmp_path, **PRODUCTION), cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -141,6 +149,7 @@ def test_check_deploy_is_clean_in_the_production_settings(tmp_path):
     assert done.stdout.strip() == "System check identified no issues (0 silenced)."
 
 
+@pytest.mark.e2e
 def test_behind_tls_cookies_are_secure_and_http_only_and_hsts_is_sent(tmp_path):
     code = (
         "import django, json; django.setup(); from django.test import Client; c = Client(HTTP_HOST='ahp.example');"

@@ -11,6 +11,8 @@ from ahp.tasks import record_worker_heartbeat
 
 from .conftest import ROOT, child_env, stop
 
+pytestmark = pytest.mark.e2e  # a Celery worker process
+
 
 @pytest.mark.django_db(transaction=True)
 def test_a_task_scheduled_with_a_countdown_runs_through_a_real_worker(tmp_path):

@@ -9,11 +9,14 @@ import sys
 import time
 import urllib.request
 
+import pytest
 from websockets.sync.client import connect
 
 from ahp import settings as host_settings
 
 from .conftest import ROOT, free_port, wait_for_port
+
+pytestmark = pytest.mark.e2e  # runhost processes
 
 
 def embedded_env(var_dir):

@@ -10,6 +10,8 @@ import pytest
 from .conftest import ROOT, child_env, free_port, stop, wait_for_port
 from .protocol.harness import AhpClient
 
+pytestmark = pytest.mark.e2e  # a daphne process
+
 DEADLINE = 2.0
 
 

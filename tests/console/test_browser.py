@@ -15,6 +15,8 @@ from ..protocol.harness import AhpClient
 from .browser import chromium, log_in
 from .conftest import SENTENCES, Work, change_url
 
+pytestmark = pytest.mark.e2e  # a browser
+
 PASSWORD = "correct horse battery staple"
 
 

@@ -15,10 +15,13 @@ from ..conftest import ROOT, child_env, free_port, stop, wait_for_port
 from .harness import AhpClient, default_chat, set_config
 from .test_client_tools import announce, call_open_file, complete
 
-pytestmark = pytest.mark.skipif(
-    not settings.REDIS_URL or connection.vendor != "postgresql",
-    reason="crossing processes needs the shared channel layer (Redis) and PostgreSQL",
-)
+pytestmark = [
+    pytest.mark.e2e,  # two daphne processes
+    pytest.mark.skipif(
+        not settings.REDIS_URL or connection.vendor != "postgresql",
+        reason="crossing processes needs the shared channel layer (Redis) and PostgreSQL",
+    ),
+]
 
 
 @pytest.fixture

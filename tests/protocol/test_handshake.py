@@ -1,4 +1,5 @@
-"""The /ahp endpoint over a real socket: token on the upgrade, initialize first, ping."""
+"""The /ahp endpoint over a real socket (the in-process server): token on the upgrade, initialize
+first, ping."""
 import json
 
 import pytest
@@ -18,48 +19,48 @@ def call(ws, method, params, request_id=1):
 INIT = {"channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": "test-client"}
 
 
-def test_it_refuses_an_upgrade_without_a_token(live_server_process):
+def test_it_refuses_an_upgrade_without_a_token(host):
     with pytest.raises(InvalidStatus) as refused:
-        connect(url(live_server_process))
+        connect(url(host.port))
     assert refused.value.response.status_code == 403
 
 
-def test_it_refuses_an_upgrade_with_a_wrong_token(acme, live_server_process):
+def test_it_refuses_an_upgrade_with_a_wrong_token(acme, host):
     with pytest.raises(InvalidStatus):
-        connect(url(live_server_process, acme.tokens["member"] + "x"))
+        connect(url(host.port, acme.tokens["member"] + "x"))
 
 
-def test_it_answers_initialize_and_ping_with_a_query_token(acme, live_server_process):
-    with connect(url(live_server_process, acme.tokens["member"])) as ws:
+def test_it_answers_initialize_and_ping_with_a_query_token(acme, host):
+    with connect(url(host.port, acme.tokens["member"])) as ws:
         reply = call(ws, "initialize", INIT)
         assert reply["result"]["protocolVersion"] == "1.0.0"
         assert reply["result"]["serverInfo"]["name"] == "ahp-host"
         assert call(ws, "ping", {"channel": "ahp-root://"}, 2) == {"jsonrpc": "2.0", "id": 2, "result": None}
 
 
-def test_it_accepts_a_bearer_header(acme, live_server_process):
+def test_it_accepts_a_bearer_header(acme, host):
     headers = {"Authorization": f"Bearer {acme.tokens['root']}"}
-    with connect(url(live_server_process), additional_headers=headers) as ws:
+    with connect(url(host.port), additional_headers=headers) as ws:
         assert call(ws, "initialize", INIT)["result"]["protocolVersion"] == "1.0.0"
 
 
-def test_anything_but_ping_before_initialize_is_refused_and_the_connection_kept(acme, live_server_process):
-    with connect(url(live_server_process, acme.tokens["member"])) as ws:
+def test_anything_but_ping_before_initialize_is_refused_and_the_connection_kept(acme, host):
+    with connect(url(host.port, acme.tokens["member"])) as ws:
         reply = call(ws, "listSessions", {"channel": "ahp-root://"})
         assert reply["error"] == {"code": -32600, "message": "listSessions before initialize: send initialize first."}
         assert call(ws, "ping", {"channel": "ahp-root://"}, 2)["result"] is None
         assert "result" in call(ws, "initialize", INIT, 3)
 
 
-def test_no_acceptable_version_answers_32005_with_the_supported_ones(acme, live_server_process):
-    with connect(url(live_server_process, acme.tokens["member"])) as ws:
+def test_no_acceptable_version_answers_32005_with_the_supported_ones(acme, host):
+    with connect(url(host.port, acme.tokens["member"])) as ws:
         reply = call(ws, "initialize", {**INIT, "protocolVersions": ["0.1", "2.0"]})
         assert reply["error"]["code"] == -32005
         assert reply["error"]["data"] == {"supportedVersions": ["1.0.0"]}
 
 
-def test_a_non_json_frame_answers_32700_and_the_connection_survives(acme, live_server_process):
-    with connect(url(live_server_process, acme.tokens["member"])) as ws:
+def test_a_non_json_frame_answers_32700_and_the_connection_survives(acme, host):
+    with connect(url(host.port, acme.tokens["member"])) as ws:
         ws.send("{not json")
         assert json.loads(ws.recv(timeout=10))["error"]["code"] == -32700
         assert "result" in call(ws, "initialize", INIT)

@@ -16,10 +16,13 @@ from ..protocol.test_across_processes import two_servers  # noqa: F401 (the fixt
 from ..protocol.test_client_tools import announce, call_open_file
 from .fault_helpers import assert_log_gap_free, completions_per_call
 
-pytestmark = pytest.mark.skipif(
-    not settings.REDIS_URL or connection.vendor != "postgresql",
-    reason="crossing processes needs the shared channel layer (Redis) and PostgreSQL",
-)
+pytestmark = [
+    pytest.mark.e2e,  # two daphne processes, one killed
+    pytest.mark.skipif(
+        not settings.REDIS_URL or connection.vendor != "postgresql",
+        reason="crossing processes needs the shared channel layer (Redis) and PostgreSQL",
+    ),
+]
 
 
 def test_killing_a_clients_process_loses_nothing_on_the_survivor(acme, two_servers):  # noqa: F811

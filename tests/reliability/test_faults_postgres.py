@@ -13,10 +13,13 @@ from ..conftest import stop
 from ..protocol.harness import AhpClient, RpcFailed, default_chat
 from .fault_helpers import PrivatePostgres, start_daphne
 
-pytestmark = pytest.mark.skipif(
-    connection.vendor != "postgresql" or not glob.glob("/usr/lib/postgresql/*/bin/initdb"),
-    reason="restarting PostgreSQL needs the PostgreSQL run (DATABASE_URL) and its server binaries",
-)
+pytestmark = [
+    pytest.mark.e2e,  # a private PostgreSQL and daphne
+    pytest.mark.skipif(
+        connection.vendor != "postgresql" or not glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+        reason="restarting PostgreSQL needs the PostgreSQL run (DATABASE_URL) and its server binaries",
+    ),
+]
 
 DATABASE_UNAVAILABLE = "Service unavailable: the host's database did not answer; try again shortly."
 

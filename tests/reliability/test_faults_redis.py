@@ -17,10 +17,13 @@ from ..protocol.test_client_tools import announce, call_open_file, complete
 from .fault_helpers import (PrivateRedis, assert_log_gap_free, close_code, completions_per_call, start_daphne,
                             wait_until)
 
-pytestmark = pytest.mark.skipif(
-    not settings.REDIS_URL or connection.vendor != "postgresql" or not shutil.which("redis-server"),
-    reason="restarting Redis needs the Redis/PostgreSQL run (REDIS_URL, DATABASE_URL) and a redis-server binary",
-)
+pytestmark = [
+    pytest.mark.e2e,  # a private Redis and daphne
+    pytest.mark.skipif(
+        not settings.REDIS_URL or connection.vendor != "postgresql" or not shutil.which("redis-server"),
+        reason="restarting Redis needs the Redis/PostgreSQL run (REDIS_URL, DATABASE_URL) and a redis-server binary",
+    ),
+]
 
 SERVICE_RESTART = 4012
 

@@ -24,6 +24,8 @@ from tools_app.models import Wakeup
 from ..conftest import ROOT, child_env, stop
 from .fault_helpers import PrivateRedis, assert_log_gap_free, completions_per_call, wait_until
 
+pytestmark = pytest.mark.e2e  # Celery worker and beat processes
+
 WAKEUPS = CALLS = 3
 DUE_IN = timedelta(seconds=3)
 

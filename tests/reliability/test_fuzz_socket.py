@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ahp.protocol.consumer import ACTION_HANDLERS
+from ahp.protocol.client_actions import CLIENT_ACTIONS
 
 from ..protocol.harness import AhpClient, default_chat
 from .fuzz_strategies import (
@@ -136,7 +136,7 @@ def test_it_answers_every_fuzzed_initialize_before_and_after_initializing(acme, 
 def test_it_answers_every_fuzzed_action_of_each_accepted_type(fuzzing):
     client, places = fuzzing
     checker = FrameChecker(client)
-    for action_type in sorted(ACTION_HANDLERS):
+    for action_type in sorted(CLIENT_ACTIONS):
         fields = action_fields(places, client.client_id)[action_type]
         extra = st.dictionaries(texts, json_values, max_size=2)
 

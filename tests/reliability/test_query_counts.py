@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from ahp.protocol.consumer import AhpConsumer
+from ahp.protocol.methods import session_page
 from sessions_app import actions, state
 from sessions_app.models import Chat, ChatBackend, Session, Turn
 from tools_app.loader import catalog_for_chat
@@ -54,12 +54,6 @@ def place(acme):
     return place
 
 
-def consumer_of(principal):
-    consumer = AhpConsumer()
-    consumer.principal, consumer.tenant = principal, principal.tenant
-    return consumer
-
-
 def test_it_lists_sessions_with_the_tool_in_queries_that_do_not_grow_with_sessions_or_chats(place, acme):
     add_sessions(acme, 3)
     small, large = counted_at_two_sizes(lambda: place.call("list_sessions"), lambda: add_sessions(acme, 40))
@@ -92,13 +86,13 @@ def test_it_answers_get_current_session_in_queries_that_do_not_grow_with_its_cha
 
 
 def test_it_answers_the_socket_listSessions_in_queries_that_do_not_grow_with_sessions(place, acme):
-    consumer = consumer_of(acme.principal("member"))
+    member = acme.principal("member")
     add_sessions(acme, 3)
-    small, large = counted_at_two_sizes(lambda: consumer.list_sessions(50, None), lambda: add_sessions(acme, 60))
-    page = consumer.list_sessions(50, None)
+    small, large = counted_at_two_sizes(lambda: session_page(member, 50, None), lambda: add_sessions(acme, 60))
+    page = session_page(member, 50, None)
     assert len(page["items"]) == 50 and page["nextCursor"]
     assert small == large <= 2
-    assert queries(lambda: consumer.list_sessions(50, page["nextCursor"])) == large
+    assert queries(lambda: session_page(member, 50, page["nextCursor"])) == large
 
 
 def test_it_reads_a_session_snapshot_in_queries_that_do_not_grow_with_its_chats(place):

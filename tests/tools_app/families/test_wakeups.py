@@ -66,6 +66,7 @@ def test_it_refuses_delays_outside_a_minute_to_thirty_days(acme, host):
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.e2e
 def test_a_real_worker_fires_a_short_wakeup_end_to_end(acme):
     chat = chat_of(acme, "3a1f0c52-7d39-4a57-9d0e-6a4a1c2b3d01")
     wakeup = actions.do_schedule_wakeup(chat, acme.member, "wake up and report", 3600)
@@ -86,6 +87,7 @@ def test_a_real_worker_fires_a_short_wakeup_end_to_end(acme):
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.e2e
 def test_a_wakeup_due_during_downtime_fires_exactly_once_after_restart(acme):
     chat = chat_of(acme, "3a1f0c52-7d39-4a57-9d0e-6a4a1c2b3d02")
     wakeup = actions.do_schedule_wakeup(chat, acme.member, "missed while down", 3600)

@@ -1,0 +1,187 @@
+"""The actions a client may dispatch, in one table: for each, the channel it targets and the
+grant that channel needs, the check of its fields, the `do_*` that applies it, and what the
+connection starts once it is applied (the turn it began).
+
+Each `do_*` checks the finer grant of its own change; the grant here is the one that makes the
+target visible at all (a target the client may not read is "not found", never "forbidden").
+The target is found before the fields are checked, so an unreadable target says only that.
+"""
+from dataclasses import dataclass
+from typing import Callable
+
+from kernel.ids import parse_uuid
+from kernel.refusals import Refused
+from sessions_app import actions
+from sessions_app.channels import ROOT, annotations_session_at, chat_at, session_at
+from tools_app import actions as tool_actions
+from tools_app.families.comments import actions as comment_actions
+from tools_app.runtime import bound_result
+
+
+# Where each channel kind's target is found, and what a refusal calls it.
+TARGETS = {
+    "session": (session_at, "session"),
+    "chat": (chat_at, "chat"),
+    "annotations": (annotations_session_at, "annotations channel"),
+}
+
+
+def target(principal, kind, grant, channel):
+    """The row on `channel` the action acts on; one the principal may not `grant` is not found."""
+    if kind == "root":
+        if channel != ROOT:
+            raise Refused("root/configChanged belongs on ahp-root://.", "invalid")
+        return None
+    find, noun = TARGETS[kind]
+    row = find(channel, principal.tenant)
+    if row is None or not principal.may(grant, row.session if kind == "chat" else row):
+        raise Refused(f"No {noun} {channel} here.", "not_found")
+    return row
+
+
+def uuid_in(action, field):
+    """The action's `field` as a UUID string; ids the host keys rows by are refused otherwise."""
+    key = parse_uuid(action.get(field))
+    if key is None:
+        raise Refused(f"{action.get('type')} needs a {field} that is a UUID.", "invalid")
+    return str(key)
+
+
+# Field checks: the action -> the fields its do_* takes, refusing malformed ones. -------------------
+
+def annotation_id(action):
+    return {"annotation_id": str(action.get("annotationId"))}
+
+
+def turn_started_fields(action):
+    message = action.get("message")
+    if not isinstance(message, dict) or not isinstance(message.get("text"), str):
+        raise Refused("chat/turnStarted needs message.text.", "invalid")
+    if (message.get("origin") or {}).get("kind", "user") != "user":
+        raise Refused("Clients may send only user messages.", "invalid")
+    turn_id = parse_uuid(action.get("turnId"))
+    if turn_id is None:
+        raise Refused("chat/turnStarted needs a turnId that is a UUID.", "invalid")
+    return {"turn_id": turn_id, "text": message["text"]}
+
+
+def tool_call_fields(action):
+    return {"call_id": uuid_in(action, "toolCallId"), "turn_id": uuid_in(action, "turnId")}
+
+
+def confirmation_fields(action):
+    return {"turn_id": uuid_in(action, "turnId"), "call_id": uuid_in(action, "toolCallId")}
+
+
+def annotation_changes(action):
+    return {**annotation_id(action),
+            "changes": {k: action[k] for k in ("resolved", "range", "turnId", "resource") if k in action}}
+
+
+def annotation_entry(action):
+    return {**annotation_id(action), "entry_id": str(action.get("entryId"))}
+
+
+def no_fields(action):
+    return {}
+
+
+# The do_* calls: (principal, client_id, target, action, fields, origin) -> outcome. --------------
+
+def complete_tool_call(principal, client_id, chat, action, fields, origin):
+    call_id, result, full_text = fields["call_id"], action.get("result"), None
+    content = result.get("content") if isinstance(result, dict) else None
+    if isinstance(content, list) and all(isinstance(c, dict) and isinstance(c.get("text", ""), str) for c in content):
+        result, full_text = bound_result(result, call_id)  # a client's text is cut as a host tool's is
+    # Not one transaction with the completion: a late result is refused after the timeout
+    # that beat it is committed.
+    actions.do_client_complete_tool_call(principal, client_id, chat, fields["turn_id"], call_id, result, origin)
+    if full_text is not None:  # kept for ahp_resource, as a host tool's whole output is
+        tool_actions.do_keep_full_output(call_id, full_text)
+
+
+def run_the_turn(consumer, turn):
+    consumer.launch_turn(turn.id)
+
+
+def learn_its_plugins(consumer, active_client):
+    if active_client.customizations:
+        consumer.learn_client_plugins(active_client)
+
+
+@dataclass(frozen=True)
+class ClientAction:
+    channel: str  # the kind of channel it targets: a key of TARGETS, or "root"
+    grant: str | None  # the grant on the target's session without which the target is not found
+    fields: Callable  # action -> the checked fields the do_* takes
+    do: Callable  # (principal, client_id, target, action, fields, origin) -> outcome
+    then: Callable | None = None  # (consumer, outcome): what the connection starts once it is applied
+
+
+CLIENT_ACTIONS = {
+    "session/activeClientSet": ClientAction(
+        "session", "session:read", no_fields,
+        lambda p, client, session, a, f, origin: actions.do_set_active_client(
+            p, session, client, a.get("activeClient"), origin),
+        then=learn_its_plugins),
+    "session/activeClientRemoved": ClientAction(
+        "session", "session:read", no_fields,
+        lambda p, client, session, a, f, origin: actions.do_remove_active_client(
+            p, session, client, a.get("clientId"), origin)),
+    "session/titleChanged": ClientAction(
+        "session", "session:read", no_fields,
+        lambda p, client, session, a, f, origin: actions.do_set_title(p, session, a.get("title"), origin)),
+    "session/isArchivedChanged": ClientAction(
+        "session", "session:read", no_fields,
+        lambda p, client, session, a, f, origin: actions.do_set_flag(
+            p, session, "isArchived", a.get("isArchived"), origin)),
+    "session/isReadChanged": ClientAction(
+        "session", "session:read", no_fields,
+        lambda p, client, session, a, f, origin: actions.do_set_flag(p, session, "isRead", a.get("isRead"), origin)),
+    "chat/turnStarted": ClientAction(
+        "chat", "session:read", turn_started_fields,
+        lambda p, client, chat, a, f, origin: actions.do_start_turn(
+            p, chat, f["turn_id"], f["text"], client, origin),
+        then=run_the_turn),
+    "chat/toolCallComplete": ClientAction("chat", "session:read", tool_call_fields, complete_tool_call),
+    # Only a host tool that asked the person (viewUnreviewedComments) waits for an answer.
+    "chat/toolCallConfirmed": ClientAction(
+        "chat", "session:read", confirmation_fields,
+        lambda p, client, chat, a, f, origin: comment_actions.do_answer_question(
+            p, chat, f["turn_id"], f["call_id"], a.get("approved"), origin)),
+    "root/configChanged": ClientAction(
+        "root", None, no_fields,
+        lambda p, client, root, a, f, origin: tool_actions.do_change_host_config(
+            p, a.get("config"), bool(a.get("replace")), origin)),
+    # Annotations: a client's writes take the same writers as the comment tools.
+    "annotations/set": ClientAction(
+        "annotations", "session:read", no_fields,
+        lambda p, client, session, a, f, origin: comment_actions.do_set_annotation(
+            p, session, a.get("annotation"), origin)),
+    "annotations/updated": ClientAction(
+        "annotations", "session:read", annotation_changes,
+        lambda p, client, session, a, f, origin: comment_actions.do_update_annotation(
+            p, session, f["annotation_id"], f["changes"], origin)),
+    "annotations/removed": ClientAction(
+        "annotations", "session:read", annotation_id,
+        lambda p, client, session, a, f, origin: comment_actions.do_remove_annotation(
+            p, session, f["annotation_id"], origin)),
+    "annotations/entrySet": ClientAction(
+        "annotations", "session:read", annotation_id,
+        lambda p, client, session, a, f, origin: comment_actions.do_set_annotation_entry(
+            p, session, f["annotation_id"], a.get("entry"), origin)),
+    "annotations/entryRemoved": ClientAction(
+        "annotations", "session:read", annotation_entry,
+        lambda p, client, session, a, f, origin: comment_actions.do_remove_annotation_entry(
+            p, session, f["annotation_id"], f["entry_id"], origin)),
+}
+
+
+def apply(principal, client_id, channel, action, origin):
+    """Apply a client's action: its entry and outcome, or Refused (the client hears a rejection)."""
+    action_type = action.get("type")
+    entry = CLIENT_ACTIONS.get(action_type) if isinstance(action_type, str) else None
+    if entry is None:
+        raise Refused(f"This host does not accept {action_type!r} from clients.", "invalid")
+    row = target(principal, entry.channel, entry.grant, channel)
+    return entry, entry.do(principal, client_id, row, action, entry.fields(action), origin)

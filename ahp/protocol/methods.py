@@ -1,0 +1,267 @@
+"""AHP's JSON-RPC methods, in one table: each handler takes the connection and the request's
+params and returns the result; a refusal is an RpcError or a Refused the transport answers."""
+import base64
+import uuid
+from datetime import datetime
+
+from channels.db import database_sync_to_async
+from django.db import transaction
+from django.db.models import Q
+
+from kernel.refusals import Refused
+from sessions_app import actions, events
+from sessions_app.channels import chat_at, parse, session_at
+from sessions_app.models import Session
+from tools_app.live import refresh_server_tools
+from tools_app.sessions import do_end_session, do_start_session
+
+from . import client_actions, errors, subscriptions
+
+SUPPORTED_VERSIONS = ("1.0.0",)
+SERVER_INFO = {"name": "ahp-host", "version": "0.1.0"}
+DEFAULT_PAGE, MAX_PAGE = 50, 200
+
+
+def negotiate(offered):
+    """The highest offered version caret-compatible with one this host supports, or None."""
+    def parsed(version):
+        parts = version.split(".") if isinstance(version, str) else []
+        return tuple(int(p) for p in parts) if len(parts) == 3 and all(p.isdigit() for p in parts) else None
+
+    compatible = []
+    for version in offered:
+        v = parsed(version)
+        if v and any(v[0] == s[0] and v >= s for s in map(parsed, SUPPORTED_VERSIONS)):
+            compatible.append((v, version))
+    return max(compatible)[1] if compatible else None
+
+
+def encode_cursor(session):
+    return base64.urlsafe_b64encode(f"{session.modified.isoformat()}|{session.id}".encode()).decode()
+
+
+def decode_cursor(cursor):
+    try:
+        modified, _, session_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+        return datetime.fromisoformat(modified), session_id
+    except ValueError:
+        raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: cursor is not one this host gave.") from None
+
+
+def session_or_not_found(consumer, uri):
+    session = session_at(uri, consumer.tenant) if isinstance(uri, str) else None
+    if session is None or not consumer.principal.may("session:read", session):
+        raise errors.RpcError(errors.NOT_FOUND, f"No session {uri} here.")
+    return session
+
+
+def chat_or_not_found(consumer, uri):
+    chat = chat_at(uri, consumer.tenant) if isinstance(uri, str) else None
+    if chat is None or not consumer.principal.may("session:read", chat.session):
+        raise errors.RpcError(errors.NOT_FOUND, f"No chat {uri} here.")
+    return chat
+
+
+# Lifecycle -------------------------------------------------------------------------------------
+
+async def initialize(consumer, params):
+    versions = errors.require(params, "protocolVersions", list)
+    client_id = errors.require(params, "clientId", str)
+    initial = params.get("initialSubscriptions", [])
+    if not isinstance(initial, list):
+        raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: initialSubscriptions must be an array.")
+    chosen = negotiate(versions)
+    if chosen is None:
+        raise errors.RpcError(errors.UNSUPPORTED_PROTOCOL_VERSION, "No protocol version both sides speak.",
+                              {"supportedVersions": list(SUPPORTED_VERSIONS)})
+    if not client_id:
+        raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: clientId must not be empty.")
+    await consumer.begin(client_id)
+    snapshots = [s for s in [await subscriptions.try_subscribe(consumer, uri) for uri in initial] if s]
+    seq = await database_sync_to_async(events.current_seq)()
+    return {"protocolVersion": chosen, "serverSeq": seq, "serverInfo": SERVER_INFO, "snapshots": snapshots}
+
+
+async def ping(consumer, params):
+    return None
+
+
+async def reconnect(consumer, params):
+    client_id = errors.require(params, "clientId", str)
+    last_seen = errors.require(params, "lastSeenServerSeq", int)
+    wanted = errors.require(params, "subscriptions", list)
+    if consumer.client_id is None:
+        await consumer.begin(client_id)
+    return await subscriptions.resume(consumer, last_seen, wanted)
+
+
+# Subscriptions ---------------------------------------------------------------------------------
+
+async def subscribe(consumer, params):
+    uri = errors.require(params, "channel", str)
+    if parse(uri)[0] is None:
+        raise errors.RpcError(errors.NOT_FOUND, f"No channel {uri} here.")
+    if not await database_sync_to_async(subscriptions.may_subscribe)(consumer, uri):
+        raise errors.RpcError(errors.NOT_FOUND, f"No channel {uri} here.")
+    return {"snapshot": await subscriptions.subscribe_to(consumer, uri)}
+
+
+async def unsubscribe(consumer, params):
+    await subscriptions.unsubscribe(consumer, errors.require(params, "channel", str))
+    return None
+
+
+# Commands --------------------------------------------------------------------------------------
+
+async def list_sessions(consumer, params):
+    limit = params.get("limit", DEFAULT_PAGE)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: limit must be a positive number.")
+    cursor = params.get("cursor")
+    if cursor is not None and not isinstance(cursor, str):
+        raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: cursor must be a string.")
+    return await database_sync_to_async(session_page)(consumer.principal, min(limit, MAX_PAGE), cursor)
+
+
+def session_page(principal, limit, cursor):
+    sessions = Session.objects.visible_to(principal).order_by("-modified", "-id")
+    if cursor:
+        modified, session_id = decode_cursor(cursor)
+        try:
+            sessions = sessions.filter(Q(modified__lt=modified) | Q(modified=modified, id__lt=session_id))
+        except Exception:
+            raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: cursor is not one this host gave.") from None
+    page = list(sessions[: limit + 1])
+    result = {"items": [s.summary() for s in page[:limit]]}
+    if len(page) > limit:
+        result["nextCursor"] = encode_cursor(page[limit - 1])
+    return result
+
+
+async def create_session(consumer, params):
+    uri = errors.require(params, "channel", str)
+    kind, session_id = parse(uri)
+    if kind != "session":
+        raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: channel must be ahp-session:/<uuid>.")
+    provider = params.get("provider", "echo")
+    folders = params.get("workingDirectories", [])
+    config = params.get("config", {})
+    if not isinstance(provider, str):
+        raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: provider must be a string.")
+    if not isinstance(folders, list) or not all(isinstance(f, str) for f in folders):
+        raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: workingDirectories must be an array of URIs.")
+    if not isinstance(config, dict):
+        raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: config must be an object.")
+    active_client = params.get("activeClient")
+
+    def create():
+        with transaction.atomic():
+            session = do_start_session(consumer.principal, session_id, provider, folders, config)
+            if active_client is not None:
+                actions.do_set_active_client(consumer.principal, session, consumer.client_id, active_client)
+        refresh_server_tools([session])
+
+    try:
+        await database_sync_to_async(create)()
+    except Refused as refusal:
+        if refusal.kind == "exists":
+            raise errors.RpcError(errors.SESSION_ALREADY_EXISTS, refusal.sentence) from None
+        raise
+    return None
+
+
+async def dispose_session(consumer, params):
+    uri = errors.require(params, "channel", str)
+
+    def dispose():
+        do_end_session(consumer.principal, session_or_not_found(consumer, uri))
+
+    await database_sync_to_async(dispose)()
+    return None
+
+
+async def create_chat(consumer, params):
+    session_uri = errors.require(params, "channel", str)
+    chat_uri = errors.require(params, "chat", str)
+    kind, chat_id = parse(chat_uri)
+    if kind != "chat":
+        raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: chat must be ahp-chat:/<uuid>.")
+    initial = params.get("initialMessage")
+    if initial is not None and not (isinstance(initial, dict) and isinstance(initial.get("text"), str)):
+        raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: initialMessage.text must be a string.")
+    source = params.get("source")
+    principal = consumer.principal
+
+    def create():
+        session = session_or_not_found(consumer, session_uri)
+        origin = None
+        if isinstance(source, dict) and source.get("kind") in ("fork", "sideChat"):
+            origin_chat = chat_at(source.get("chat"), consumer.tenant)
+            if origin_chat is None or origin_chat.session_id != session.id:
+                raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: source.chat is not a chat of this session.")
+            origin = {"kind": source["kind"], "chat_id": origin_chat.id, "turn_id": str(source.get("turnId", ""))}
+        with transaction.atomic():
+            chat = actions.do_create_chat(principal, session, chat_id, origin=origin)
+            if initial is None:
+                return None
+            return actions.do_start_turn(principal, chat, uuid.uuid4(), initial["text"], consumer.client_id)
+
+    turn = await database_sync_to_async(create)()
+    if turn is not None:
+        consumer.launch_turn(turn.id)
+    return None
+
+
+async def dispose_chat(consumer, params):
+    uri = errors.require(params, "channel", str)
+
+    def dispose():
+        actions.do_dispose_chat(consumer.principal, chat_or_not_found(consumer, uri))
+
+    await database_sync_to_async(dispose)()
+    return None
+
+
+async def dispatch_action(consumer, params):
+    """A client's action: applied, or answered with the same envelope carrying rejectionReason."""
+    channel = errors.require(params, "channel", str)
+    client_seq = errors.require(params, "clientSeq", int)
+    action = errors.require(params, "action", dict)
+    origin = {"clientId": consumer.client_id, "clientSeq": client_seq}
+    try:
+        entry, outcome = await database_sync_to_async(client_actions.apply)(
+            consumer.principal, consumer.client_id, channel, action, origin)
+    except (Refused, errors.RpcError) as refusal:
+        reason = refusal.sentence if isinstance(refusal, Refused) else refusal.message
+        seq = await database_sync_to_async(events.current_seq)()
+        await consumer.send_notification("action", events.envelope(channel, action, seq, origin, reason))
+        return None
+    if entry.then is not None:
+        entry.then(consumer, outcome)
+    return None
+
+
+METHODS = {
+    "initialize": initialize,
+    "ping": ping,
+    "reconnect": reconnect,
+    "subscribe": subscribe,
+    "unsubscribe": unsubscribe,
+    "listSessions": list_sessions,
+    "createSession": create_session,
+    "disposeSession": dispose_session,
+    "createChat": create_chat,
+    "disposeChat": dispose_chat,
+    "dispatchAction": dispatch_action,
+}
+BEFORE_INITIALIZE = {"initialize", "reconnect", "ping"}
+
+
+async def call(consumer, method, params):
+    """The result of `method` on this connection."""
+    if method not in BEFORE_INITIALIZE and consumer.client_id is None:
+        raise errors.RpcError(errors.INVALID_REQUEST, f"{method} before initialize: send initialize first.")
+    handler = METHODS.get(method)
+    if handler is None:
+        raise errors.RpcError(errors.METHOD_NOT_FOUND, f"Method not found: {method}")
+    return await handler(consumer, params)

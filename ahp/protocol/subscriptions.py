@@ -1,0 +1,128 @@
+"""A connection's subscriptions: who may read a channel, its snapshot, joining and leaving its
+group, and the replay of the log a reconnecting client missed."""
+from channels.db import database_sync_to_async
+from django.db import transaction
+
+from agents.registry import agent_infos
+from sessions_app import actions, events, state
+from sessions_app.channels import annotations_session_at, chat_at, parse, session_at
+from sessions_app.models import ActionLog, ActiveClient
+from tools_app.config import HostConfig, wire_values
+from tools_app.live import refresh_server_tools
+from tools_app.families.resources import annotations_state
+
+
+def may_subscribe(consumer, uri):
+    kind, _ = parse(uri)
+    tenant, principal = consumer.tenant, consumer.principal
+    if kind == "root":
+        return True
+    if kind == "session":
+        session = session_at(uri, tenant)
+        return session is not None and principal.may("session:read", session)
+    if kind == "chat":
+        chat = chat_at(uri, tenant)
+        return chat is not None and principal.may("chat:turns", chat.session)
+    if kind == "annotations":
+        session = annotations_session_at(uri, tenant)
+        return session is not None and principal.may("session:read", session)
+    return False
+
+
+def read_snapshot(consumer, uri):
+    kind, _ = parse(uri)
+    tenant = consumer.tenant
+    if kind == "session":
+        refresh_server_tools([session_at(uri, tenant)])
+    with transaction.atomic():
+        from_seq = events.snapshot_lock()
+        if kind == "root":
+            snapshot = state.root_state(consumer.principal, agent_infos(), wire_values(HostConfig.for_tenant(tenant)))
+        elif kind == "session":
+            snapshot = state.session_state(session_at(uri, tenant))
+        elif kind == "annotations":
+            snapshot = annotations_state(annotations_session_at(uri, tenant))
+        else:
+            snapshot = state.chat_state(chat_at(uri, tenant))
+    return {"resource": uri, "state": snapshot, "fromSeq": from_seq}
+
+
+def save_subscriptions(consumer):
+    actions.do_set_subscriptions(consumer.connection_id, consumer.subscriptions)
+
+
+async def join(consumer, uri):
+    if uri not in consumer.subscriptions:
+        await consumer.channel_layer.group_add(events.group_for(uri, consumer.tenant.pk), consumer.channel_name)
+        consumer.subscriptions.add(uri)
+        await database_sync_to_async(save_subscriptions)(consumer)
+
+
+async def leave(consumer, uri):
+    consumer.subscriptions.discard(uri)
+    await consumer.channel_layer.group_discard(events.group_for(uri, consumer.tenant.pk), consumer.channel_name)
+
+
+async def subscribe_to(consumer, uri):
+    # Join first, so nothing published between the snapshot and the join is missed.
+    await join(consumer, uri)
+    return await database_sync_to_async(read_snapshot)(consumer, uri)
+
+
+async def try_subscribe(consumer, uri):
+    if isinstance(uri, str) and await database_sync_to_async(may_subscribe)(consumer, uri):
+        return await subscribe_to(consumer, uri)
+    return None
+
+
+async def unsubscribe(consumer, uri):
+    if uri in consumer.subscriptions:
+        await leave(consumer, uri)
+        await database_sync_to_async(save_subscriptions)(consumer)
+        if parse(uri)[0] == "session":
+            await database_sync_to_async(leave_session)(consumer, uri)
+
+
+def leave_session(consumer, uri):
+    """A client that unsubscribes from a session leaves it at once: its owed calls fail."""
+    session = session_at(uri, consumer.tenant)
+    row = session and ActiveClient.objects.filter(session=session, client_id=consumer.client_id,
+                                                  owner_id=consumer.principal.person_id).first()
+    if row:
+        actions.do_release_client(row.pk)
+
+
+async def drop_unreadable(consumer):
+    """Leave the channels the connection's (changed) grants no longer let it read."""
+    unreadable = await database_sync_to_async(
+        lambda: [uri for uri in consumer.subscriptions if not may_subscribe(consumer, uri)])()
+    for uri in unreadable:
+        await leave(consumer, uri)
+    if unreadable:
+        await database_sync_to_async(save_subscriptions)(consumer)
+
+
+def replay_after(consumer, last_seen, channels):
+    """Logged envelopes after `last_seen` on `channels`, or None when the log no longer reaches back."""
+    oldest = ActionLog.objects.order_by("seq").values_list("seq", flat=True).first()
+    if oldest is not None and oldest > last_seen + 1:
+        return None
+    if oldest is None and last_seen < events.current_seq():
+        return None
+    rows = ActionLog.objects.for_tenant(consumer.tenant).filter(seq__gt=last_seen, channel__in=channels).order_by("seq")
+    return [row.envelope for row in rows]
+
+
+async def resume(consumer, last_seen, wanted):
+    """`reconnect`'s answer: the missed envelopes of the readable channels, or fresh snapshots
+    when the log no longer reaches back."""
+    allowed, missing = [], []
+    for uri in wanted:
+        (allowed if await database_sync_to_async(may_subscribe)(consumer, uri) else missing).append(uri)
+    replay = await database_sync_to_async(replay_after)(consumer, last_seen, allowed)
+    if replay is None:
+        snapshots = [await subscribe_to(consumer, uri) for uri in allowed]
+        return {"type": "snapshot", "snapshots": snapshots}
+    for uri in allowed:
+        await join(consumer, uri)
+    return {"type": "replay", "actions": replay, "missing": [u for u in missing if isinstance(u, str)]}
