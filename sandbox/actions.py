@@ -2,7 +2,8 @@
 from django.db import transaction
 
 from .models import OutboundAllow
-from .outbound import forget_admin_rules, parse_rule
+from .outbound import forget_admin_rules
+from .rules import parse_rule
 
 
 @transaction.atomic

@@ -2,7 +2,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-from .outbound import parse_rule
+from .rules import parse_rule
 
 
 class OutboundAllow(models.Model):

@@ -27,7 +27,7 @@ from kernel.refusals import Refused
 from sessions_app import actions, events, quotas
 from tools_app.config import HostConfig
 from tools_app.families.mcp_servers.server_tools import learn_client_plugins
-from tools_app.families.resources import client_group
+from tools_app.client_requests import client_group
 from tools_app.runtime import run_turn
 
 from sessions_app.events import presence as process  # this process's sockets

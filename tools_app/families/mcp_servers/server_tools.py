@@ -19,6 +19,7 @@ from django.db import close_old_connections
 
 from sessions_app.models import ActiveClient, Session
 from tools_app.host_tools import MCP
+from tools_app.client_requests import ask_client
 from tools_app.registry import Tool
 
 from . import client
@@ -233,8 +234,6 @@ def list_in_background(session_id):
 async def learn_client_plugins(tenant_id, session_id, client_id, owner_id, customizations):
     """Ask the client for each of its plugins' `.mcp.json` (the file is on the client's
     machine), keep the http servers they declare for this session, and list them."""
-    from ..resources import ask_client
-
     found = {}
     for plugin_uri, manifest_uri in plugin_manifest_uris(customizations).items():
         ok, text = await ask_client(tenant_id, client_id, manifest_uri, owner_id=owner_id)

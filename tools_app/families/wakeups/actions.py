@@ -2,6 +2,7 @@
 import logging
 from datetime import timedelta
 
+from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 
@@ -14,13 +15,14 @@ from .models import Wakeup
 
 logger = logging.getLogger(__name__)
 
+FIRE_WAKEUP_TASK = "tools_app.families.wakeups.tasks.fire_wakeup"
+
 
 def schedule_firing(wakeup):
     """After commit, queue the task that fires `wakeup` at its due time (the sweep is the net)."""
-    from .tasks import fire_wakeup
-
     pk, due = wakeup.pk, wakeup.due
-    transaction.on_commit(lambda: fire_wakeup.apply_async((pk, due.isoformat()), eta=due))
+    # By name: the task module calls these actions, so importing it here would be a cycle.
+    transaction.on_commit(lambda: current_app.send_task(FIRE_WAKEUP_TASK, (pk, due.isoformat()), eta=due))
 
 
 @transaction.atomic

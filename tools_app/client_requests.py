@@ -1,0 +1,56 @@
+"""Asking a connected client something (a JSON-RPC `resourceRead` over its own socket). The
+client's socket may live in another process, so the question and its answer travel through the
+channel layer; the asker waits with a timeout that is itself a message, so no channel-layer
+receive is ever cancelled."""
+import asyncio
+import base64
+import hashlib
+import json
+
+from channels.layers import get_channel_layer
+
+CLIENT_ANSWER_SECONDS = 10
+
+
+def client_group(tenant_id, client_id, owner_id):
+    """The channel-layer group every connection of one person's client joins (ids may hold any
+    character): another person using the same client id never hears what is asked of it."""
+    digest = hashlib.sha256(f"{tenant_id}:{owner_id or 'root'}:{client_id}".encode()).hexdigest()[:40]
+    return f"client.{digest}"
+
+
+def answer_text(result):
+    """The text of a client's resourceRead result: {data, encoding?} or MCP-like {contents}/{text}."""
+    if not isinstance(result, dict):
+        return json.dumps(result)
+    if isinstance(result.get("data"), str):
+        if result.get("encoding") == "base64":
+            return base64.b64decode(result["data"]).decode(errors="replace")
+        return result["data"]
+    if isinstance(result.get("text"), str):
+        return result["text"]
+    contents = result.get("contents")
+    if isinstance(contents, list):
+        return "\n".join(c.get("text", "") for c in contents if isinstance(c, dict))
+    return json.dumps(result)
+
+
+async def ask_client(tenant_id, client_id, uri, timeout=CLIENT_ANSWER_SECONDS, *, owner_id):
+    """Ask one client (the connections of `owner_id`, who announced it) for `uri`: (True, text)
+    or (False, why not)."""
+    layer = get_channel_layer()
+    reply_to = await layer.new_channel()
+    await layer.group_send(client_group(tenant_id, client_id, owner_id), {
+        "type": "ahp.server_request", "method": "resourceRead",
+        "params": {"channel": "ahp-root://", "uri": uri}, "reply_to": reply_to})
+    loop = asyncio.get_running_loop()
+    timer = loop.call_later(timeout, lambda: loop.create_task(layer.send(reply_to, {"type": "timeout"})))
+    try:
+        answer = await layer.receive(reply_to)
+    finally:
+        timer.cancel()
+    if answer.get("type") == "timeout":
+        return False, f"{client_id} did not answer within {timeout:g} s"
+    if "error" in answer:
+        return False, f"{client_id} answered: {(answer['error'] or {}).get('message', 'an error')}"
+    return True, answer_text(answer.get("result"))
