@@ -1,16 +1,13 @@
 """Loads the catalog's inputs for a chat from the rows, so `assemble_catalog` stays pure."""
-import logging
 from collections import OrderedDict
 
 from sessions_app.models import ActiveClient
 
-from .agent_definitions import AgentDefinitionInvalid, catalog_allowlist, excluded_host_tools
+from .agent_definitions import catalog_allowlist, excluded_host_tools
 from .catalog import CatalogInputs, HostSwitches, PermissionRule, assemble_catalog, client_tools
 from .client_rules import published_rules
 from .host_tools import REGISTRY
 from .models import AgentDefinition, HostConfig
-
-logger = logging.getLogger(__name__)
 
 _CLIENT_TOOLS_CACHE = OrderedDict()
 _CLIENT_TOOLS_CACHE_SIZE = 2048
@@ -32,7 +29,7 @@ def catalog_inputs(session, chat_origin_kind="user", host_config=None):
     config = host_config or HostConfig.for_tenant(session.tenant)
     clients = ActiveClient.objects.filter(session=session).order_by("id")
     tools = REGISTRY.tools
-    document = _agent_definition_document(session)
+    document = AgentDefinition.document_for_session(session)
     return CatalogInputs(
         switches=HostSwitches.of(config),
         provider=session.provider,
@@ -44,20 +41,6 @@ def catalog_inputs(session, chat_origin_kind="user", host_config=None):
         client_rules=tuple(rule for client in clients for rule in published_rules(client.customizations)),
         session=session,
     )
-
-
-def _agent_definition_document(session):
-    """The validated document of the agent definition the session's config names, or None.
-    One that is gone or no longer valid restricts nothing: the catalog is visibility, and each
-    tool still checks its own grant."""
-    name = (session.config or {}).get("agentDefinition")
-    if not name:
-        return None
-    try:
-        return AgentDefinition.objects.for_tenant(session.tenant).get(name=name).validated_document()
-    except (AgentDefinition.DoesNotExist, AgentDefinitionInvalid) as error:
-        logger.warning("Session %s: agent definition %r left out of its catalog: %s", session.pk, name, error)
-        return None
 
 
 def catalog_for_chat(chat):

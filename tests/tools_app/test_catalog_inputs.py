@@ -74,3 +74,31 @@ def test_an_always_applied_rule_a_client_publishes_joins_the_instructions(acme, 
         snapshot = catalog_for_chat(Chat.objects.get(id=chat.split("/")[-1]))
     assert snapshot.instructions[-1] == "Answer in British English."
     assert not any("Only when asked" in text for text in snapshot.instructions)
+
+
+def test_an_mcp_entry_names_its_servers_tools_or_only_its_allowed_ones():
+    from tools_app.agent_definitions import catalog_allowlist
+    from tools_app.registry import Tool
+
+    tools = (Tool("read"), Tool("issues", namespace="github", source="mcp"),
+             Tool("pulls", namespace="github", source="mcp"), Tool("pages", namespace="wiki", source="mcp"))
+    whole = {"name": "a", "provider": "echo", "tools": [{"kind": "mcp", "serverName": "github"}, {"kind": "read"}]}
+    assert catalog_allowlist(whole, tools) == ("github_issues", "github_pulls", "read")
+    narrowed = {"name": "a", "provider": "echo", "tools": [
+        {"kind": "mcp", "serverName": "github", "allowedTools": ["pulls"]},
+        {"kind": "agent-definition", "agent": "helper"}]}
+    assert catalog_allowlist(narrowed, tools) == ("github_pulls",)
+
+
+def test_rule_text_travels_percent_encoded_or_base64_and_nothing_else_is_read():
+    from tools_app.client_rules import published_rules
+
+    def plugin(*children, enabled=True):
+        return {"type": "plugin", "id": "p", "uri": "file:///p", "name": "p", "enabled": enabled, "children": list(children)}
+
+    plain = {"type": "rule", "id": "1", "name": "a.mdc", "uri": "data:,%2D%2D%2Dhi"}
+    encoded = {"type": "rule", "id": "2", "name": "b.mdc", "uri": data_uri("yo")}
+    broken = {"type": "rule", "id": "3", "name": "c.mdc", "uri": "data:;base64,@@"}
+    skill = {"type": "skill", "id": "4", "name": "d", "uri": data_uri("no")}
+    assert published_rules([plugin(plain, encoded, broken, skill), plugin(encoded, enabled=False)]) == [
+        ("a.mdc", "---hi"), ("b.mdc", "yo")]
