@@ -226,3 +226,32 @@ def builtin_tool_policy(document):
     """The policy of a whole definition: from its one built-in tools entry, or the SDK defaults."""
     pointer, entry = _builtin_tools_entry(document)
     return resolve_builtin_tool_policy(None if entry is None else BuiltinToolsEntry.from_json(entry, pointer))
+
+
+# --- what the catalog takes from a definition ----------------------------------------------
+
+def catalog_allowlist(document, tools):
+    """The names of the registry `tools` the definition's host-side entries name: a generic
+    entry's kind is a tool's name; an `mcp` entry names its server's tools, or only its
+    `allowedTools`. Empty when no entry names a tool (the catalog then restricts nothing)."""
+    names = []
+    for entry in host_side_tools(document):
+        kind = entry.get("kind")
+        if kind == "mcp":
+            allowed = entry.get("allowedTools")
+            names.extend(
+                tool.effective_name for tool in tools
+                if tool.source == "mcp" and tool.namespace == entry.get("serverName")
+                and (allowed is None or tool.name in allowed)
+            )
+        elif kind != "agent-definition":  # another agent is not a registry tool
+            names.append(kind)
+    return tuple(names)
+
+
+def excluded_host_tools(document):
+    """The host's tools the built-in tools entry excludes, as permission actions: the Copilot
+    SDK calls the tools a host gives a session `custom:<name>`, and `custom:*` excludes them all."""
+    _, entry = _builtin_tools_entry(document)
+    excluded = (entry or {}).get("excluded-tools") or {}
+    return tuple(name.partition(":")[2] for name in excluded.get("tools") or () if name.startswith("custom:"))

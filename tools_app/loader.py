@@ -3,9 +3,11 @@ from collections import OrderedDict
 
 from sessions_app.models import ActiveClient
 
-from .catalog import CatalogInputs, HostSwitches, assemble_catalog, client_tools
+from .agent_definitions import catalog_allowlist, excluded_host_tools
+from .catalog import CatalogInputs, HostSwitches, PermissionRule, assemble_catalog, client_tools
+from .client_rules import published_rules
 from .host_tools import REGISTRY
-from .models import HostConfig
+from .models import AgentDefinition, HostConfig
 
 _CLIENT_TOOLS_CACHE = OrderedDict()
 _CLIENT_TOOLS_CACHE_SIZE = 2048
@@ -26,12 +28,17 @@ def _bindings_of(active_client):
 def catalog_inputs(session, chat_origin_kind="user", host_config=None):
     config = host_config or HostConfig.for_tenant(session.tenant)
     clients = ActiveClient.objects.filter(session=session).order_by("id")
+    tools = REGISTRY.tools
+    document = AgentDefinition.document_for_session(session)
     return CatalogInputs(
         switches=HostSwitches.of(config),
         provider=session.provider,
         chat_origin_kind=chat_origin_kind,
-        tools=REGISTRY.tools,
+        tools=tools,
         client_tools=tuple(b for client in clients for b in _bindings_of(client)),
+        allowlist=catalog_allowlist(document, tools) if document else (),
+        permission_rules=tuple(PermissionRule(a, "deny") for a in excluded_host_tools(document)) if document else (),
+        client_rules=tuple(rule for client in clients for rule in published_rules(client.customizations)),
         session=session,
     )
 

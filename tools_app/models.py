@@ -1,3 +1,5 @@
+import logging
+
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import models
 
@@ -6,6 +8,8 @@ from sessions_app.models import ToolCall
 
 from .agent_definitions import AgentDefinitionInvalid, builtin_tool_policy, builtin_tools_pointer, validate_definition
 from .config import HostConfig  # noqa: F401  (defined beside its table of keys; imported so Django loads it)
+
+logger = logging.getLogger(__name__)
 
 
 class AgentDefinition(models.Model):
@@ -41,6 +45,20 @@ class AgentDefinition(models.Model):
         definition = cls.objects.for_tenant(tenant).get(**lookup)
         definition.validated_document()
         return definition
+
+    @classmethod
+    def document_for_session(cls, session):
+        """The validated document of the definition `session.config.agentDefinition` names, or
+        None. One gone or no longer valid restricts nothing: the catalog is visibility only,
+        and each tool still checks its own grant."""
+        name = (session.config or {}).get("agentDefinition")
+        if not name:
+            return None
+        try:
+            return cls.objects.for_tenant(session.tenant).get(name=name).validated_document()
+        except (cls.DoesNotExist, AgentDefinitionInvalid) as error:
+            logger.warning("Session %s: agent definition %r left out of its catalog: %s", session.pk, name, error)
+            return None
 
     def document(self):
         """The definition as the schema sees it; empty optional fields are left out."""
