@@ -9,8 +9,8 @@ from django.template.response import TemplateResponse
 from sandbox.workspaces import root_problem
 
 from .actions import (
-    do_add_member, do_deactivate_person, do_delete_role, do_delete_token, do_mint_token, do_remove_member,
-    do_revoke_token, do_set_role,
+    do_add_member, do_delete_person, do_delete_role, do_delete_tenant, do_delete_token, do_mint_token,
+    do_remove_member, do_revoke_token, do_save_person, do_save_tenant, do_set_role,
 )
 
 from .algebra import holds
@@ -135,6 +135,16 @@ class TenantAdmin(TenantScopedAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return request.user.is_superuser
+
+    def save_model(self, request, obj, form, change):
+        do_save_tenant(obj)
+
+    def delete_model(self, request, obj):
+        do_delete_tenant(obj)
+
+    def delete_queryset(self, request, queryset):
+        for tenant in queryset:
+            do_delete_tenant(tenant)
 
 
 @admin.register(Role)
@@ -299,24 +309,18 @@ class ApiTokenAdmin(TenantScopedAdmin):
 
 
 class PersonAdmin(UserAdmin):
-    """Django's user admin, except that deactivating or deleting a person closes their sockets."""
+    """Django's user admin, writing through do_save_person and do_delete_person, so deactivating
+    or deleting a person closes their sockets."""
 
     def save_model(self, request, obj, form, change):
-        deactivated = change and "is_active" in form.changed_data and not obj.is_active
-        if deactivated:
-            obj.is_active = True  # written by do_deactivate_person, which tells the sockets
-        super().save_model(request, obj, form, change)
-        if deactivated:
-            do_deactivate_person(obj)
+        do_save_person(obj)
 
     def delete_model(self, request, obj):
-        do_deactivate_person(obj)
-        super().delete_model(request, obj)
+        do_delete_person(obj)
 
     def delete_queryset(self, request, queryset):
         for person in queryset:
-            do_deactivate_person(person)
-        super().delete_queryset(request, queryset)
+            do_delete_person(person)
 
 
 if admin.site.is_registered(get_user_model()):
