@@ -62,10 +62,20 @@ def _grants_changed(membership):
 def do_create_tenant(slug, name=None):
     if Tenant.objects.filter(slug=slug).exists():
         raise ValidationError(f"Tenant {slug} already exists.")
-    tenant = Tenant(slug=slug, name=name or slug)
+    return do_save_tenant(Tenant(slug=slug, name=name or slug))
+
+
+def do_save_tenant(tenant):
+    """Create or edit a tenant (its slug, name, workspace root); no socket needs telling."""
     tenant.full_clean()
     tenant.save()
     return tenant
+
+
+@transaction.atomic
+def do_delete_tenant(tenant):
+    """Delete a tenant with everything it holds (the database cascades)."""
+    Tenant.objects.filter(pk=tenant.pk).delete()
 
 
 @transaction.atomic
@@ -115,6 +125,24 @@ def do_deactivate_person(person):
     get_user_model().objects.filter(pk=person.pk).update(is_active=False)
     person.is_active = False
     _tell_sockets_after_commit([_access_ended(person_group(person.pk))])
+
+
+@transaction.atomic
+def do_save_person(person):
+    """Create or edit a person (the user admin, runhost's first start); one saved inactive who
+    was active is deactivated as do_deactivate_person would."""
+    was_active = person.pk is not None and get_user_model().objects.filter(pk=person.pk, is_active=True).exists()
+    person.save()
+    if was_active and not person.is_active:
+        _tell_sockets_after_commit([_access_ended(person_group(person.pk))])
+    return person
+
+
+@transaction.atomic
+def do_delete_person(person):
+    """A deleted person ends like a deactivated one: their sockets close."""
+    do_deactivate_person(person)
+    person.delete()
 
 
 def do_mint_token(tenant, person=None, name=None):

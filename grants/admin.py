@@ -6,11 +6,12 @@ from django.contrib.auth.admin import UserAdmin
 from django.core.exceptions import FieldDoesNotExist
 from django.template.response import TemplateResponse
 
+from kernel.admin_deletes import DeletesThroughActions
 from sandbox.workspaces import root_problem
 
 from .actions import (
-    do_add_member, do_deactivate_person, do_delete_role, do_delete_token, do_mint_token, do_remove_member,
-    do_revoke_token, do_set_role,
+    do_add_member, do_delete_person, do_delete_role, do_delete_tenant, do_delete_token, do_mint_token,
+    do_remove_member, do_revoke_token, do_save_person, do_save_tenant, do_set_role,
 )
 
 from .algebra import holds
@@ -113,7 +114,7 @@ class TenantForm(forms.ModelForm):
 
 
 @admin.register(Tenant)
-class TenantAdmin(TenantScopedAdmin):
+class TenantAdmin(DeletesThroughActions, TenantScopedAdmin):
     form = TenantForm
     list_display = ("slug", "name", "created")
     search_fields = ("slug", "name")
@@ -136,9 +137,15 @@ class TenantAdmin(TenantScopedAdmin):
     def has_delete_permission(self, request, obj=None):
         return request.user.is_superuser
 
+    def save_model(self, request, obj, form, change):
+        do_save_tenant(obj)
+
+    def delete_row(self, tenant):
+        do_delete_tenant(tenant)
+
 
 @admin.register(Role)
-class RoleAdmin(TenantScopedAdmin):
+class RoleAdmin(DeletesThroughActions, TenantScopedAdmin):
     list_display = ("name", "tenant", "grants")
     list_filter = ("tenant",)
 
@@ -149,12 +156,10 @@ class RoleAdmin(TenantScopedAdmin):
         saved = do_set_role(obj.tenant, obj.name, obj.grants)
         obj.pk = saved.pk
 
-    def delete_model(self, request, obj):
-        do_delete_role(obj.tenant, obj.name)
+    delete_related = ("tenant",)
 
-    def delete_queryset(self, request, queryset):
-        for role in queryset.select_related("tenant"):
-            do_delete_role(role.tenant, role.name)
+    def delete_row(self, role):
+        do_delete_role(role.tenant, role.name)
 
 
 class MembershipForm(forms.ModelForm):
@@ -187,7 +192,7 @@ class MembershipForm(forms.ModelForm):
 
 
 @admin.register(Membership)
-class MembershipAdmin(TenantScopedAdmin):
+class MembershipAdmin(DeletesThroughActions, TenantScopedAdmin):
     form = MembershipForm
     list_display = ("person", "tenant", "role")
     list_filter = ("tenant", "role")
@@ -201,13 +206,11 @@ class MembershipAdmin(TenantScopedAdmin):
         saved = do_add_member(tenant, form.cleaned_data["username"], form.cleaned_data["role"])
         obj.pk, obj.person, obj.tenant = saved.pk, saved.person, saved.tenant
 
-    # Through do_remove_member, so the person's open sockets in the tenant close.
-    def delete_model(self, request, obj):
-        do_remove_member(obj.tenant, obj.person)
+    delete_related = ("tenant", "person")
 
-    def delete_queryset(self, request, queryset):
-        for membership in queryset.select_related("tenant", "person"):
-            do_remove_member(membership.tenant, membership.person)
+    # Through do_remove_member, so the person's open sockets in the tenant close.
+    def delete_row(self, membership):
+        do_remove_member(membership.tenant, membership.person)
 
 
 class MintTokenForm(forms.ModelForm):
@@ -240,7 +243,7 @@ class MintTokenForm(forms.ModelForm):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(TenantScopedAdmin):
+class ApiTokenAdmin(DeletesThroughActions, TenantScopedAdmin):
     list_display = ("name", "tenant", "person", "created", "last_used", "revoked")
     list_filter = ("tenant", ("revoked", admin.EmptyFieldListFilter))
     readonly_fields = ("tenant", "person", "name", "key_id", "created", "last_used", "revoked")
@@ -290,33 +293,19 @@ class ApiTokenAdmin(TenantScopedAdmin):
     def has_revoke_permission(self, request):
         return self._may(request, None)
 
-    def delete_model(self, request, obj):
-        do_delete_token(obj)
-
-    def delete_queryset(self, request, queryset):
-        for token in queryset:
-            do_delete_token(token)
+    def delete_row(self, token):
+        do_delete_token(token)
 
 
-class PersonAdmin(UserAdmin):
-    """Django's user admin, except that deactivating or deleting a person closes their sockets."""
+class PersonAdmin(DeletesThroughActions, UserAdmin):
+    """Django's user admin, writing through do_save_person and do_delete_person, so deactivating
+    or deleting a person closes their sockets."""
 
     def save_model(self, request, obj, form, change):
-        deactivated = change and "is_active" in form.changed_data and not obj.is_active
-        if deactivated:
-            obj.is_active = True  # written by do_deactivate_person, which tells the sockets
-        super().save_model(request, obj, form, change)
-        if deactivated:
-            do_deactivate_person(obj)
+        do_save_person(obj)
 
-    def delete_model(self, request, obj):
-        do_deactivate_person(obj)
-        super().delete_model(request, obj)
-
-    def delete_queryset(self, request, queryset):
-        for person in queryset:
-            do_deactivate_person(person)
-        super().delete_queryset(request, queryset)
+    def delete_row(self, person):
+        do_delete_person(person)
 
 
 if admin.site.is_registered(get_user_model()):

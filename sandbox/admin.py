@@ -1,5 +1,7 @@
 from django.contrib import admin
 
+from kernel.admin_deletes import DeletesThroughActions
+
 from .actions import do_delete_outbound_allow, do_save_outbound_allow
 from .models import OutboundAllow
 
@@ -21,16 +23,12 @@ class SuperuserOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(OutboundAllow)
-class OutboundAllowAdmin(SuperuserOnlyAdmin):
+class OutboundAllowAdmin(DeletesThroughActions, SuperuserOnlyAdmin):
     list_display = ("entry", "note", "created")
     fields = ("entry", "note")
 
     def save_model(self, request, obj, form, change):
         do_save_outbound_allow(obj)
 
-    def delete_model(self, request, obj):
-        do_delete_outbound_allow(obj)
-
-    def delete_queryset(self, request, queryset):
-        for allow in queryset:
-            do_delete_outbound_allow(allow)
+    def delete_row(self, allow):
+        do_delete_outbound_allow(allow)

@@ -9,11 +9,11 @@ import weakref
 from channels.db import database_sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db.models import Max
-from django.utils import timezone
 
 from grants.models import ApiToken
 
-from ..models import ActionLog, ClientConnection
+from ..actions.presence import do_mark_connections_seen
+from ..models import ActionLog
 from .delivery import group_for
 from .log import PROCESS
 
@@ -73,8 +73,7 @@ async def heartbeat():
             # Only rows of sockets still open here: a socket whose clean-up failed (the database
             # was down) goes stale, and the sweep closes it by the disconnect rule.
             open_ids = [c.connection_id for c in list(_consumers) if getattr(c, "connection_id", None)]
-            await database_sync_to_async(
-                ClientConnection.objects.filter(process=PROCESS, id__in=open_ids).update)(seen=timezone.now())
+            await database_sync_to_async(do_mark_connections_seen)(PROCESS, open_ids)
             await close_revoked()
         except Exception:
             logger.exception("Could not refresh this process's connections")

@@ -66,3 +66,15 @@ def test_no_admin_list_filter_names_a_tenant_the_admin_does_not_administer(acme,
 def test_a_superuser_filters_by_every_tenant(acme, globex, admin_client):
     body = admin_client.get("/admin/sessions_app/session/").content.decode()
     assert f"?tenant__id__exact={acme.tenant.pk}" in body and f"?tenant__id__exact={globex.tenant.pk}" in body
+
+
+def test_a_superuser_renames_a_tenant_in_the_admin(acme, admin_client):
+    page = admin_client.get(f"/admin/grants/tenant/{acme.tenant.pk}/change/")
+    initial = page.context["adminform"].form.initial
+    created = initial["created"]
+    data = {"slug": initial["slug"], "name": "Acme Renamed", "workspace_root": initial.get("workspace_root") or "",
+            "created_0": created.strftime("%Y-%m-%d"), "created_1": created.strftime("%H:%M:%S")}
+    response = admin_client.post(f"/admin/grants/tenant/{acme.tenant.pk}/change/", data)
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    acme.tenant.refresh_from_db()
+    assert acme.tenant.name == "Acme Renamed"

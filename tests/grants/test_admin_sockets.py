@@ -1,6 +1,8 @@
 """Changes made in the admin reach open sockets at once, as the grants functions make them."""
 import time
 
+from django.contrib.auth import get_user_model
+
 from grants.models import Membership, Role
 
 from ..protocol.harness import AhpClient
@@ -40,4 +42,12 @@ def test_deactivating_a_person_in_the_admin_closes_their_socket(acme, host, admi
         response = admin_client.post(f"/admin/auth/user/{acme.member.pk}/change/", data)
         assert response.status_code == 302, response.context["adminform"].form.errors
         assert response["Location"] == "/admin/auth/user/"
+        assert closed_code(silent, within=2) == 4401
+
+
+def test_deleting_a_person_in_the_admin_closes_their_socket(acme, host, admin_client):
+    with AhpClient(host.port, acme.tokens["member"], "silent") as silent:
+        response = admin_client.post(f"/admin/auth/user/{acme.member.pk}/delete/", {"post": "yes"})
+        assert (response.status_code, response["Location"]) == (302, "/admin/auth/user/")
+        assert not get_user_model().objects.filter(pk=acme.member.pk).exists()
         assert closed_code(silent, within=2) == 4401

@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from ahp.deployment import refusal_to_start
-from grants.actions import do_add_member, do_create_tenant, do_mint_token
+from grants.actions import do_add_member, do_create_tenant, do_mint_token, do_save_person
 from grants.models import Principal, Tenant
 from tools_app.config import KEYS
 
@@ -30,7 +30,7 @@ def create_demo_tenant():
     person = get_user_model().objects.get(username="admin")
     person.is_staff = person.is_superuser = True
     person.set_password(password)
-    person.save()
+    do_save_person(person)
     _, token = do_mint_token(tenant, person=person, name="demo-admin")
     return password, token
 

@@ -1,4 +1,6 @@
 """Every change Agent Merge makes: one `do_*` function each."""
+import uuid
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -6,7 +8,7 @@ from kernel.refusals import Refused
 from sessions_app import actions as session_actions
 from sessions_app.actions import require
 
-from .models import AgentMergeConfig, AgentMergeRepair
+from .models import AgentMergeConfig, AgentMergeRepair, CIEvidence, DeferredRerun
 
 AGENT_MERGE_OPTIONS = {"addressReviews": "address_reviews", "fixCI": "fix_ci", "resolveConflicts": "resolve_conflicts",
                        "mergePullRequest": "merge_pull_request"}
@@ -35,3 +37,21 @@ def do_start_repair_turn(principal, chat, text, repository, pull_number, failed_
     AgentMergeRepair.objects.create(turn=turn, repository=repository, pull_number=pull_number, head_sha=head_sha,
                                     failed_checks=list(failed_checks), review_threads=list(review_threads))
     return turn
+
+
+def do_record_ci_evidence(repair, job_id, check_name, log):
+    """Keep one job's log for the repair turn, so later reads cite the same evidence id."""
+    return CIEvidence.objects.create(id=f"ev-{uuid.uuid4().hex[:12]}", repair=repair, job_id=job_id,
+                                     check_name=check_name, log=log)
+
+
+def do_defer_rerun(repair, run_id, failed_jobs_only):
+    """A rerun asked while the run's attempt still goes; the sweep performs it later."""
+    deferred, _ = DeferredRerun.objects.get_or_create(repair=repair, run_id=run_id,
+                                                      defaults={"failed_jobs_only": failed_jobs_only})
+    return deferred
+
+
+def do_claim_deferred_rerun(deferred):
+    """Mark a deferred rerun done; answers whether this caller claimed it (and so reruns it)."""
+    return DeferredRerun.objects.filter(pk=deferred.pk, done=False).update(done=True) == 1

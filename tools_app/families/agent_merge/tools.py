@@ -2,7 +2,6 @@
 other three answer only inside a repair turn Agent Merge started (an AgentMergeRepair row) and
 only for what that turn was asked to fix."""
 import json
-import uuid
 
 from kernel.refusals import Refused
 from tools_app.registry import Tool
@@ -46,8 +45,7 @@ def evidence_for(repair, job_id):
     if evidence is None:
         check = next((c for c in repair.failed_checks if job_id in {str(j) for j in c.get("jobIds", ())}), {})
         log = github.adapter().job_log(repair.repository, job_id)
-        evidence = CIEvidence.objects.create(id=f"ev-{uuid.uuid4().hex[:12]}", repair=repair, job_id=job_id,
-                                             check_name=check.get("name", ""), log=log)
+        evidence = actions.do_record_ci_evidence(repair, job_id, check.get("name", ""), log)
     return evidence
 
 
@@ -121,7 +119,7 @@ def rerun_agent_merge_workflow(context, arguments):
     hub = github.adapter()
     run = hub.workflow_run(repair.repository, run_id)
     if run["status"] in github.ACTIVE_RUN_STATUSES:
-        DeferredRerun.objects.get_or_create(repair=repair, run_id=run_id, defaults={"failed_jobs_only": failed_only})
+        actions.do_defer_rerun(repair, run_id, failed_only)
         return (f"deferred: run {run_id}'s current attempt is still {run['status']}; Agent Merge reruns it when it "
                 f"finishes. Do not poll or ask again.")
     hub.rerun(repair.repository, run_id, failed_only)
@@ -136,7 +134,7 @@ def perform_deferred_reruns():
         repair = deferred.repair
         if hub.workflow_run(repair.repository, deferred.run_id)["status"] in github.ACTIVE_RUN_STATUSES:
             continue
-        if DeferredRerun.objects.filter(pk=deferred.pk, done=False).update(done=True) == 1:
+        if actions.do_claim_deferred_rerun(deferred):
             hub.rerun(repair.repository, deferred.run_id, deferred.failed_jobs_only)
             done += 1
     return done
