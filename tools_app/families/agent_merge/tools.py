@@ -5,7 +5,7 @@ import json
 import uuid
 
 from kernel.refusals import Refused
-from tools_app.registry import Tool
+from tools_app.catalog.registry import Tool
 
 from . import actions, github
 from .models import AgentMergeRepair, CIEvidence, DeferredRerun

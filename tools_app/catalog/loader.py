@@ -3,9 +3,10 @@ from collections import OrderedDict
 
 from sessions_app.models import ActiveClient
 
-from .catalog import CatalogInputs, HostSwitches, assemble_catalog, client_tools
+from ..models import HostConfig
+from .catalog import CatalogInputs, HostSwitches, assemble_catalog
+from .clients import client_tools
 from .host_tools import REGISTRY
-from .models import HostConfig
 
 _CLIENT_TOOLS_CACHE = OrderedDict()
 _CLIENT_TOOLS_CACHE_SIZE = 2048
