@@ -8,8 +8,9 @@ import statistics
 import time
 from types import SimpleNamespace
 
-from tools_app.catalog import CatalogInputs, HostSwitches, PermissionRule, assemble_catalog, client_tools
-from tools_app.registry import Tool
+from tools_app.catalog.catalog import CatalogInputs, HostSwitches, PermissionRule, assemble_catalog
+from tools_app.catalog.clients import client_tools
+from tools_app.catalog.registry import Tool
 
 SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}}
 

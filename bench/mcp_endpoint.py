@@ -49,8 +49,8 @@ def host_session():
     from grants.models import Principal
     from sessions_app.actions import do_open_tools_endpoint
     from sessions_app.actions import do_create_session
-    from tools_app.host_tools import REGISTRY
-    from tools_app.registry import Tool
+    from tools_app.catalog.host_tools import REGISTRY
+    from tools_app.catalog.registry import Tool
 
     REGISTRY.register(lambda editor: editor.add(Tool("add", description="Add two numbers", executor=add,
                                                      input_schema=ADD_SCHEMA)), label="bench")

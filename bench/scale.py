@@ -79,7 +79,7 @@ def measure(sizes):
     from ahp.protocol.consumer import AhpConsumer
     from grants.models import Principal, Tenant
     from sessions_app import actions, state
-    from tools_app.loader import catalog_for_chat
+    from tools_app.catalog.loader import catalog_for_chat
     from tools_app.runtime import ToolCallContext
 
     tenant = Tenant.objects.get(slug="bench")

@@ -12,20 +12,21 @@ class ToolsAppConfig(AppConfig):
     def ready(self):
         from celery.signals import worker_ready
 
+        from .catalog.host_tools import REGISTRY, build_host_tools
         from .families.agent_merge.tools import AGENT_MERGE_TOOLS
         from .families.artifacts.tools import ARTIFACT_TOOLS
         from .families.comments.tools import COMMENT_TOOLS
         from .families.resources import RESOURCE_TOOLS
-        from .families.session import register_session_tools
+        from .families.session import SESSION_TOOLS
         from .families.terminals import TERMINAL_TOOLS
         from .families.wakeups.tasks import fire_wakeups_at_start_in_background
         from .families.wakeups.tools import WAKEUP_TOOLS
-        from .host_tools import REGISTRY, register_host_tools
 
-        # Before the live refresh hook: at start there is nobody to tell.
-        register_session_tools()
-        register_host_tools(*ARTIFACT_TOOLS, *COMMENT_TOOLS, *RESOURCE_TOOLS, *TERMINAL_TOOLS, *WAKEUP_TOOLS,
-                            *AGENT_MERGE_TOOLS)
+        # The host's own tools, in the order the model sees them.
+        build_host_tools((*SESSION_TOOLS, *ARTIFACT_TOOLS, *COMMENT_TOOLS, *RESOURCE_TOOLS, *TERMINAL_TOOLS,
+                          *WAKEUP_TOOLS, *AGENT_MERGE_TOOLS))
+        # Only changes after start reach running sessions: while apps load there is no session
+        # to tell, and the database must not be touched (it may not even have its tables yet).
         REGISTRY.on_change(refresh_after_registry_change)
         # A worker's start fires what fell due while the host was down, and what was refused.
         worker_ready.connect(fire_wakeups_at_start_in_background, weak=False)
@@ -38,5 +39,6 @@ def refresh_after_registry_change(registry):
     try:
         refresh_live_sessions()
     except Exception:
-        # At import time (no database yet) there is no running session to tell.
+        # A process without a usable database (a tool script, a test without one) has no
+        # running session to tell; the change itself stands.
         logger.warning("Skipped the serverTools refresh after a registry change", exc_info=True)

@@ -5,8 +5,8 @@ import logging
 from sessions_app.actions import do_set_server_tools
 from sessions_app.models import ClientConnection, Session
 
-from .catalog import assemble_catalog
-from .loader import catalog_inputs
+from .catalog.catalog import assemble_catalog
+from .catalog.loader import catalog_inputs
 from .models import HostConfig
 
 logger = logging.getLogger(__name__)

@@ -6,14 +6,15 @@ from django.db import models
 from grants.models import Tenant, TenantScopedManager
 from sessions_app.models import ToolCall
 
-from .agent_definitions import AgentDefinitionInvalid, builtin_tool_policy, builtin_tools_pointer, validate_definition
+from .definitions.agent_definitions import AgentDefinitionInvalid, validate_definition
+from .definitions.copilot_policy import builtin_tool_policy, builtin_tools_pointer
 from .config import HostConfig  # noqa: F401  (defined beside its table of keys; imported so Django loads it)
 
 logger = logging.getLogger(__name__)
 
 
 class AgentDefinition(models.Model):
-    """An agent a tenant defines. The schema in tools_app/schemas/agent_definition.json is the
+    """An agent a tenant defines. The schema in tools_app/definitions/schemas/agent_definition.json is the
     gate: a definition is checked when it is saved and again whenever it is loaded for use."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="agent_definitions")
@@ -23,7 +24,7 @@ class AgentDefinition(models.Model):
     instructions = models.TextField(blank=True)
     tools = models.JSONField(
         default=list, blank=True,
-        help_text='Tool entries, each with a "kind"; see tools_app/schemas/agent_definition.json.',
+        help_text='Tool entries, each with a "kind"; see tools_app/definitions/schemas/agent_definition.json.',
     )
     modified = models.DateTimeField(auto_now=True)
 

@@ -22,9 +22,10 @@ from kernel.refusals import Refused
 from sessions_app import actions
 from sessions_app.models import ChatBackend, ToolCall, Turn
 
-from .catalog import ToolRefusal, bound_output, input_problem
+from .catalog.bounding import bound_result, result_text
+from .catalog.loader import catalog_for_chat
+from .catalog.validation import ToolRefusal, input_problem
 from .families.mcp_servers.server_tools import runnable_session_servers
-from .loader import catalog_for_chat
 from .actions import do_keep_full_output
 from .models import HostConfig
 
@@ -46,16 +47,6 @@ class ToolCallContext:
     chat: Any
     turn: Any
     tool_call_id: str
-
-
-def result_text(result):
-    texts = [c.get("text", "") for c in result.get("content") or () if c.get("type") == "text"]
-    if texts:
-        return "\n".join(texts)
-    if not result.get("success"):
-        return (result.get("error") or {}).get("message", "")
-    message = result.get("pastTenseMessage", "")
-    return message if isinstance(message, str) else message.get("markdown", "")
 
 
 def as_result(tool_name, value):
@@ -150,20 +141,6 @@ class ChatToolbox:
             return await wait_for_result(call.id, call.deadline, woken)
         finally:
             await WAKER.unregister(group)
-
-
-def bound_result(result, call_id):
-    """Cut over-long text content. Answers (result offered, full text or None when nothing was cut)."""
-    content, cut_any = [], False
-    for item in result.get("content") or ():
-        if item.get("type") == "text":
-            text, cut = bound_output(item["text"], f"ahp-tool-output:/{call_id}")
-            cut_any = cut_any or cut
-            item = {**item, "text": text}
-        content.append(item)
-    if not cut_any:
-        return result, None
-    return {**result, "content": content}, result_text(result)
 
 
 def complete_host_call(call_id, result):

@@ -5,7 +5,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from .actions import do_save_agent_definition
-from .agent_definitions import AgentDefinitionInvalid
+from .definitions.agent_definitions import AgentDefinitionInvalid
 from .models import AgentDefinition, FullToolOutput
 
 MAY_NOT_READ_AGENT_DEFINITIONS = "You need config:settings to read agent definitions."

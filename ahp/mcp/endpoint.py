@@ -31,7 +31,7 @@ from kernel.refusals import Refused
 from sessions_app import actions
 from sessions_app.models import Chat, ToolCall, Turn
 from sessions_app.tools_endpoint import ToolsEndpoint, remember_listener
-from tools_app.loader import catalog_for_chat
+from tools_app.catalog.loader import catalog_for_chat
 from tools_app.runtime import ChatToolbox
 
 PATH_PREFIX = "/ahp-mcp/"

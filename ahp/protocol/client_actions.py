@@ -15,7 +15,7 @@ from sessions_app import actions
 from sessions_app.channels import ROOT, annotations_session_at, chat_at, session_at
 from tools_app import actions as tool_actions
 from tools_app.families.comments import actions as comment_actions
-from tools_app.runtime import bound_result
+from tools_app.catalog.bounding import bound_result
 
 
 # Where each channel kind's target is found, and what a refusal calls it.

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from selenium.webdriver.common.by import By
 
-from tools_app.host_tools import PLUGINS
+from tools_app.catalog.host_tools import PLUGINS
 from tools_app.models import HostConfig
-from tools_app.registry import Tool
+from tools_app.catalog.registry import Tool
 
 from ..protocol.harness import AhpClient
 from .browser import chromium, log_in

@@ -3,9 +3,9 @@ import pytest
 from rest_framework.test import APIClient
 
 from tools_app.families.mcp_servers.servers import revealed
-from tools_app.host_tools import PLUGINS
+from tools_app.catalog.host_tools import PLUGINS
 from tools_app.models import HostConfig
-from tools_app.registry import Tool
+from tools_app.catalog.registry import Tool
 
 from ..protocol.harness import AhpClient
 

@@ -2,9 +2,9 @@
 credentials masked and kept, and a save applied live to running sessions."""
 import pytest
 
-from tools_app.host_tools import PLUGINS
+from tools_app.catalog.host_tools import PLUGINS
 from tools_app.models import HostConfig
-from tools_app.registry import Tool
+from tools_app.catalog.registry import Tool
 
 from ..protocol.harness import AhpClient
 from .conftest import change_url, host_config_form

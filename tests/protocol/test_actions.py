@@ -1,9 +1,9 @@
 """Client actions: fan-out with origin and a gap-free serverSeq, grants, host config live."""
 import pytest
 
-from tools_app.host_tools import PLUGINS, REGISTRY
+from tools_app.catalog.host_tools import PLUGINS, REGISTRY
 from tools_app.models import HostConfig
-from tools_app.registry import Tool
+from tools_app.catalog.registry import Tool
 
 from .harness import AhpClient, set_config
 

@@ -1,8 +1,8 @@
 """The echo provider drives every tool path without a model, over a real socket."""
 import pytest
 
-from tools_app.host_tools import PLUGINS
-from tools_app.registry import Tool
+from tools_app.catalog.host_tools import PLUGINS
+from tools_app.catalog.registry import Tool
 
 from .harness import AhpClient, default_chat
 

@@ -7,7 +7,8 @@ import uuid
 
 from sessions_app.actions import MAX_MESSAGE_CHARS, do_create_session
 from sessions_app.models import ToolCall, Turn
-from tools_app.catalog import MAX_INPUT_BYTES, MAX_OUTPUT_BYTES
+from tools_app.catalog.bounding import MAX_OUTPUT_BYTES
+from tools_app.catalog.validation import MAX_INPUT_BYTES
 from tools_app.models import FullToolOutput
 from tools_app.runtime import ChatToolbox
 

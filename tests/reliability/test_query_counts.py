@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from ahp.protocol.methods import session_page
 from sessions_app import actions, state
 from sessions_app.models import Chat, ChatBackend, Session, Turn
-from tools_app.loader import catalog_for_chat
+from tools_app.catalog.loader import catalog_for_chat
 
 from ..tools_app.families.session.conftest import Place
 

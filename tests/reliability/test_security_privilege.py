@@ -8,7 +8,7 @@ from rest_framework.test import APIClient
 
 from sessions_app.actions import do_create_session
 from sessions_app.models import Session, Turn
-from tools_app.host_tools import REGISTRY
+from tools_app.catalog.host_tools import REGISTRY
 from tools_app.runtime import ChatToolbox
 from tools_app.families.session import SESSION_TOOLS
 

@@ -6,8 +6,8 @@ import pytest
 from kernel.refusals import Refused
 from sessions_app import actions
 from sessions_app.models import Chat, PendingMessage
-from tools_app.host_tools import PLUGINS
-from tools_app.registry import Tool
+from tools_app.catalog.host_tools import PLUGINS
+from tools_app.catalog.registry import Tool
 
 from ..protocol.harness import AhpClient, default_chat
 

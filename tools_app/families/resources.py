@@ -8,8 +8,8 @@ from kernel.refusals import Refused
 from sessions_app import state
 from sessions_app.channels import parse
 from sessions_app.models import ActiveClient, Chat, Session, ToolCall
+from tools_app.catalog.registry import Tool
 from tools_app.client_requests import ask_client
-from tools_app.registry import Tool
 
 from .comments.models import Annotation
 
@@ -41,7 +41,7 @@ def read_host_resource(principal, uri):
         if call is None or call.result is None:
             raise Refused(f"No resource {uri} here.")
         from tools_app.models import FullToolOutput
-        from tools_app.runtime import result_text
+        from tools_app.catalog.bounding import result_text
 
         full = FullToolOutput.objects.filter(call=call).first()
         return full.text if full else result_text(call.result)

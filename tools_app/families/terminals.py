@@ -1,5 +1,5 @@
 """`ahp_terminals`: the terminals the host has open."""
-from tools_app.registry import Tool
+from tools_app.catalog.registry import Tool
 
 
 def ahp_terminals(context, arguments):

@@ -20,7 +20,7 @@ class Migration(migrations.Migration):
                 ('provider', models.CharField(help_text='Who runs the agent, e.g. "github-copilot".', max_length=64)),
                 ('model', models.CharField(blank=True, max_length=200)),
                 ('instructions', models.TextField(blank=True)),
-                ('tools', models.JSONField(blank=True, default=list, help_text='Tool entries, each with a "kind"; see tools_app/schemas/agent_definition.json.')),
+                ('tools', models.JSONField(blank=True, default=list, help_text='Tool entries, each with a "kind"; see tools_app/definitions/schemas/agent_definition.json.')),
                 ('modified', models.DateTimeField(auto_now=True)),
                 ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='agent_definitions', to='grants.tenant')),
             ],

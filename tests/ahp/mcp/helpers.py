@@ -7,8 +7,8 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from tools_app.host_tools import REGISTRY
-from tools_app.registry import Tool
+from tools_app.catalog.host_tools import REGISTRY
+from tools_app.catalog.registry import Tool
 
 
 def add(context, arguments):

@@ -1,7 +1,7 @@
 """The tool families' tools in the catalog: offered whatever sessionTools says, deferred as the issue
 says, and the artifact tool carrying its instruction."""
 from sessions_app import actions
-from tools_app.loader import catalog_for_chat
+from tools_app.catalog.loader import catalog_for_chat
 from tools_app.models import HostConfig
 
 WORKBENCH = ["add_artifact_or_reference", "remove_artifact_or_reference", "list_artifacts_and_references",

@@ -4,7 +4,7 @@ only for what that turn was asked to fix."""
 import json
 
 from kernel.refusals import Refused
-from tools_app.registry import Tool
+from tools_app.catalog.registry import Tool
 
 from . import actions, github
 from .models import AgentMergeRepair, CIEvidence, DeferredRerun

@@ -1,7 +1,7 @@
 """The artifact tools: record deliverables and references next to the chat input. Not in the
 "session" group: they are offered whatever `sessionTools` says."""
 from kernel.refusals import Refused
-from tools_app.registry import Tool
+from tools_app.catalog.registry import Tool
 
 from . import actions
 from . import entries as artifacts

@@ -5,7 +5,7 @@ import uuid
 
 from kernel.refusals import Refused
 from sessions_app.actions import require
-from tools_app.registry import Tool
+from tools_app.catalog.registry import Tool
 
 from . import actions
 from .models import FEEDBACK_KEY, Annotation

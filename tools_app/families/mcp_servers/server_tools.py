@@ -1,7 +1,7 @@
 """Configured MCP servers' tools in the catalog.
 
 The host lists each server a session was given (through the `mcp` client) and registers the
-tools under the server's name in the catalog's MCP source (`tools_app.host_tools.MCP`). The
+tools under the server's name in the catalog's MCP source (`tools_app.catalog.host_tools.MCP`). The
 registry is one per process and tenants may give different servers the same name, so a
 registered tool is offered only to sessions whose own server of that name offers it
 (`is_enabled_for_session`), with that server's wording (`for_session`), and runs against that
@@ -18,9 +18,9 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from sessions_app.models import ActiveClient, Session
-from tools_app.host_tools import MCP
+from tools_app.catalog.host_tools import MCP
+from tools_app.catalog.registry import Tool
 from tools_app.client_requests import ask_client
-from tools_app.registry import Tool
 
 from . import client
 from .actions import do_record_client_servers, do_record_server_tools

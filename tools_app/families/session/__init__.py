@@ -2,7 +2,7 @@
 host's (VS Code's agent host session server tools), so a skill written against it works here;
 `agent`, `config`, `list_agents`, `list_models`, `archive_chat` and `move_session` are this
 host's own."""
-from ...registry import Tool
+from ...catalog.registry import Tool
 from . import context, listing, orchestration, workspace
 
 SESSION_REF = "a session URI from `list_sessions` or an `agent-host-session://` link"
@@ -162,9 +162,3 @@ SESSION_TOOLS = (
                  orchestration.move_session, MOVE_SESSION_SCHEMA, sessionless=True, grant="session:write",
                  defer_loading=True),
 )
-
-
-def register_session_tools():
-    from ...host_tools import register_host_tools
-
-    register_host_tools(*SESSION_TOOLS)

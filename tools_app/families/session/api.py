@@ -10,9 +10,11 @@ from grants.algebra import holds
 from grants.models import Membership
 from kernel.refusals import Refused
 
-from ...catalog import Caller, input_problem, sessionless_tools
-from ...host_tools import REGISTRY
-from ...runtime import ToolCallContext, as_result, result_text
+from ...catalog.bounding import result_text
+from ...catalog.catalog import Caller, sessionless_tools
+from ...catalog.host_tools import REGISTRY
+from ...catalog.validation import input_problem
+from ...runtime import ToolCallContext, as_result
 
 REFUSAL_STATUS = {"permission": 403, "not_found": 404, "conflict": 409, "exists": 409, "invalid": 400,
                   "no_agent": 400}

@@ -1,7 +1,7 @@
 """`schedule_wakeup`: wake this chat later with a prompt, as if the person sent it."""
 from kernel.refusals import Refused
 from sessions_app.models import iso
-from tools_app.registry import Tool
+from tools_app.catalog.registry import Tool
 
 from . import actions
 

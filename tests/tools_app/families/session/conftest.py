@@ -9,8 +9,8 @@ from sessions_app import actions
 from sessions_app.models import Session
 from agents.providers.echo import EchoProvider
 from agents.registry import PROVIDERS
-from tools_app.host_tools import REGISTRY
-from tools_app.loader import catalog_for_chat
+from tools_app.catalog.host_tools import REGISTRY
+from tools_app.catalog.loader import catalog_for_chat
 from tools_app.runtime import ChatToolbox, ToolCallContext
 
 

@@ -1,8 +1,8 @@
 """The fourteen session tools as the catalog offers them."""
 from sessions_app.models import Chat
-from tools_app.catalog import Caller, sessionless_tools
-from tools_app.host_tools import REGISTRY
-from tools_app.loader import catalog_for_chat
+from tools_app.catalog.catalog import Caller, sessionless_tools
+from tools_app.catalog.host_tools import REGISTRY
+from tools_app.catalog.loader import catalog_for_chat
 
 FOURTEEN = ["list_sessions", "list_agents", "list_models", "get_current_session", "get_session_context",
             "send_message", "create_session", "create_chat", "rename_chat", "archive_chat", "set_workspace",

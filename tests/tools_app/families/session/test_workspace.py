@@ -94,7 +94,7 @@ def test_isolate_session_needs_a_folder(make_place, worktree_agent):
 
 
 def test_isolate_session_takes_no_input(make_place, worktree_agent, workspace):
-    from tools_app.catalog import ToolRefusal
+    from tools_app.catalog.validation import ToolRefusal
 
     place = make_place(provider=worktree_agent, folders=[f"{workspace}/x"])
     with pytest.raises(ToolRefusal) as refused:
@@ -104,7 +104,7 @@ def test_isolate_session_takes_no_input(make_place, worktree_agent, workspace):
 
 
 def test_set_workspace_is_offered_up_front_only_to_a_session_that_started_without_a_folder(acme, workspace):
-    from tools_app.loader import catalog_for_chat
+    from tools_app.catalog.loader import catalog_for_chat
 
     from .conftest import Place
 

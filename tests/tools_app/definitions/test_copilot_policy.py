@@ -4,9 +4,9 @@ import pytest
 from copilot import BUILTIN_TOOLS_ISOLATED
 from copilot._mode import _validate_tool_filter_list  # the check create_session/resume_session run
 
-from tools_app.agent_definitions import (
+from tools_app.definitions.agent_definitions import AgentDefinitionInvalid
+from tools_app.definitions.copilot_policy import (
     EMPTY_MODE_NEEDS_TOOLS,
-    AgentDefinitionInvalid,
     BuiltinToolsEntry,
     CopilotBuiltinToolPolicy,
     ToolSelector,
@@ -116,7 +116,7 @@ def test_the_sole_wildcard_in_empty_mode_names_every_source():
 
 def test_tools_wins_over_isolated_with_a_warning(caplog):
     entry = BuiltinToolsEntry(available=ToolSelector(tools=("shell",), isolated=True), pointer="/tools/0")
-    with caplog.at_level(logging.WARNING, logger="tools_app.agent_definitions"):
+    with caplog.at_level(logging.WARNING, logger="tools_app.definitions.copilot_policy"):
         resolved = resolve_builtin_tool_policy(entry)
     assert resolved.available_tools == ["builtin:shell", "custom:*", "mcp:*"]
     assert caplog.messages == ["/tools/0/available-tools: both tools and isolated are set; tools wins."]

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from tools_app.agent_definitions import (
+from tools_app.definitions.agent_definitions import (
     SCHEMA_PATH,
     AgentDefinitionInvalid,
     host_side_tools,

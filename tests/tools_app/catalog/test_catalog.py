@@ -3,11 +3,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from tools_app.catalog import (
-    CatalogInputs, Caller, HostSwitches, PermissionRule, ToolRefusal, assemble_catalog, bound_output,
-    client_tools, sessionless_tools,
+from tools_app.catalog.bounding import bound_output
+from tools_app.catalog.catalog import (
+    CatalogInputs, Caller, HostSwitches, PermissionRule, assemble_catalog, sessionless_tools,
 )
-from tools_app.registry import Tool
+from tools_app.catalog.clients import client_tools
+from tools_app.catalog.registry import Tool
+from tools_app.catalog.validation import ToolRefusal
 
 ON = HostSwitches(session_tools=True)
 
@@ -188,7 +190,7 @@ def test_input_is_validated_and_a_violation_names_the_json_pointer():
 
 
 def test_a_snapshot_is_unaffected_by_later_registrations():
-    from tools_app.registry import PluginTools, ToolRegistry
+    from tools_app.catalog.registry import PluginTools, ToolRegistry
 
     registry = ToolRegistry()
     plugins = PluginTools(registry)

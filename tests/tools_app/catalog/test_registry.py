@@ -1,6 +1,6 @@
 import logging
 
-from tools_app.registry import McpTools, PluginTools, Tool, ToolRegistry
+from tools_app.catalog.registry import McpTools, PluginTools, Tool, ToolRegistry
 
 
 def names(registry):

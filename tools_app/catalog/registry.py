@@ -122,13 +122,21 @@ class Tool:
     @cached_property
     def binding(self):
         """The snapshot's binding of this tool: itself, under its effective name."""
-        from .catalog import Binding
-
         return Binding(self.effective_name, self)
 
     def wire_definition(self, wording=None):
         """The definition with per-session wording merged over it."""
         return {**self.definition, **wording} if wording else self.definition
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What runs when the model calls `name`."""
+
+    name: str
+    tool: Tool
+    client_id: str | None = None  # set for a client's tool: that client runs it
+    client_tool_name: str | None = None  # the name the client announced
 
 
 class ToolEditor:

@@ -16,9 +16,9 @@ PLUGINS = PluginTools(REGISTRY)
 MCP = McpTools(REGISTRY)
 
 
-def register_host_tools(*tools):
-    """The host's own tools (session, artifact, comment, ... tools) register here at import."""
-    _HOST_TOOLS.extend(tools)
+def build_host_tools(tools):
+    """The host's own tools, listed once by ToolsAppConfig at start."""
+    _HOST_TOOLS[:] = tools
     REGISTRY.reload()
 
 

@@ -8,9 +8,6 @@ a call the snapshot does not hold is refused, and a tool still checks its own gr
 from __future__ import annotations
 
 import fnmatch
-import json
-import logging
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from types import MappingProxyType
@@ -20,29 +17,9 @@ from jsonschema import Draft202012Validator
 
 from grants.algebra import holds
 
-from .registry import (
-    GATE_ADVANCED, GATE_ENABLED_HOOK, GATE_SESSION_GROUP, GATE_USER_CHATS, NAME_PATTERN, SHARED_ACTIONS, Tool,
-)
-
-logger = logging.getLogger(__name__)
-
-CLIENT_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
-CLIENT_TOOL_SEPARATOR = "__"
-MAX_RULE_CHARS = 4096
-MAX_OUTPUT_LINES = 2000
-MAX_OUTPUT_BYTES = 50 * 1024
-MAX_INPUT_BYTES = 256 * 1024  # a tool input, serialized as JSON
-NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")  # \u0000 not itself behind an escaped backslash
-
-
-class ToolRefusal(Exception):
-    """A call the snapshot will not run; `str()` is the sentence the model sees."""
-
-    def __init__(self, sentence, *, terminalise=False):
-        super().__init__(sentence)
-        self.sentence = sentence
-        # True when the host must complete the call itself, naming no client as responsible.
-        self.terminalise = terminalise
+from .clients import rule_body
+from .registry import GATE_ADVANCED, GATE_ENABLED_HOOK, GATE_SESSION_GROUP, GATE_USER_CHATS, SHARED_ACTIONS, Tool
+from .validation import ToolRefusal, input_problem
 
 
 @dataclass(frozen=True)
@@ -76,16 +53,6 @@ class CatalogInputs:
     permission_rules: tuple = ()
     client_rules: tuple = ()  # (file name, text) pairs a client published
     session: Any = None  # handed to is_enabled_for_session / for_session hooks
-
-
-@dataclass(frozen=True)
-class Binding:
-    """What runs when the model calls `name`."""
-
-    name: str
-    tool: Tool
-    client_id: str | None = None  # set for a client's tool: that client runs it
-    client_tool_name: str | None = None  # the name the client announced
 
 
 @dataclass(frozen=True)
@@ -128,29 +95,6 @@ class CatalogSnapshot:
         return binding
 
 
-def input_problem(name, arguments):
-    """Why an input no tool should be handed is refused, or None: over MAX_INPUT_BYTES as JSON,
-    nested past what can be walked, or holding text no database stores (NUL, lone surrogates)."""
-    try:
-        serialized = json.dumps(arguments)  # ASCII: lone surrogates and NUL show as escapes
-    except (RecursionError, ValueError, TypeError):
-        return f"Invalid input for {name}: it is not plain JSON or nests too deep."
-    if len(serialized) > MAX_INPUT_BYTES:
-        return f"Input for {name} refused: over {MAX_INPUT_BYTES} bytes as JSON."
-    lone_surrogate = "\\ud" in serialized and not _encodable(json.dumps(arguments, ensure_ascii=False))
-    if lone_surrogate or NUL_ESCAPE.search(serialized):
-        return f"Invalid input for {name}: strings may not hold NUL characters or lone surrogates."
-    return None
-
-
-def _encodable(text):
-    try:
-        text.encode()
-    except UnicodeEncodeError:  # a lone surrogate
-        return False
-    return True
-
-
 def denied_everywhere(action, rules):
     """True when the last rule for `action` on every resource denies, and nothing after it
     allows or asks for some resource."""
@@ -175,58 +119,6 @@ def session_tools_offered(switches, provider):
     if not switches.session_tools:
         return False
     return not switches.session_tools_providers or provider in switches.session_tools_providers
-
-
-def client_tools(active_clients):
-    """Each active client's announced tools as (tool named `<clientId>__<name>`, client id, the
-    name it announced). Built once when a client announces, not per model request."""
-    entries = []
-    for client in active_clients:
-        client_id = client.get("clientId")
-        if not client_id:
-            logger.warning("Dropped the tools of an active client with no clientId")
-            continue
-        for definition in client.get("tools") or ():
-            name = definition.get("name") if isinstance(definition, dict) else None
-            full_name = f"{client_id}{CLIENT_TOOL_SEPARATOR}{name}"
-            if not isinstance(name, str) or not CLIENT_TOOL_NAME.match(name) or not NAME_PATTERN.match(full_name):
-                logger.warning("Dropped client %s's tool %r: not a valid tool name", client_id, name)
-                continue
-            tool = Tool(
-                name=full_name,
-                description=definition.get("description", ""),
-                title=definition.get("title"),
-                input_schema=definition.get("inputSchema") or {"type": "object", "properties": {}},
-                output_schema=definition.get("outputSchema"),
-                annotations=definition.get("annotations"),
-                availability=definition.get("availability", "session"),
-                source="client",
-            )
-            entries.append(Binding(full_name, tool, client_id=client_id, client_tool_name=name))
-    return tuple(entries)
-
-
-def rule_body(file_name, text):
-    """The body of an always-applied rule file, or None. Frontmatter is dropped."""
-    if not (file_name.endswith(".mdc") or file_name.endswith(".instructions.md")):
-        return None
-    if not text.startswith("---"):
-        return None
-    head, sep, body = text[3:].partition("\n---")
-    if not sep:
-        return None
-    always = any(
-        line.split(":", 1)[0].strip() == "alwaysApply" and line.split(":", 1)[1].strip().lower() == "true"
-        for line in head.splitlines() if ":" in line
-    )
-    if not always:
-        return None
-    body = body.split("\n", 1)[1] if "\n" in body else ""
-    body = body.strip()
-    if len(body) > MAX_RULE_CHARS:
-        logger.warning("Dropped rule %s: its body is over %d characters", file_name, MAX_RULE_CHARS)
-        return None
-    return body
 
 
 def assemble_catalog(inputs: CatalogInputs) -> CatalogSnapshot:
@@ -319,21 +211,3 @@ def sessionless_tools(tools, caller):
     return [SessionlessBinding(t, caller) for t in tools if t.sessionless and sees(t)]
 
 
-def bound_output(text, full_text_uri):
-    """Cut a tool's text over 2000 lines or 50 KiB; answer (text offered, whether it was cut).
-    The caller keeps the full text at `full_text_uri`, which the cut text names."""
-    lines = text.split("\n")
-    cut = text
-    if len(lines) > MAX_OUTPUT_LINES:
-        cut = "\n".join(lines[:MAX_OUTPUT_LINES])
-    encoded = cut.encode()
-    if len(encoded) > MAX_OUTPUT_BYTES:
-        cut = encoded[:MAX_OUTPUT_BYTES].decode(errors="ignore")
-    if cut == text:
-        return text, False
-    shown_lines = cut.count("\n") + 1
-    note = (
-        f"\n[Output cut: showing {shown_lines} of {len(lines)} lines, {len(cut.encode())} of "
-        f"{len(text.encode())} bytes. The full output is at {full_text_uri}.]"
-    )
-    return cut + note, True

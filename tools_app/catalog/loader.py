@@ -3,11 +3,13 @@ from collections import OrderedDict
 
 from sessions_app.models import ActiveClient
 
-from .agent_definitions import catalog_allowlist, excluded_host_tools
-from .catalog import CatalogInputs, HostSwitches, PermissionRule, assemble_catalog, client_tools
+from ..definitions.agent_definitions import catalog_allowlist
+from ..definitions.copilot_policy import excluded_host_tools
+from ..models import AgentDefinition, HostConfig
+from .catalog import CatalogInputs, HostSwitches, PermissionRule, assemble_catalog
 from .client_rules import published_rules
+from .clients import client_tools
 from .host_tools import REGISTRY
-from .models import AgentDefinition, HostConfig
 
 _CLIENT_TOOLS_CACHE = OrderedDict()
 _CLIENT_TOOLS_CACHE_SIZE = 2048

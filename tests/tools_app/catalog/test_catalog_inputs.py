@@ -4,10 +4,10 @@ instructions."""
 import base64
 
 from sessions_app.models import Chat
-from tools_app.loader import catalog_for_chat
+from tools_app.catalog.loader import catalog_for_chat
 from tools_app.models import AgentDefinition
 
-from ..protocol.harness import AhpClient, default_chat
+from ...protocol.harness import AhpClient, default_chat
 
 RULE = "---\ndescription: house style\nalwaysApply: true\n---\nAnswer in British English.\n"
 OPTIONAL_RULE = "---\nalwaysApply: false\n---\nOnly when asked.\n"
@@ -77,8 +77,8 @@ def test_an_always_applied_rule_a_client_publishes_joins_the_instructions(acme, 
 
 
 def test_an_mcp_entry_names_its_servers_tools_or_only_its_allowed_ones():
-    from tools_app.agent_definitions import catalog_allowlist
-    from tools_app.registry import Tool
+    from tools_app.definitions.agent_definitions import catalog_allowlist
+    from tools_app.catalog.registry import Tool
 
     tools = (Tool("read"), Tool("issues", namespace="github", source="mcp"),
              Tool("pulls", namespace="github", source="mcp"), Tool("pages", namespace="wiki", source="mcp"))
@@ -91,7 +91,7 @@ def test_an_mcp_entry_names_its_servers_tools_or_only_its_allowed_ones():
 
 
 def test_rule_text_travels_percent_encoded_or_base64_and_nothing_else_is_read():
-    from tools_app.client_rules import published_rules
+    from tools_app.catalog.client_rules import published_rules
 
     def plugin(*children, enabled=True):
         return {"type": "plugin", "id": "p", "uri": "file:///p", "name": "p", "enabled": enabled, "children": list(children)}

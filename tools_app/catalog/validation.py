@@ -1,0 +1,39 @@
+"""What no tool is handed: inputs too large, too deep, or holding text no database stores."""
+import json
+import re
+
+MAX_INPUT_BYTES = 256 * 1024  # a tool input, serialized as JSON
+NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")  # \u0000 not itself behind an escaped backslash
+
+
+class ToolRefusal(Exception):
+    """A call the snapshot will not run; `str()` is the sentence the model sees."""
+
+    def __init__(self, sentence, *, terminalise=False):
+        super().__init__(sentence)
+        self.sentence = sentence
+        # True when the host must complete the call itself, naming no client as responsible.
+        self.terminalise = terminalise
+
+
+def input_problem(name, arguments):
+    """Why an input no tool should be handed is refused, or None: over MAX_INPUT_BYTES as JSON,
+    nested past what can be walked, or holding text no database stores (NUL, lone surrogates)."""
+    try:
+        serialized = json.dumps(arguments)  # ASCII: lone surrogates and NUL show as escapes
+    except (RecursionError, ValueError, TypeError):
+        return f"Invalid input for {name}: it is not plain JSON or nests too deep."
+    if len(serialized) > MAX_INPUT_BYTES:
+        return f"Input for {name} refused: over {MAX_INPUT_BYTES} bytes as JSON."
+    lone_surrogate = "\\ud" in serialized and not _encodable(json.dumps(arguments, ensure_ascii=False))
+    if lone_surrogate or NUL_ESCAPE.search(serialized):
+        return f"Invalid input for {name}: strings may not hold NUL characters or lone surrogates."
+    return None
+
+
+def _encodable(text):
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return True

@@ -1,0 +1,1 @@
+"""Agent definitions: the JSON Schema gate and the Copilot built-in tool policy."""
