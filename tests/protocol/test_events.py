@@ -1,0 +1,144 @@
+"""Every state change a client can see, held to one rule (as Zulip's test_events does): a
+subscriber's snapshot with the published actions reduced onto it equals a fresh snapshot.
+A change that alters a snapshot without publishing the action saying so leaves every
+client's copy stale; this is where it shows."""
+import time
+import uuid
+
+import pytest
+
+from sessions_app.models import ActionLog
+
+from .harness import AhpClient, default_chat
+from .reducer import reduce, reduce_session_list
+
+ROOT = "ahp-root://"
+
+
+def snapshot(client, channel):
+    answer = client.call("subscribe", {"channel": channel})["snapshot"]
+    return answer["state"], answer["fromSeq"]
+
+
+def logged_between(channel, after, upto):
+    rows = ActionLog.objects.filter(channel=channel, seq__gt=after, seq__lte=upto).order_by("seq")
+    return [row.envelope for row in rows]
+
+
+class Watch:
+    """The snapshots of `channels` taken now, to be held against fresh ones after a change."""
+
+    def __init__(self, client, *channels):
+        self.client = client
+        self.before = {channel: snapshot(client, channel) for channel in channels}
+        self.sessions = self.session_list()
+
+    def session_list(self):
+        return {s["resource"]: s for s in self.client.call("listSessions", {"limit": 100})["items"]}
+
+    def assert_consistent(self):
+        for channel, (state, from_seq) in self.before.items():
+            fresh, upto = snapshot(self.client, channel)
+            assert reduce(channel, state, logged_between(channel, from_seq, upto)) == fresh, channel
+
+    def assert_session_list_consistent(self, timeout=5):
+        """The root channel's session list: its notifications are not logged, so read them off
+        the socket until the reduced list matches a fresh one (or time runs out)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            reduced = list(self.sessions.values())
+            for frame in self.client.notifications:
+                if frame.get("method", "").startswith("root/session"):
+                    reduced = reduce_session_list(reduced, frame["method"], frame["params"])
+            fresh = self.session_list()
+            if {s["resource"]: s for s in reduced} == fresh or time.monotonic() > deadline:
+                assert {s["resource"]: s for s in reduced} == fresh
+                return
+            try:
+                self.client.read(0.2)
+            except TimeoutError:
+                pass
+
+
+@pytest.fixture
+def member(acme, host):
+    with AhpClient(host.port, acme.tokens["member"], "member-client") as client:
+        client.subscribe(ROOT)
+        yield client
+
+
+@pytest.fixture
+def session(member):
+    return member.create_session()
+
+
+SESSION_ACTIONS = [
+    {"type": "session/titleChanged", "title": "Refactor auth"},
+    {"type": "session/isArchivedChanged", "isArchived": True},
+    {"type": "session/isReadChanged", "isRead": True},
+    {"type": "session/activeClientSet", "activeClient": {"clientId": "member-client", "tools": []}},
+]
+
+
+@pytest.mark.parametrize("action", SESSION_ACTIONS, ids=lambda a: a["type"])
+def test_a_session_action_reduces_to_the_fresh_snapshot(member, session, action):
+    watch = Watch(member, session)
+    member.dispatch(session, action)
+    member.action(action["type"])
+    watch.assert_consistent()
+    watch.assert_session_list_consistent()
+
+
+def test_removing_an_active_client_reduces_to_the_fresh_snapshot(member, session):
+    member.subscribe(session)
+    member.dispatch(session, {"type": "session/activeClientSet", "activeClient": {"clientId": "member-client",
+                                                                                   "tools": []}})
+    member.action("session/activeClientSet")
+    watch = Watch(member, session)
+    member.dispatch(session, {"type": "session/activeClientRemoved", "clientId": "member-client"})
+    member.action("session/activeClientRemoved")
+    watch.assert_consistent()
+
+
+def test_a_turn_reduces_to_the_fresh_chat_session_and_list(member, session):
+    chat = default_chat(member, session)
+    watch = Watch(member, session, chat)
+    turn = member.start_turn(chat, "hello")
+    member.reply_to(turn)
+    watch.assert_consistent()
+    watch.assert_session_list_consistent()
+
+
+def test_a_config_change_reduces_to_the_fresh_root_snapshot(acme, host):
+    with AhpClient(host.port, acme.tokens["root"], "operator") as root:
+        watch = Watch(root, ROOT)
+        root.dispatch(ROOT, {"type": "root/configChanged", "config": {"advancedTools": True}})
+        root.action("root/configChanged")
+        watch.assert_consistent()
+
+
+def annotation(annotation_id="a1"):
+    return {"id": annotation_id, "resource": "file:///src/app.py", "turnId": "",
+            "entries": [{"id": "e1", "text": "Why this name?"}]}
+
+
+ANNOTATION_ACTIONS = [
+    {"type": "annotations/updated", "annotationId": "a1", "resolved": True},
+    {"type": "annotations/removed", "annotationId": "a1"},
+    {"type": "annotations/entrySet", "annotationId": "a1", "entry": {"id": "e2", "text": "Because."}},
+    {"type": "annotations/entryRemoved", "annotationId": "a1", "entryId": "e1"},
+]
+
+
+@pytest.mark.parametrize("action", [{"type": "annotations/set", "annotation": annotation("a2")}, *ANNOTATION_ACTIONS],
+                         ids=lambda a: a["type"])
+def test_an_annotation_action_reduces_to_the_fresh_snapshot(member, session, action):
+    channel = f"{session}/annotations"
+    member.subscribe(channel)
+    member.dispatch(channel, {"type": "annotations/set", "annotation": annotation()})
+    member.action("annotations/set")
+    watch = Watch(member, channel)
+    member.dispatch(channel, action)
+    # Removing an annotation's last entry removes the annotation.
+    member.action("annotations/removed" if action["type"] == "annotations/entryRemoved" else action["type"])
+    watch.assert_consistent()
