@@ -2,12 +2,14 @@
 subscriber's snapshot with the published actions reduced onto it equals a fresh snapshot.
 A change that alters a snapshot without publishing the action saying so leaves every
 client's copy stale; this is where it shows."""
+import json
 import time
 import uuid
 
 import pytest
 
 from sessions_app.models import ActionLog
+from tools_app.families.mcp_servers import actions as mcp_actions
 
 from .harness import AhpClient, default_chat
 from .reducer import reduce, reduce_session_list
@@ -141,4 +143,42 @@ def test_an_annotation_action_reduces_to_the_fresh_snapshot(member, session, act
     member.dispatch(channel, action)
     # Removing an annotation's last entry removes the annotation.
     member.action("annotations/removed" if action["type"] == "annotations/entryRemoved" else action["type"])
+    watch.assert_consistent()
+
+
+# Tool families: an agent's tool call in a turn (the echo agent's `/call <tool> <json>`), held
+# against the session, its chat, its annotations and the root's session list. -------------------
+
+FAMILY_CALLS = [
+    ("session", "create_chat", {"title": "side work"}),
+    ("session", "create_session", {"relationship": "independent", "prompt": "hello child", "title": "Child"}),
+    ("artifacts", "add_artifact_or_reference",
+     {"items": [{"type": "pullRequest", "label": "Fix login", "isArtifact": True,
+                 "link": "https://github.com/acme/app/pull/7"}]}),
+    ("comments", "addComment", {"resource": "file:///work/app.py", "range": {"startLine": 3, "endLine": 5},
+                                "text": "Off by one"}),
+    ("wakeups", "schedule_wakeup", {"delaySeconds": 3600, "prompt": "check CI"}),
+    ("resources", "ahp_resource", {"uri": "SESSION"}),
+    ("agent_merge", "setAgentMergeEnabled", {"enabled": True, "mergePullRequest": "ifUnchanged"}),
+]
+
+
+@pytest.mark.parametrize("family, tool, arguments", FAMILY_CALLS, ids=[f"{f}:{t}" for f, t, _ in FAMILY_CALLS])
+def test_a_tool_call_reduces_to_the_fresh_snapshots(member, session, family, tool, arguments):
+    chat = default_chat(member, session)
+    arguments = {k: session if v == "SESSION" else v for k, v in arguments.items()}
+    watch = Watch(member, session, chat, f"{session}/annotations")
+    turn = member.start_turn(chat, f"/call {tool} {json.dumps(arguments)}")
+    reply = member.reply_to(turn)
+    assert not reply.startswith(("Unknown tool", "Invalid input")), reply
+    watch.assert_consistent()
+    watch.assert_session_list_consistent()
+
+
+def test_recording_mcp_server_tools_reduces_to_the_fresh_snapshot(member, session):
+    session_id = uuid.UUID(session.removeprefix("ahp-session:/"))
+    watch = Watch(member, session)
+    mcp_actions.do_record_client_servers(session_id, "member-client", {"docs": {"url": "https://docs.example/mcp"}})
+    mcp_actions.do_record_server_tools(session_id, {"docs": {"tools": [
+        {"name": "search", "description": "Search the docs", "inputSchema": {"type": "object"}}]}})
     watch.assert_consistent()
