@@ -8,7 +8,7 @@ import copy
 
 IS_READ, IS_ARCHIVED = 32, 64
 ACTIVITY_MASK = (1 << 5) - 1
-IDLE, ERROR, IN_PROGRESS = 1, 2, 8
+IDLE, ERROR, IN_PROGRESS, INPUT_NEEDED = 1, 2, 8, 24
 
 
 class AnyTime(str):
@@ -24,6 +24,13 @@ ANY_TIME = AnyTime("any time")
 
 def with_flag(status, flag, on):
     return status | flag if on else status & ~flag
+
+
+def with_input_needed(status, input_needed):
+    """A non-empty input queue makes the activity input-needed; emptying it falls back to in-progress."""
+    if input_needed:
+        return status & ~ACTIVITY_MASK | INPUT_NEEDED
+    return status & ~(INPUT_NEEDED & ~IN_PROGRESS)
 
 
 def upsert(items, key, value, item):
@@ -58,8 +65,10 @@ def reduce_session(state, action):
         state["chats"] = [{**c, **action["changes"]} if c["resource"] == action["chat"] else c for c in state["chats"]]
     elif kind == "session/inputNeededSet":
         state["inputNeeded"] = upsert(state["inputNeeded"], "id", action["request"]["id"], action["request"])
+        state["status"] = with_input_needed(state["status"], state["inputNeeded"])
     elif kind == "session/inputNeededRemoved":
         state["inputNeeded"] = [r for r in state["inputNeeded"] if r["id"] != action["id"]]
+        state["status"] = with_input_needed(state["status"], state["inputNeeded"])
     elif kind == "session/workingDirectorySet":
         if action["directory"] not in state["workingDirectories"]:
             state["workingDirectories"] = [*state["workingDirectories"], action["directory"]]
@@ -86,6 +95,12 @@ def end_turn(state, action, turn_state, terminal=None, error=None):
     state["modifiedAt"] = ANY_TIME
     state["status"] = chat_activity(state, terminal)
     return state
+
+
+def call_base(tc):
+    """What a tool call keeps across a transition (the reducer rebuilds the rest)."""
+    keep = ("toolCallId", "toolName", "displayName", "contributor", "_meta", "invocationMessage", "toolInput")
+    return {k: tc[k] for k in keep if k in tc}
 
 
 def update_call(state, action, change):
@@ -130,9 +145,15 @@ def reduce_chat(state, action):
     elif kind == "chat/toolCallConfirmed":
         status = "running" if action["approved"] else "cancelled"
         fields = {k: action[k] for k in ("confirmed", "reason") if k in action}
-        state = update_call(state, action, lambda tc: {**tc, **fields, "status": status})
+        state = update_call(state, action, lambda tc: {**call_base(tc), **fields, "status": status} if tc[
+            "status"] == "pending-confirmation" else tc)
     elif kind == "chat/toolCallComplete":
-        state = update_call(state, action, lambda tc: {**tc, **action["result"], "status": "completed"})
+        def complete(tc):
+            if tc["status"] not in ("running", "pending-confirmation"):
+                return tc
+            confirmed = tc.get("confirmed") if tc["status"] == "running" else "not-needed"
+            return {**call_base(tc), "confirmed": confirmed, **action["result"], "status": "completed"}
+        state = update_call(state, action, complete)
     elif kind == "chat/pendingMessageSet":
         entry = {"id": action["id"], "message": action["message"]}
         if action["kind"] == "steering":
