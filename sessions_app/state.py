@@ -5,7 +5,9 @@ from .models import ActiveClient, PendingMessage, Session, ToolCall, Turn, iso
 
 
 def chat_status(chat):
-    return Session.IN_PROGRESS if chat.turns.filter(state="active").exists() else Session.IDLE
+    """In progress while a turn runs; otherwise error when its last turn ended in one."""
+    last = chat.turns.order_by("-started").values_list("state", flat=True).first()
+    return {"active": Session.IN_PROGRESS, "error": Session.ERROR}.get(last, Session.IDLE)
 
 
 def chat_summary(chat, status=None):
@@ -30,13 +32,12 @@ def client_execution_request(call):
 def session_state(session):
     chats = list(session.chats.filter(archived=False).order_by("created"))
     default = next((c for c in chats if c.is_default), None)
-    busy = set(Turn.objects.filter(chat__in=chats, state="active").values_list("chat_id", flat=True))
     state = {
         **{k: v for k, v in session.summary().items() if k not in ("resource", "createdAt", "modifiedAt")},
         "lifecycle": "ready",
         "serverTools": session.server_tools,
         "activeClients": [c.to_wire() for c in ActiveClient.objects.filter(session=session).order_by("id")],
-        "chats": [chat_summary(c, Session.IN_PROGRESS if c.pk in busy else Session.IDLE) for c in chats],
+        "chats": [chat_summary(c) for c in chats],
         "inputNeeded": input_needed(session),
         "_meta": session.meta,
     }

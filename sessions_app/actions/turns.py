@@ -75,5 +75,5 @@ def do_end_turn(turn_id, response_text=None, error=None):
         session.status = Session.ERROR if error else Session.IDLE
     touch(session, "status")
     Chat.objects.filter(pk=chat.pk).update(modified=session.modified)
-    chat_updated(chat, Session.IDLE, session.modified)
+    chat_updated(chat, Session.ERROR if error else Session.IDLE, session.modified)
     summary_changed(session, status=session.wire_status)
