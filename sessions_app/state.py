@@ -1,11 +1,18 @@
 """AHP state snapshots of the root, a session and a chat, read from the rows."""
+from django.db.models import OuterRef, Subquery
+
 from grants.algebra import holds
 
 from .models import ActiveClient, PendingMessage, Session, ToolCall, Turn, iso
 
 
+def status_after(last_turn_state):
+    """In progress while a turn runs; otherwise error when the last turn ended in one."""
+    return {"active": Session.IN_PROGRESS, "error": Session.ERROR}.get(last_turn_state, Session.IDLE)
+
+
 def chat_status(chat):
-    return Session.IN_PROGRESS if chat.turns.filter(state="active").exists() else Session.IDLE
+    return status_after(chat.turns.order_by("-started").values_list("state", flat=True).first())
 
 
 def chat_summary(chat, status=None):
@@ -28,15 +35,15 @@ def client_execution_request(call):
 
 
 def session_state(session):
-    chats = list(session.chats.filter(archived=False).order_by("created"))
+    last_turn = Turn.objects.filter(chat=OuterRef("pk")).order_by("-started").values("state")[:1]
+    chats = list(session.chats.filter(archived=False).annotate(last_turn_state=Subquery(last_turn)).order_by("created"))
     default = next((c for c in chats if c.is_default), None)
-    busy = set(Turn.objects.filter(chat__in=chats, state="active").values_list("chat_id", flat=True))
     state = {
         **{k: v for k, v in session.summary().items() if k not in ("resource", "createdAt", "modifiedAt")},
         "lifecycle": "ready",
         "serverTools": session.server_tools,
         "activeClients": [c.to_wire() for c in ActiveClient.objects.filter(session=session).order_by("id")],
-        "chats": [chat_summary(c, Session.IN_PROGRESS if c.pk in busy else Session.IDLE) for c in chats],
+        "chats": [chat_summary(c, status_after(c.last_turn_state)) for c in chats],
         "inputNeeded": input_needed(session),
         "_meta": session.meta,
     }

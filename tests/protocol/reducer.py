@@ -1,0 +1,229 @@
+"""A client's copy of the host's state: the protocol's reducer rules (agent-host-protocol
+`types/channels-*/reducer.ts`) applied to published action envelopes, so a test can hold the
+host to "snapshot + actions == a fresh snapshot".
+
+Where the protocol's reducer stamps a field from the client's own clock (a chat's `modifiedAt`
+when a turn starts or ends), the reduced copy holds ANY_TIME: the host's value is its own."""
+import copy
+
+IS_READ, IS_ARCHIVED = 32, 64
+ACTIVITY_MASK = (1 << 5) - 1
+IDLE, ERROR, IN_PROGRESS, INPUT_NEEDED = 1, 2, 8, 24
+
+
+class AnyTime(str):
+    def __eq__(self, other):
+        return isinstance(other, str)
+
+    def __hash__(self):
+        return 0
+
+
+ANY_TIME = AnyTime("any time")
+
+
+def with_flag(status, flag, on):
+    return status | flag if on else status & ~flag
+
+
+def with_input_needed(status, input_needed):
+    """A non-empty input queue makes the activity input-needed; emptying it falls back to in-progress."""
+    if input_needed:
+        return status & ~ACTIVITY_MASK | INPUT_NEEDED
+    return status & ~(INPUT_NEEDED & ~IN_PROGRESS)
+
+
+def upsert(items, key, value, item):
+    rest = [i for i in items if i[key] != value]
+    return [*rest, item] if len(rest) == len(items) else [item if i[key] == value else i for i in items]
+
+
+def reduce_session(state, action):
+    state, kind = copy.deepcopy(state), action["type"]
+    if kind == "session/ready":
+        state["lifecycle"] = "ready"
+    elif kind == "session/titleChanged":
+        state["title"] = action["title"]
+    elif kind == "session/isReadChanged":
+        state["status"] = with_flag(state["status"], IS_READ, action["isRead"])
+    elif kind == "session/isArchivedChanged":
+        state["status"] = with_flag(state["status"], IS_ARCHIVED, action["isArchived"])
+    elif kind == "session/serverToolsChanged":
+        state["serverTools"] = action["tools"]
+    elif kind == "session/metaChanged":
+        state["_meta"] = action["_meta"]
+    elif kind == "session/activeClientSet":
+        client = action["activeClient"]
+        state["activeClients"] = upsert(state["activeClients"], "clientId", client["clientId"], client)
+    elif kind == "session/activeClientRemoved":
+        state["activeClients"] = [c for c in state["activeClients"] if c["clientId"] != action["clientId"]]
+    elif kind == "session/chatAdded":
+        state["chats"] = [*state["chats"], action["summary"]]
+    elif kind == "session/chatRemoved":
+        state["chats"] = [c for c in state["chats"] if c["resource"] != action["chat"]]
+    elif kind == "session/chatUpdated":
+        state["chats"] = [{**c, **action["changes"]} if c["resource"] == action["chat"] else c for c in state["chats"]]
+    elif kind == "session/inputNeededSet":
+        state["inputNeeded"] = upsert(state["inputNeeded"], "id", action["request"]["id"], action["request"])
+        state["status"] = with_input_needed(state["status"], state["inputNeeded"])
+    elif kind == "session/inputNeededRemoved":
+        state["inputNeeded"] = [r for r in state["inputNeeded"] if r["id"] != action["id"]]
+        state["status"] = with_input_needed(state["status"], state["inputNeeded"])
+    elif kind == "session/workingDirectorySet":
+        if action["directory"] not in state["workingDirectories"]:
+            state["workingDirectories"] = [*state["workingDirectories"], action["directory"]]
+    elif kind == "session/workingDirectoryRemoved":
+        state["workingDirectories"] = [d for d in state["workingDirectories"] if d != action["directory"]]
+    else:
+        raise AssertionError(f"the session reducer does not know {kind}")
+    return state
+
+
+def chat_activity(state, terminal=None):
+    activity = terminal or (IN_PROGRESS if state.get("activeTurn") else IDLE)
+    return state["status"] & ~ACTIVITY_MASK | activity
+
+
+def end_turn(state, action, turn_state, terminal=None, error=None):
+    active = state.get("activeTurn")
+    if not active or active["id"] != action["turnId"]:
+        return state
+    turn = {**state.pop("activeTurn"), "state": turn_state, "duration": max(0, action["duration"])}
+    if error is not None:
+        turn["error"] = error
+    state["turns"] = [*state["turns"], turn]
+    state["modifiedAt"] = ANY_TIME
+    state["status"] = chat_activity(state, terminal)
+    return state
+
+
+def call_base(tc):
+    """What a tool call keeps across a transition (the reducer rebuilds the rest)."""
+    keep = ("toolCallId", "toolName", "displayName", "contributor", "_meta", "invocationMessage", "toolInput")
+    return {k: tc[k] for k in keep if k in tc}
+
+
+def update_call(state, action, change):
+    active = state.get("activeTurn")
+    if active and active["id"] == action["turnId"]:
+        for part in active["responseParts"]:
+            if part.get("kind") == "toolCall" and part["toolCall"]["toolCallId"] == action["toolCallId"]:
+                part["toolCall"] = change(part["toolCall"])
+    return state
+
+
+def reduce_chat(state, action):
+    state, kind = copy.deepcopy(state), action["type"]
+    if kind == "chat/turnStarted":
+        state["activeTurn"] = {"id": action["turnId"], "startedAt": action["startedAt"], "message": action["message"],
+                               "responseParts": []}
+        state["status"] = with_flag(chat_activity(state), IS_READ, False)
+        state["modifiedAt"] = ANY_TIME
+        queued = action.get("queuedMessageId")
+        if queued:
+            if (state.get("steeringMessage") or {}).get("id") == queued:
+                del state["steeringMessage"]
+            rest = [m for m in state.get("queuedMessages", []) if m["id"] != queued]
+            state.pop("queuedMessages", None)
+            if rest:
+                state["queuedMessages"] = rest
+    elif kind == "chat/responsePart":
+        if (state.get("activeTurn") or {}).get("id") == action["turnId"]:
+            state["activeTurn"]["responseParts"].append(action["part"])
+    elif kind == "chat/turnComplete":
+        state = end_turn(state, action, "complete")
+    elif kind == "chat/error":
+        state = end_turn(state, action, "error", ERROR, action.get("error"))
+    elif kind == "chat/toolCallStart":
+        if (state.get("activeTurn") or {}).get("id") == action["turnId"]:
+            call = {k: action[k] for k in ("toolCallId", "toolName", "displayName", "contributor", "_meta") if k in action}
+            state["activeTurn"]["responseParts"].append({"kind": "toolCall", "toolCall": {**call, "status": "streaming"}})
+    elif kind == "chat/toolCallReady":
+        fields = {k: v for k, v in action.items() if k not in ("type", "turnId")}
+        status = "running" if action.get("confirmed") else "pending-confirmation"
+        state = update_call(state, action, lambda tc: {**tc, **fields, "status": status})
+    elif kind == "chat/toolCallConfirmed":
+        status = "running" if action["approved"] else "cancelled"
+        fields = {k: action[k] for k in ("confirmed", "reason") if k in action}
+        state = update_call(state, action, lambda tc: {**call_base(tc), **fields, "status": status} if tc[
+            "status"] == "pending-confirmation" else tc)
+    elif kind == "chat/toolCallComplete":
+        def complete(tc):
+            if tc["status"] not in ("running", "pending-confirmation"):
+                return tc
+            confirmed = tc.get("confirmed") if tc["status"] == "running" else "not-needed"
+            return {**call_base(tc), "confirmed": confirmed, **action["result"], "status": "completed"}
+        state = update_call(state, action, complete)
+    elif kind == "chat/pendingMessageSet":
+        entry = {"id": action["id"], "message": action["message"]}
+        if action["kind"] == "steering":
+            state["steeringMessage"] = entry
+        else:
+            state["queuedMessages"] = upsert(state.get("queuedMessages", []), "id", action["id"], entry)
+    elif kind == "chat/pendingMessageRemoved":
+        if action["kind"] == "steering":
+            if (state.get("steeringMessage") or {}).get("id") == action["id"]:
+                del state["steeringMessage"]
+        else:
+            rest = [m for m in state.get("queuedMessages", []) if m["id"] != action["id"]]
+            state.pop("queuedMessages", None)
+            if rest:
+                state["queuedMessages"] = rest
+    else:
+        raise AssertionError(f"the chat reducer does not know {kind}")
+    return state
+
+
+def reduce_root(state, action):
+    state, kind = copy.deepcopy(state), action["type"]
+    if kind == "root/configChanged":
+        values = action["config"] if action.get("replace") else {**state["config"]["values"], **action["config"]}
+        state["config"] = {**state["config"], "values": values}
+    else:
+        raise AssertionError(f"the root reducer does not know {kind}")
+    return state
+
+
+def reduce_session_list(sessions, method, params):
+    """The root channel's session list (listSessions' items) under root/session* notifications."""
+    if method == "root/sessionAdded":
+        return [params["summary"], *sessions]
+    if method == "root/sessionRemoved":
+        return [s for s in sessions if s["resource"] != params["session"]]
+    if method == "root/sessionSummaryChanged":
+        return [{**s, **params["changes"]} if s["resource"] == params["session"] else s for s in sessions]
+    raise AssertionError(f"the session list does not know {method}")
+
+
+def reduce_annotations(state, action):
+    state, kind = copy.deepcopy(state), action["type"]
+    rows = state["annotations"]
+    if kind == "annotations/set":
+        rows = upsert(rows, "id", action["annotation"]["id"], action["annotation"])
+    elif kind == "annotations/removed":
+        rows = [a for a in rows if a["id"] != action["annotationId"]]
+    elif kind == "annotations/updated":
+        changes = {k: action[k] for k in ("resolved", "range", "turnId", "resource") if k in action}
+        rows = [{**a, **changes} if a["id"] == action["annotationId"] else a for a in rows]
+    elif kind == "annotations/entrySet":
+        rows = [{**a, "entries": upsert(a["entries"], "id", action["entry"]["id"], action["entry"])}
+                if a["id"] == action["annotationId"] else a for a in rows]
+    elif kind == "annotations/entryRemoved":
+        rows = [{**a, "entries": [e for e in a["entries"] if e["id"] != action["entryId"]]}
+                if a["id"] == action["annotationId"] else a for a in rows]
+    else:
+        raise AssertionError(f"the annotations reducer does not know {kind}")
+    return {**state, "annotations": rows}
+
+
+REDUCERS = {"ahp-session": reduce_session, "ahp-chat": reduce_chat, "ahp-root": reduce_root,
+            "ahp-annotations": reduce_annotations}
+
+
+def reduce(channel, state, envelopes):
+    """`state` of `channel` with the envelopes published on it applied in serverSeq order."""
+    reducer = REDUCERS["ahp-annotations" if channel.endswith("/annotations") else channel.split(":")[0]]
+    for envelope in sorted(envelopes, key=lambda e: e["serverSeq"]):
+        if envelope["channel"] == channel and "rejectionReason" not in envelope:
+            state = reducer(state, envelope["action"])
+    return state
