@@ -26,9 +26,16 @@ def with_flag(status, flag, on):
     return status | flag if on else status & ~flag
 
 
+def awaits_user(request):
+    """A client's tool execution is work handed to a client, not a question to the person, so it
+    leaves the session in progress (the protocol's `awaitsUser`)."""
+    return request["kind"] != "toolClientExecution"
+
+
 def with_input_needed(status, input_needed):
-    """A non-empty input queue makes the activity input-needed; emptying it falls back to in-progress."""
-    if input_needed:
+    """An entry awaiting the person makes the activity input-needed; once none does, it falls back
+    to in-progress."""
+    if any(awaits_user(r) for r in input_needed):
         return status & ~ACTIVITY_MASK | INPUT_NEEDED
     return status & ~(INPUT_NEEDED & ~IN_PROGRESS)
 

@@ -64,6 +64,7 @@ def test_a_client_tool_call_round_trip(acme, host):
         assert ready["confirmed"] == "not-needed" and ready["contributor"] == {"kind": "client", "clientId": "ide"}
         request = ide.action("session/inputNeededSet")["action"]["request"]
         assert (request["kind"], request["clientId"], request["chat"]) == ("toolClientExecution", "ide", chat)
+        # In progress, not input-needed: a client's execution awaits no person (the protocol's awaitsUser).
         assert Session.objects.get(id=session.split("/")[-1]).status == Session.IN_PROGRESS
         complete(ide, chat, turn, request["toolCall"]["toolCallId"])
         assert ide.action("session/inputNeededRemoved")["action"]["id"] == start["toolCallId"]
