@@ -288,8 +288,7 @@ def test_a_turn_ending_in_error_leaves_the_chat_in_error_everywhere(acme, member
 
 
 @pytest.mark.xfail(strict=True, reason="drift: chat/error carries the error, but a fresh chat snapshot's turn has "
-                   "none (Turn keeps no error); and the session channel's status turns error (2) with no session "
-                   "action saying so (only root/sessionSummaryChanged)")
+                   "none (Turn keeps no error); and " + TURN_STATUS)
 def test_a_turn_ending_in_error_reduces_to_the_fresh_snapshots(acme, member, session):
     watch, chat = end_a_turn_in_error(acme, member, session)
     watch.assert_consistent()
