@@ -260,6 +260,11 @@ class ToolCall(models.Model):
     def contributor(self):
         return {"kind": "client", "clientId": self.contributor_client_id} if self.contributor_client_id else None
 
+    def input_text(self):
+        """The input as the wire shows it. Keys sorted: PostgreSQL's jsonb reorders them, and a
+        snapshot read back must say what the action said."""
+        return json.dumps(self.input, sort_keys=True)
+
     def invocation_message(self):
         return f"Running {self.display_name or self.tool_name}"
 
@@ -270,7 +275,7 @@ class ToolCall(models.Model):
             state["contributor"] = self.contributor
         if self.status == "streaming":
             return {**state, "status": "streaming"}
-        state.update(invocationMessage=self.invocation_message(), toolInput=json.dumps(self.input))
+        state.update(invocationMessage=self.invocation_message(), toolInput=self.input_text())
         if self.status == "cancelled":
             return {**state, "status": "cancelled", "reason": (self.result or {}).get("reason", "skipped")}
         state["confirmed"] = "not-needed"

@@ -1,6 +1,5 @@
 """Tool calls of a turn: begun, completed by the host or a client, refused, expired at their
 deadline."""
-import json
 import uuid
 from datetime import timedelta
 
@@ -28,7 +27,7 @@ def _call_action(call, action_type, origin=None, **fields):
 
 
 def _ready_fields(call):
-    fields = {"invocationMessage": call.invocation_message(), "toolInput": json.dumps(call.input),
+    fields = {"invocationMessage": call.invocation_message(), "toolInput": call.input_text(),
               "confirmed": "not-needed"}
     if call.contributor:
         fields["contributor"] = call.contributor

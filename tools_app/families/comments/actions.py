@@ -1,7 +1,6 @@
 """Every change of comments (the session's annotations) and of questions a tool asks the person:
 one `do_*` function each, which checks the grant, writes in one transaction and publishes what
 subscribers see with sessions_app.events.publish."""
-import json
 
 from django.db import transaction
 
@@ -148,7 +147,7 @@ def do_remove_annotation_entry(principal, session, annotation_id, entry_id, orig
 def pending_confirmation_state(call, title):
     return {"toolCallId": str(call.id), "toolName": call.tool_name, "displayName": call.display_name or call.tool_name,
             "status": "pending-confirmation", "invocationMessage": call.invocation_message(),
-            "toolInput": json.dumps(call.input), "confirmationTitle": title}
+            "toolInput": call.input_text(), "confirmationTitle": title}
 
 
 @transaction.atomic
@@ -160,7 +159,7 @@ def do_ask(tool_call_id, title):
     question = Question.objects.create(tool_call_id=str(call.id), chat=chat, turn=call.turn, title=title)
     events.publish(session.tenant_id, chat.uri, {
         "type": "chat/toolCallReady", "turnId": str(call.turn_id), "toolCallId": str(call.id),
-        "invocationMessage": call.invocation_message(), "toolInput": json.dumps(call.input),
+        "invocationMessage": call.invocation_message(), "toolInput": call.input_text(),
         "confirmationTitle": title})
     events.publish(session.tenant_id, session.uri, {"type": "session/inputNeededSet", "request": {
         "kind": "toolConfirmation", "id": str(call.id), "chat": chat.uri, "turnId": str(call.turn_id),
