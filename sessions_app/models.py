@@ -174,6 +174,7 @@ class Turn(models.Model):
         default=list, blank=True, help_text="Markdown parts ({kind, id, content}) and tool call ids, in order."
     )
     state = models.CharField(max_length=16, choices=STATES, default="active")
+    error = models.JSONField(null=True, blank=True, help_text="The AHP error ({errorType, message}) it ended in.")
     started = models.DateTimeField(default=timezone.now)
     ended = models.DateTimeField(null=True, blank=True)
 
@@ -233,6 +234,11 @@ class ToolCall(models.Model):
     source = models.CharField(max_length=8, choices=SOURCES, blank=True, help_text="Who provides the tool; blank when refused.")
     input = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=16, choices=STATUSES, default="streaming")
+    CONFIRMATIONS = [("not-needed", "not needed"), ("asked", "asked"), ("user-action", "user action"),
+                     ("denied", "denied")]
+    # While `asked`, the call waits in the session's inputNeeded (a toolConfirmation) for the person.
+    confirmation = models.CharField(max_length=11, choices=CONFIRMATIONS, default="not-needed")
+    confirmation_title = models.TextField(blank=True, help_text="The question the tool asks the person.")
     contributor_client_id = models.CharField(max_length=128, blank=True)
     result = models.JSONField(null=True, blank=True)
     timeout_ms = models.PositiveIntegerField(default=0, help_text="The client's time to answer; 0 is no limit.")
@@ -278,7 +284,10 @@ class ToolCall(models.Model):
         state.update(invocationMessage=self.invocation_message(), toolInput=self.input_text())
         if self.status == "cancelled":
             return {**state, "status": "cancelled", "reason": (self.result or {}).get("reason", "skipped")}
-        state["confirmed"] = "not-needed"
+        if self.status == "running" and self.confirmation == "asked":
+            return {**state, "status": "pending-confirmation", "confirmationTitle": self.confirmation_title}
+        if self.confirmation in ("not-needed", "user-action"):
+            state["confirmed"] = self.confirmation
         if self.status == "running":
             return {**state, "status": "running"}
         return {**state, "status": "completed", **(self.result or {})}

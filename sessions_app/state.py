@@ -1,5 +1,5 @@
 """AHP state snapshots of the root, a session and a chat, read from the rows."""
-from django.db.models import OuterRef, Subquery
+from django.db.models import OuterRef, Q, Subquery
 
 from grants.algebra import holds
 
@@ -22,16 +22,23 @@ def chat_summary(chat, status=None):
 
 
 def input_needed(session):
-    """Client tool calls still owed, each a toolClientExecution entry."""
+    """Open calls waiting on someone: a client's call it owes (toolClientExecution), a tool's
+    question to the person (toolConfirmation)."""
     calls = ToolCall.objects.filter(
-        turn__chat__session=session, status="running", completed__isnull=True
-    ).exclude(contributor_client_id="").select_related("turn")
-    return [client_execution_request(call) for call in calls]
+        Q(confirmation="asked") | ~Q(contributor_client_id=""),
+        turn__chat__session=session, status="running", completed__isnull=True,
+    ).select_related("turn").order_by("created")
+    return [confirmation_request(c) if c.confirmation == "asked" else client_execution_request(c) for c in calls]
 
 
 def client_execution_request(call):
     return {"kind": "toolClientExecution", "id": str(call.id), "chat": f"ahp-chat:/{call.turn.chat_id}",
             "turnId": str(call.turn_id), "clientId": call.contributor_client_id, "toolCall": call.state()}
+
+
+def confirmation_request(call):
+    return {"kind": "toolConfirmation", "id": str(call.id), "chat": f"ahp-chat:/{call.turn.chat_id}",
+            "turnId": str(call.turn_id), "toolCall": call.state()}
 
 
 def session_state(session):
@@ -71,6 +78,8 @@ def wire_turn(turn, calls):
         wire["state"] = turn.state
         if turn.ended:
             wire["duration"] = int((turn.ended - turn.started).total_seconds() * 1000)
+        if turn.error is not None:
+            wire["error"] = turn.error
     return wire
 
 

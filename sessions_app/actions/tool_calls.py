@@ -11,7 +11,7 @@ from kernel.refusals import Refused
 from ..events.delivery import wake
 from ..events.log import publish_many
 from ..models import ActiveClient, ToolCall, Turn
-from ..state import client_execution_request
+from ..state import client_execution_request, confirmation_request
 from .checks import client_taken, require
 
 
@@ -154,3 +154,30 @@ def do_expire_tool_call(call_id):
         return False
     finish_call(call, _timeout_failure(call))
     return True
+
+
+@transaction.atomic
+def do_ask_about_tool_call(call_id, title):
+    """A running call asks the person first: back to pending-confirmation, and waiting in the
+    session's inputNeeded until do_confirm_tool_call."""
+    call = ToolCall.objects.select_for_update().select_related("turn__chat__session").get(id=call_id)
+    call.confirmation, call.confirmation_title = "asked", title
+    call.save(update_fields=["confirmation", "confirmation_title"])
+    publish_many(call.turn.chat.session.tenant_id, [
+        _call_action(call, "chat/toolCallReady", invocationMessage=call.invocation_message(),
+                     toolInput=call.input_text(), confirmationTitle=title),
+        (call.turn.chat.session.uri, {"type": "session/inputNeededSet", "request": confirmation_request(call)}, None),
+    ])
+
+
+@transaction.atomic
+def do_confirm_tool_call(call_id, approved, origin=None):
+    """The person's answer to a call's question (chat/toolCallConfirmed)."""
+    call = ToolCall.objects.select_for_update().select_related("turn__chat__session").get(id=call_id)
+    call.confirmation = "user-action" if approved else "denied"
+    call.save(update_fields=["confirmation"])
+    answer = {"approved": approved, **({"confirmed": "user-action"} if approved else {"reason": "denied"})}
+    publish_many(call.turn.chat.session.tenant_id, [
+        _call_action(call, "chat/toolCallConfirmed", origin, **answer),
+        (call.turn.chat.session.uri, {"type": "session/inputNeededRemoved", "id": str(call.id)}, None),
+    ])

@@ -67,9 +67,9 @@ def do_end_turn(turn_id, response_text=None, error=None):
         action = {"type": "chat/turnComplete", "turnId": str(turn.id), "duration": duration}
     else:
         turn.state = "error"
-        action = {"type": "chat/error", "turnId": str(turn.id), "duration": duration,
-                  "error": {"errorType": "agentError", "message": error}}
-    turn.save(update_fields=["state", "ended", "response_parts"])
+        turn.error = {"errorType": "agentError", "message": error}
+        action = {"type": "chat/error", "turnId": str(turn.id), "duration": duration, "error": turn.error}
+    turn.save(update_fields=["state", "error", "ended", "response_parts"])
     publish(session.tenant_id, chat.uri, action)
     if not Turn.objects.filter(chat__session=session, state="active").exists():
         session.status = Session.ERROR if error else Session.IDLE

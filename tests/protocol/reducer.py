@@ -148,7 +148,8 @@ def reduce_chat(state, action):
     elif kind == "chat/toolCallReady":
         fields = {k: v for k, v in action.items() if k not in ("type", "turnId")}
         status = "running" if action.get("confirmed") else "pending-confirmation"
-        state = update_call(state, action, lambda tc: {**tc, **fields, "status": status})
+        # As the protocol's reducer: the state is rebuilt, so a running call asked again drops `confirmed`.
+        state = update_call(state, action, lambda tc: {**call_base(tc), **fields, "status": status})
     elif kind == "chat/toolCallConfirmed":
         status = "running" if action["approved"] else "cancelled"
         fields = {k: action[k] for k in ("confirmed", "reason") if k in action}

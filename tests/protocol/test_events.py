@@ -29,6 +29,10 @@ def logged_between(channel, after, upto):
     return [row.envelope for row in rows]
 
 
+def without(state, keys):
+    return {k: v for k, v in state.items() if k not in keys}
+
+
 class Watch:
     """The snapshots of `channels` taken now, to be held against fresh ones after a change."""
 
@@ -40,12 +44,14 @@ class Watch:
     def session_list(self):
         return {s["resource"]: s for s in self.client.call("listSessions", {"limit": 100})["items"]}
 
-    def assert_consistent(self, only=None):
+    def assert_consistent(self, only=None, but=()):
+        """`but`: keys of the state left out (a drift owed elsewhere, marked xfail on its own)."""
         for channel, (state, from_seq) in self.before.items():
             if only is not None and channel != only:
                 continue
             fresh, upto = snapshot(self.client, channel)
-            assert reduce(channel, state, logged_between(channel, from_seq, upto)) == fresh, channel
+            reduced = reduce(channel, state, logged_between(channel, from_seq, upto))
+            assert without(reduced, but) == without(fresh, but), channel
 
     def assert_session_list_consistent(self, timeout=5):
         """The root channel's session list: its notifications are not logged, so read them off
@@ -246,15 +252,18 @@ def ask_a_question(member, session):
     return watch, chat, turn, member.action("session/inputNeededSet")["action"]["request"]
 
 
-@pytest.mark.xfail(strict=True, reason=TURN_STATUS + "; and drift: a tool's open question (toolConfirmation) "
-                   "is published in inputNeeded but a fresh session snapshot leaves it out")
+@pytest.mark.xfail(strict=True, reason=TURN_STATUS)
 def test_an_open_question_reduces_to_the_fresh_snapshots(member, session):
     watch, chat, turn, request = ask_a_question(member, session)
     watch.assert_consistent()
 
 
-@pytest.mark.xfail(strict=True, reason="drift: a call the person confirmed is published confirmed 'user-action', "
-                   "but a fresh chat snapshot says 'not-needed' (ToolCall.state never knows of the question)")
+def test_an_open_question_shows_in_fresh_snapshots_as_published(member, session):
+    watch, chat, turn, request = ask_a_question(member, session)
+    assert request["kind"] == "toolConfirmation"
+    watch.assert_consistent(but=("status",))
+
+
 def test_answering_a_tools_question_reduces_to_the_fresh_snapshots(member, session):
     watch, chat, turn, request = ask_a_question(member, session)
     member.dispatch(chat, {"type": "chat/toolCallConfirmed", "turnId": turn, "toolCallId": request["id"],
@@ -287,8 +296,13 @@ def test_a_turn_ending_in_error_leaves_the_chat_in_error_everywhere(acme, member
     assert fresh_session["chats"][0]["status"] == 2
 
 
-@pytest.mark.xfail(strict=True, reason="drift: chat/error carries the error, but a fresh chat snapshot's turn has "
-                   "none (Turn keeps no error); and " + TURN_STATUS)
+@pytest.mark.xfail(strict=True, reason=TURN_STATUS)
 def test_a_turn_ending_in_error_reduces_to_the_fresh_snapshots(acme, member, session):
     watch, chat = end_a_turn_in_error(acme, member, session)
     watch.assert_consistent()
+
+
+def test_a_failed_turns_error_reduces_to_the_fresh_chat_snapshot(acme, member, session):
+    watch, chat = end_a_turn_in_error(acme, member, session)
+    watch.assert_consistent(only=chat)
+    assert member.subscribe(chat)["turns"][-1]["error"] == {"errorType": "agentError", "message": "the agent fell over"}

@@ -6,6 +6,7 @@ from django.db import transaction
 
 from kernel.refusals import Refused
 from sessions_app import events
+from sessions_app import actions as session_actions
 from sessions_app.actions import require
 from sessions_app.channels import annotations_uri
 from sessions_app.models import ToolCall
@@ -144,26 +145,13 @@ def do_remove_annotation_entry(principal, session, annotation_id, entry_id, orig
 
 # Questions a tool asks the person ------------------------------------------------------------
 
-def pending_confirmation_state(call, title):
-    return {"toolCallId": str(call.id), "toolName": call.tool_name, "displayName": call.display_name or call.tool_name,
-            "status": "pending-confirmation", "invocationMessage": call.invocation_message(),
-            "toolInput": call.input_text(), "confirmationTitle": title}
-
-
 @transaction.atomic
 def do_ask(tool_call_id, title):
-    """The running call goes back to pending-confirmation and waits in the session's inputNeeded
-    until the person answers with chat/toolCallConfirmed."""
-    call = ToolCall.objects.select_related("turn__chat__session").get(id=tool_call_id)
-    chat, session = call.turn.chat, call.turn.chat.session
-    question = Question.objects.create(tool_call_id=str(call.id), chat=chat, turn=call.turn, title=title)
-    events.publish(session.tenant_id, chat.uri, {
-        "type": "chat/toolCallReady", "turnId": str(call.turn_id), "toolCallId": str(call.id),
-        "invocationMessage": call.invocation_message(), "toolInput": call.input_text(),
-        "confirmationTitle": title})
-    events.publish(session.tenant_id, session.uri, {"type": "session/inputNeededSet", "request": {
-        "kind": "toolConfirmation", "id": str(call.id), "chat": chat.uri, "turnId": str(call.turn_id),
-        "toolCall": pending_confirmation_state(call, title)}})
+    """The running call asks the person (sessions_app shows it pending-confirmation, in the
+    session's inputNeeded) and its tool waits for the answer, chat/toolCallConfirmed."""
+    call = ToolCall.objects.select_related("turn").get(id=tool_call_id)
+    question = Question.objects.create(tool_call_id=str(call.id), chat_id=call.turn.chat_id, turn=call.turn, title=title)
+    session_actions.do_ask_about_tool_call(call.id, title)
     return question
 
 
@@ -183,11 +171,6 @@ def do_answer_question(principal, chat, turn_id, tool_call_id, approved, origin=
         raise Refused("approved must be true or false.", "invalid")
     question.approved = approved
     question.save(update_fields=["approved"])
-    session = chat.session
-    action = {"type": "chat/toolCallConfirmed", "turnId": str(turn_id), "toolCallId": str(tool_call_id),
-              "approved": approved}
-    action.update({"confirmed": "user-action"} if approved else {"reason": "denied"})
-    events.publish(session.tenant_id, chat.uri, action, origin)
-    events.publish(session.tenant_id, session.uri, {"type": "session/inputNeededRemoved", "id": str(tool_call_id)})
+    session_actions.do_confirm_tool_call(tool_call_id, approved, origin)
     events.wake(f"question.{tool_call_id}")
     return question
