@@ -92,7 +92,7 @@ def live_server_process(transactional_db):
 @pytest.fixture
 def host(transactional_db):
     """A real AHP server in this process, for tests that also act on it in process."""
-    from .protocol.harness import ServerThread
+    from .ahp.protocol.harness import ServerThread
 
     with ServerThread() as server:
         yield server

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from .conftest import ROOT, child_env, free_port, stop, wait_for_port
-from .protocol.harness import AhpClient
+from .ahp.protocol.harness import AhpClient
 
 pytestmark = pytest.mark.e2e  # a daphne process
 

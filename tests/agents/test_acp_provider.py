@@ -11,7 +11,7 @@ from django.conf import settings
 from sessions_app.models import ToolCall, Turn
 from agents.registry import PROVIDERS
 
-from ..protocol.harness import AhpClient, default_chat, set_config
+from ..ahp.protocol.harness import AhpClient, default_chat, set_config
 from ..ahp.mcp.helpers import tools_endpoint
 
 # A small ACP agent: it reports what it was given, and for "/call <tool> <json>" calls that

@@ -5,7 +5,7 @@ import pytest
 from agents.providers.github_copilot import NO_RUNTIME, GitHubCopilotProvider
 from agents.registry import PROVIDER_CLASSES, PROVIDERS
 
-from ..protocol.harness import AhpClient, default_chat
+from ..ahp.protocol.harness import AhpClient, default_chat
 
 
 def test_the_registry_is_built_from_its_listed_providers():

@@ -5,7 +5,7 @@ import io
 
 from console.models import AuditEntry
 
-from ..protocol.harness import AhpClient, default_chat
+from ..ahp.protocol.harness import AhpClient, default_chat
 from .conftest import SENTENCES
 
 AUDIT = "/admin/console/auditentry/"

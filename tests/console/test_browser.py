@@ -11,7 +11,7 @@ from tools_app.catalog.host_tools import PLUGINS
 from tools_app.models import HostConfig
 from tools_app.catalog.registry import Tool
 
-from ..protocol.harness import AhpClient
+from ..ahp.protocol.harness import AhpClient
 from .browser import chromium, log_in
 from .conftest import SENTENCES, Work, change_url
 

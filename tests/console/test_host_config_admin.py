@@ -6,7 +6,7 @@ from tools_app.catalog.host_tools import PLUGINS
 from tools_app.models import HostConfig
 from tools_app.catalog.registry import Tool
 
-from ..protocol.harness import AhpClient
+from ..ahp.protocol.harness import AhpClient
 from .conftest import change_url, host_config_form
 
 WIRE_KEYS = ("sessionTools", "sessionToolsProviders", "advancedTools", "mcpServers", "clientToolTimeoutMs",

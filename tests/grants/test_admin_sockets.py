@@ -5,8 +5,8 @@ from django.contrib.auth import get_user_model
 
 from grants.models import Membership, Role
 
-from ..protocol.harness import AhpClient
-from ..protocol.test_socket_lifetime import closed_code
+from ..ahp.protocol.harness import AhpClient
+from ..ahp.protocol.test_socket_lifetime import closed_code
 
 
 def test_deleting_a_membership_in_the_admin_closes_the_persons_socket(acme, host, tenant_admin):

@@ -1,5 +1,5 @@
 """Killing the ASGI process of a client mid-call (the disconnect rule itself is shown in
-tests/protocol/test_across_processes.py): nothing else is lost on the surviving process."""
+tests/ahp/protocol/test_across_processes.py): nothing else is lost on the surviving process."""
 import signal
 import time
 
@@ -11,9 +11,9 @@ from sessions_app.events import current_seq
 from sessions_app.models import ToolCall
 from sessions_app.tasks import sweep_due_work
 
-from ..protocol.harness import AhpClient, default_chat, set_config
-from ..protocol.test_across_processes import two_servers  # noqa: F401 (the fixture)
-from ..protocol.test_client_tools import announce, call_open_file
+from ..ahp.protocol.harness import AhpClient, default_chat, set_config
+from ..ahp.protocol.test_across_processes import two_servers  # noqa: F401 (the fixture)
+from ..ahp.protocol.test_client_tools import announce, call_open_file
 from .fault_helpers import assert_log_gap_free, completions_per_call
 
 pytestmark = [

@@ -1,13 +1,13 @@
 """A client completes a call after its timeout: the second completion is rejected and the
-timeout, the call's first result, stands (completing twice: tests/protocol/test_client_tools.py)."""
+timeout, the call's first result, stands (completing twice: tests/ahp/protocol/test_client_tools.py)."""
 import time
 import uuid
 
 from sessions_app import actions
 from sessions_app.models import Chat, Turn, ToolCall
 
-from ..protocol.harness import AhpClient, default_chat
-from ..protocol.test_client_tools import announce, complete, setup
+from ..ahp.protocol.harness import AhpClient, default_chat
+from ..ahp.protocol.test_client_tools import announce, complete, setup
 from .fault_helpers import completions_per_call
 
 

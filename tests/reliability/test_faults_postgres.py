@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 
 from ..conftest import stop
-from ..protocol.harness import AhpClient, RpcFailed, default_chat
+from ..ahp.protocol.harness import AhpClient, RpcFailed, default_chat
 from .fault_helpers import PrivatePostgres, start_daphne
 
 pytestmark = [

@@ -12,8 +12,8 @@ from django.db import connection
 from sessions_app.events import current_seq
 from sessions_app.models import ToolCall, Turn
 
-from ..protocol.harness import AhpClient, RpcFailed, default_chat, set_config
-from ..protocol.test_client_tools import announce, call_open_file, complete
+from ..ahp.protocol.harness import AhpClient, RpcFailed, default_chat, set_config
+from ..ahp.protocol.test_client_tools import announce, call_open_file, complete
 from .fault_helpers import (PrivateRedis, assert_log_gap_free, close_code, completions_per_call, start_daphne,
                             wait_until)
 

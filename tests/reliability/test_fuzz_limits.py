@@ -12,8 +12,8 @@ from tools_app.catalog.validation import MAX_INPUT_BYTES
 from tools_app.models import FullToolOutput
 from tools_app.runtime import ChatToolbox
 
-from ..protocol.harness import AhpClient, RpcFailed, default_chat
-from ..protocol.test_client_tools import call_open_file, complete, setup
+from ..ahp.protocol.harness import AhpClient, RpcFailed, default_chat
+from ..ahp.protocol.test_client_tools import call_open_file, complete, setup
 
 MESSAGE_LIMIT = f"A message is a string of at most {MAX_MESSAGE_CHARS} characters."
 

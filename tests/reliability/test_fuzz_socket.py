@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from ahp.protocol.client_actions import CLIENT_ACTIONS
 
-from ..protocol.harness import AhpClient, default_chat
+from ..ahp.protocol.harness import AhpClient, default_chat
 from .fuzz_strategies import (
     FUZZ, FrameChecker, encode, fresh_uri, fuzzed, json_values, non_json_constants, params_for, texts,
 )

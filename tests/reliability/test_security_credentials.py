@@ -14,7 +14,7 @@ from tools_app.families.mcp_servers.servers import revealed
 from tools_app.models import HostConfig, SessionMcpServers, StdioServer
 from tools_app.sessions import do_start_session
 
-from ..protocol.harness import AhpClient, default_chat
+from ..ahp.protocol.harness import AhpClient, default_chat
 
 SECRETS = ("s3cret-env-value", "s3cret-header-value", "s3cret-url-password", "s3cret-url-query")
 SERVERS = {

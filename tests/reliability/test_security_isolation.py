@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from tools_app.models import AgentDefinition
 
-from ..protocol.harness import AhpClient, RpcFailed, default_chat
+from ..ahp.protocol.harness import AhpClient, RpcFailed, default_chat
 
 ROOT = "ahp-root://"
 

@@ -13,7 +13,7 @@ from ahp.protocol import throttle
 from grants.actions import do_revoke_token
 
 from ..conftest import ROOT, child_env, free_port, stop, wait_for_port
-from ..protocol.harness import AhpClient
+from ..ahp.protocol.harness import AhpClient
 
 PING = {"channel": "ahp-root://"}
 

@@ -18,7 +18,7 @@ from django.conf import settings
 from tools_app.models import StdioServer
 
 from ..ahp.mcp.helpers import wait_until
-from ..protocol.harness import AhpClient, default_chat, set_config
+from ..ahp.protocol.harness import AhpClient, default_chat, set_config
 
 PROBE = textwrap.dedent('''
     import json, os, socket, subprocess, time

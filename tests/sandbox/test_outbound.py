@@ -10,7 +10,7 @@ from sandbox.outbound import OutboundRefused, check_destination
 from tools_app.families.agent_merge.github import GitHub, GitHubError
 
 from ..ahp.mcp.helpers import wait_until
-from ..protocol.harness import AhpClient, default_chat, set_config
+from ..ahp.protocol.harness import AhpClient, default_chat, set_config
 from .servers import http_server, mcp_server
 
 LOOPBACK_REFUSED = "The host does not connect to 127.0.0.1: it is a private address and not allow-listed."

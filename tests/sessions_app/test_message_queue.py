@@ -9,7 +9,7 @@ from sessions_app.models import Chat, PendingMessage
 from tools_app.catalog.host_tools import PLUGINS
 from tools_app.catalog.registry import Tool
 
-from ..protocol.harness import AhpClient, default_chat
+from ..ahp.protocol.harness import AhpClient, default_chat
 
 
 def test_a_message_to_a_free_chat_starts_a_turn(acme):

@@ -12,7 +12,7 @@ from kernel.refusals import Refused
 from sessions_app import actions, quotas
 from sessions_app.models import Chat, Session
 
-from ..protocol.harness import AhpClient, RpcFailed
+from ..ahp.protocol.harness import AhpClient, RpcFailed
 from ..tools_app.families.session.conftest import Place
 
 CONFLICT = -32011

@@ -9,7 +9,7 @@ from ahp.mcp.endpoint import NO_ENDPOINT, WRONG_TOKEN
 from sessions_app.models import Chat, Session, ToolCall, Turn
 from tools_app.catalog.loader import catalog_for_chat
 
-from ...protocol.harness import AhpClient, default_chat
+from ...ahp.protocol.harness import AhpClient, default_chat
 from .helpers import tools_endpoint, wait_until, with_mcp
 
 IDE_TOOL = {"name": "open_file", "description": "Open a file in the editor",

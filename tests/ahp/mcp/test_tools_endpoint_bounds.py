@@ -9,7 +9,7 @@ import httpx
 from ahp.mcp.endpoint import MAX_BODY_BYTES, NOT_POST, TOO_LARGE
 from ahp.protocol.frames import TOO_DEEP
 
-from ...protocol.harness import AhpClient
+from ...ahp.protocol.harness import AhpClient
 from .helpers import tools_endpoint
 from .test_tools_endpoint import raw_post
 

@@ -12,7 +12,7 @@ from grants.models import Principal
 from sessions_app.actions import do_open_tools_endpoint
 from sessions_app.models import Session, ToolCall
 
-from ...protocol.harness import AhpClient, default_chat
+from ...ahp.protocol.harness import AhpClient, default_chat
 from .helpers import tools_endpoint, with_mcp
 from .test_tools_endpoint import IDE_TOOL, call, raw_post
 

@@ -1,7 +1,7 @@
 """GET /api/v1/sessions/<uuid>/tools-endpoint: the endpoint's url and token for session:write."""
 from sessions_app.models import ToolsEndpoint
 
-from ...protocol.harness import AhpClient
+from ...ahp.protocol.harness import AhpClient
 from .helpers import tools_endpoint, with_mcp
 
 

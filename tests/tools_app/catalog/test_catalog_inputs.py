@@ -7,7 +7,7 @@ from sessions_app.models import Chat
 from tools_app.catalog.loader import catalog_for_chat
 from tools_app.models import AgentDefinition
 
-from ...protocol.harness import AhpClient, default_chat
+from ...ahp.protocol.harness import AhpClient, default_chat
 
 RULE = "---\ndescription: house style\nalwaysApply: true\n---\nAnswer in British English.\n"
 OPTIONAL_RULE = "---\nalwaysApply: false\n---\nOnly when asked.\n"

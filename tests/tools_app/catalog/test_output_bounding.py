@@ -7,7 +7,7 @@ from tools_app.catalog.host_tools import PLUGINS
 from tools_app.models import FullToolOutput
 from tools_app.catalog.registry import Tool
 
-from ...protocol.harness import AhpClient, default_chat
+from ...ahp.protocol.harness import AhpClient, default_chat
 
 def fetch(token, call_id):
     client = APIClient()

@@ -3,7 +3,7 @@ import json
 
 from sessions_app.models import Chat, Session
 
-from ...protocol.harness import AhpClient, default_chat
+from ...ahp.protocol.harness import AhpClient, default_chat
 
 
 class Desk:

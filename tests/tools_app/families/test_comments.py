@@ -147,7 +147,7 @@ def test_a_guest_may_not_write_comments_but_may_list_them(acme, host):
 
 def test_a_guests_client_action_is_rejected_with_the_same_sentence(acme, host):
     with Desk(host, acme) as desk:
-        from ...protocol.harness import AhpClient
+        from ...ahp.protocol.harness import AhpClient
 
         with AhpClient(host.port, acme.tokens["guest"], "guest-ide") as guest:
             guest.subscribe(annotations_of(desk))

@@ -2,7 +2,7 @@
 ahp_terminals lists the host's terminals (it keeps none)."""
 import json
 
-from ...protocol.harness import AhpClient
+from ...ahp.protocol.harness import AhpClient
 from .helpers import Desk
 
 

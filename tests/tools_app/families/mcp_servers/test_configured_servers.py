@@ -16,7 +16,7 @@ from tools_app.models import SessionMcpServers, StdioServer
 from sessions_app.models import Session
 
 from ....conftest import free_port
-from ....protocol.harness import AhpClient, default_chat, set_config
+from ....ahp.protocol.harness import AhpClient, default_chat, set_config
 from ....ahp.mcp.helpers import tools_endpoint, wait_until, with_mcp
 
 TINY_SERVER = textwrap.dedent('''

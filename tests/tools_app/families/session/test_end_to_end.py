@@ -4,7 +4,7 @@ import json
 import subprocess
 
 from agents.registry import PROVIDERS
-from tests.protocol.harness import AhpClient, default_chat
+from tests.ahp.protocol.harness import AhpClient, default_chat
 
 from .conftest import FolderPerChatEcho, sessionless
 

@@ -9,7 +9,7 @@ import uuid
 import uvicorn
 from websockets.sync.client import connect
 
-from ..conftest import free_port
+from ...conftest import free_port
 
 INIT_VERSION = "1.0.0"
 

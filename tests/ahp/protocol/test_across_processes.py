@@ -11,7 +11,7 @@ from django.db import connection
 
 from sessions_app.tasks import sweep_due_work
 
-from ..conftest import ROOT, child_env, free_port, stop, wait_for_port
+from ...conftest import ROOT, child_env, free_port, stop, wait_for_port
 from .harness import AhpClient, default_chat, set_config
 from .test_client_tools import announce, call_open_file, complete
 

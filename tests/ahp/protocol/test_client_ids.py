@@ -5,7 +5,7 @@ import json
 
 from sessions_app.models import ActiveClient, ToolCall
 
-from ..tools_app.families.helpers import Desk
+from ...tools_app.families.helpers import Desk
 from .harness import AhpClient, default_chat
 
 IDE_TOOL = {"name": "open_file", "description": "Open a file in the editor",
