@@ -1,3 +1,4 @@
+import contextlib
 import os
 import subprocess
 import sys
@@ -77,10 +78,17 @@ def stop(process):
 @pytest.fixture
 def live_server_process(transactional_db):
     """A real daphne serving the host against the test database; yields its port."""
+    with production_server() as port:
+        yield port
+
+
+@contextlib.contextmanager
+def production_server(**env):
+    """The production server (`ahp.serve`) on a free port, with `env` over the test's; its port."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "ahp.serve", "-b", "127.0.0.1", "-p", str(port), "ahp.asgi:application"],
-        env=child_env(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=child_env(**env), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
         wait_for_port(port, process)

@@ -1,13 +1,11 @@
 """The production server (`python -m ahp.serve`) over raw sockets: a client that drips its
 request is cut off at the request deadline; one that sent its request is not."""
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
 
-from .conftest import ROOT, child_env, free_port, stop, wait_for_port
+from .conftest import production_server
 from .ahp.protocol.harness import AhpClient
 
 pytestmark = pytest.mark.e2e  # a daphne process
@@ -17,17 +15,8 @@ DEADLINE = 2.0
 
 @pytest.fixture
 def server(transactional_db):
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "ahp.serve", "-b", "127.0.0.1", "-p", str(port), "ahp.asgi:application"],
-        env=child_env(AHP_REQUEST_DEADLINE_SECONDS=str(DEADLINE)), cwd=ROOT,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for_port(port, process)
+    with production_server(AHP_REQUEST_DEADLINE_SECONDS=str(DEADLINE)) as port:
         yield port
-    finally:
-        stop(process)
 
 
 def held_open(sock, drip, limit=10 * DEADLINE):

@@ -1,8 +1,6 @@
 """Tokens: revoking one ends its open connections at their next message; repeated failed
 handshakes of one address and token prefix are slowed down, a good token never."""
 import asyncio
-import subprocess
-import sys
 import time
 
 import pytest
@@ -12,7 +10,7 @@ from websockets.sync.client import connect
 from ahp.protocol import throttle
 from grants.actions import do_revoke_token
 
-from ..conftest import ROOT, child_env, free_port, stop, wait_for_port
+from ..conftest import production_server
 from ..ahp.protocol.harness import AhpClient
 
 PING = {"channel": "ahp-root://"}
@@ -108,17 +106,8 @@ def test_the_key_shows_only_a_tokens_public_prefix():
 @pytest.fixture
 def server_behind_a_proxy(transactional_db):
     """The production server (daphne) told that 127.0.0.1 is its TLS-terminating proxy."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "ahp.serve", "-b", "127.0.0.1", "-p", str(port), "ahp.asgi:application"],
-        env=child_env(AHP_TRUSTED_PROXIES="127.0.0.1/32"), cwd=ROOT,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for_port(port, process)
+    with production_server(AHP_TRUSTED_PROXIES="127.0.0.1/32") as port:
         yield port
-    finally:
-        stop(process)
 
 
 def test_ten_failed_handshakes_from_one_address_never_slow_a_good_token(acme, host, handshakes):
