@@ -24,12 +24,12 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
 from django.conf import settings
 
 from .outbound import check_destination
 from .proxy import PROXIES, Destinations
+from .workspaces import folder_path
 
 logger = logging.getLogger(__name__)
 
@@ -224,13 +224,8 @@ def end_sandbox(key):
 
 def session_folders(session):
     """The session's working directories that exist on this host, as paths."""
-    folders = []
-    for directory in session.working_directories or ():
-        uri = urlparse(str(directory))
-        path = unquote(uri.path) if uri.scheme == "file" else ""
-        if path and os.path.isdir(path):
-            folders.append(path)
-    return tuple(folders)
+    paths = (folder_path(str(directory)) for directory in session.working_directories or ())
+    return tuple(path for path in paths if path and os.path.isdir(path))
 
 
 def session_sandbox(session, read_only=(), destinations=(), host_destinations=()):
