@@ -27,7 +27,7 @@ def embedded_env(var_dir):
 def start(env, port):
     return subprocess.Popen(
         [sys.executable, "manage.py", "runhost", "--host", "127.0.0.1", "--port", str(port)],
-        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True,
     )
 
@@ -47,18 +47,19 @@ def port_closed(port):
 
 
 def test_runhost_starts_everything_on_a_fresh_install_and_ctrl_c_stops_it(tmp_path):
-    env = embedded_env(tmp_path)
-    subprocess.run([sys.executable, "manage.py", "migrate", "--no-input"], env=env, cwd=ROOT, check=True,
-                   capture_output=True)
+    env = {**embedded_env(tmp_path), "PYTHONWARNINGS": "default"}
+    migrated = subprocess.run([sys.executable, "manage.py", "migrate", "--no-input"], env=env, cwd=ROOT, check=True,
+                              capture_output=True, text=True)
     port = free_port()
     host = start(env, port)
     try:
-        banner = ""
-        while "connection token" not in banner:
-            banner += host.stdout.readline()
-        token = re.search(r"connection token:\s+(\S+)", banner).group(1)
-        assert re.search(r"user admin\s+password \S+", banner)
-        wait_for_port(port, host)
+        output = ""
+        while "connect a client" not in output and host.poll() is None:
+            output += host.stdout.readline()
+        token = re.search(r"connection token:\s+(\S+)", output).group(1)
+        assert re.search(r"user admin\s+password \S+", output)
+        # The banner comes after the server and the worker have started, not buried under them.
+        assert output.index("Listening on TCP address") < output.index("First start: tenant 'demo' created.")
 
         with connect(f"ws://127.0.0.1:{port}/ahp?tkn={token}") as ws:
             ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -78,6 +79,11 @@ def test_runhost_starts_everything_on_a_fresh_install_and_ctrl_c_stops_it(tmp_pa
             interrupt(host)
     assert port_closed(port)
     assert host.returncode is not None
+    output += host.stdout.read()
+    for printed in (migrated.stdout + migrated.stderr, output):
+        assert "Traceback" not in printed
+        assert "RuntimeWarning" not in printed
+        assert "No hostname was supplied" not in printed
 
     # A second start keeps the demo tenant and prints no new credentials.
     host = start(env, port)

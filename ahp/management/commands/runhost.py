@@ -5,6 +5,7 @@ import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -12,8 +13,10 @@ import time
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
+from django.utils import timezone
 
 from ahp.deployment import refusal_to_start
+from ahp.models import WorkerHeartbeat
 from grants.actions import do_add_member, do_create_tenant, do_mint_token, do_save_person
 from grants.models import Principal, Tenant
 from tools_app.config import KEYS
@@ -64,6 +67,38 @@ FLAG_KINDS = {
 }
 
 
+def listening(host, port):
+    try:
+        socket.create_connection((host, port), timeout=0.5).close()
+        return True
+    except OSError:
+        return False
+
+
+def wait_until_started(host, port, children, since, timeout=90):
+    """Until the server answers on `host:port` and a worker has beaten since `since`; or a child
+    exits, or `timeout` runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and all(child.poll() is None for child in children):
+        if listening(host, port) and WorkerHeartbeat.objects.filter(seen__gte=since).exists():
+            return
+        time.sleep(0.3)
+
+
+def banner(host, port, first_start):
+    base = f"http://{host}:{port}"
+    lines = ["", f"AHP host on {base}/ (WebSocket ws://{host}:{port}/ahp)"]
+    if first_start:
+        password, token = first_start
+        lines += [f"First start: tenant '{DEMO_TENANT}' created.",
+                  f"  admin login:       {base}/admin/  user admin  password {password}",
+                  f"  connection token:  {token}",
+                  f"  connect a client:  ws://{host}:{port}/ahp?tkn={token}"]
+    else:
+        lines.append(f"  admin:             {base}/admin/  (the demo login was printed on the first start)")
+    return "\n".join(lines) + "\n"
+
+
 class Command(BaseCommand):
     help = "Run the AHP host: ASGI server and Celery worker with beat."
 
@@ -78,30 +113,31 @@ class Command(BaseCommand):
         refusal = refusal_to_start([host])
         if refusal:
             raise CommandError(refusal)
+        first_start = None
         if not Tenant.objects.filter(slug=DEMO_TENANT).exists():
-            password, token = create_demo_tenant()
-            self.stdout.write(
-                f"First start: tenant '{DEMO_TENANT}' created.\n"
-                f"  admin login:       http://{host}:{port}/admin/  user admin  password {password}\n"
-                f"  connection token:  {token}\n"
-                f"  connect a client:  ws://{host}:{port}/ahp?tkn={token}\n"
-            )
+            first_start = create_demo_tenant()
         for key, value in apply_config_flags(options).items():
             self.stdout.write(f"{DEMO_TENANT}: {key} = {json.dumps(value)}")
+        started = timezone.now()
         children = [
             subprocess.Popen([sys.executable, "-m", "ahp.serve", "-b", host, "-p", str(port), "ahp.asgi:application"]),
+            # --quiet and WARNING: the worker's banner and a line per task would bury the host's own.
             subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "ahp", "worker", "--beat", "--pool", "solo",
-                 "--loglevel", "INFO"]
+                [sys.executable, "-m", "celery", "-A", "ahp", "--quiet", "worker", "--beat", "--pool", "solo",
+                 "--loglevel", "WARNING"]
             ),
         ]
-        self.stdout.write(f"AHP host on http://{host}:{port}/ (WebSocket ws://{host}:{port}/ahp)")
 
         def stop(*_):
             raise KeyboardInterrupt
 
         signal.signal(signal.SIGTERM, stop)
         try:
+            # The banner comes last, once the server answers and the worker runs, so the login and token are easy to
+            # find (printed even if it never answers: the first start's password is shown only here).
+            wait_until_started(host, port, children, started)
+            self.stdout.write(banner(host, port, first_start))
+            self.stdout.flush()
             while all(child.poll() is None for child in children):
                 time.sleep(0.5)
             self.stderr.write("A child process exited; stopping the host.")
