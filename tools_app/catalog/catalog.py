@@ -4,6 +4,8 @@
 session's provider, registry tools, client tool lists, the agent's allowlist and permission
 rules) and gets back an immutable snapshot. Filtering here is visibility, not authorisation:
 a call the snapshot does not hold is refused, and a tool still checks its own grant when run.
+Every tool left out is in the snapshot's `hidden` with the rule that left it out, so the
+operators' explainer shows exactly what the model is (not) offered.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from jsonschema import Draft202012Validator
 from grants.algebra import holds
 
 from .clients import rule_body
+from .hidden import HiddenTool
 from .registry import GATE_ADVANCED, GATE_ENABLED_HOOK, GATE_SESSION_GROUP, GATE_USER_CHATS, SHARED_ACTIONS, Tool
 from .validation import ToolRefusal, input_problem
 
@@ -49,6 +52,7 @@ class CatalogInputs:
     chat_origin_kind: str = "user"
     tools: tuple = ()  # registry tools, in registration order
     client_tools: tuple = ()  # Bindings from `client_tools(active_clients)`
+    invalid_tools: tuple = ()  # HiddenTools whose definitions could not be offered at all
     allowlist: tuple = ()  # AgentCustomization.tools; empty means no restriction
     permission_rules: tuple = ()
     client_rules: tuple = ()  # (file name, text) pairs a client published
@@ -63,6 +67,7 @@ class CatalogSnapshot:
     instructions: tuple
     deferred: frozenset
     withheld_from_tool_chats: frozenset = field(default_factory=frozenset)
+    hidden: tuple = ()  # HiddenTools: invalid definitions, then the rest in the order the model sees tools
 
     @property
     def names(self):
@@ -140,25 +145,36 @@ def assemble_catalog(inputs: CatalogInputs) -> CatalogSnapshot:
     hidden_actions = verdicts_for(rules) if rules else None
 
     blocked = (0 if advanced_on else GATE_ADVANCED) | (0 if session_group_on else GATE_SESSION_GROUP)
+    hidden = list(inputs.invalid_tools)
     for binding in ordered:
         tool = binding.tool
         gate = tool.gate
-        if gate & blocked:
-            continue
         name = binding.name
+        if gate & blocked:
+            if gate & blocked & GATE_ADVANCED:
+                hidden.append(HiddenTool(name, tool.source, "advanced"))
+            elif not switches.session_tools:
+                hidden.append(HiddenTool(name, tool.source, "session_tools_off"))
+            else:
+                hidden.append(HiddenTool(name, tool.source, "provider_scoping", inputs.provider))
+            continue
         if allowlist and name not in allowlist:
+            hidden.append(HiddenTool(name, tool.source, "allowlist"))
             continue
         if hidden_actions is not None:
             action = tool.action
-            hidden = hidden_actions.get(action)
-            if hidden is None:
-                hidden = hidden_actions[action] = denied_everywhere(action, rules)
-            if hidden:
+            denied = hidden_actions.get(action)
+            if denied is None:
+                denied = hidden_actions[action] = denied_everywhere(action, rules)
+            if denied:
+                hidden.append(HiddenTool(name, tool.source, "permission_rule", action))
                 continue
         if gate & GATE_ENABLED_HOOK and not tool.is_enabled_for_session(session):
+            hidden.append(HiddenTool(name, tool.source, "not_enabled"))
             continue
         if gate & GATE_USER_CHATS and in_tool_chat:
             withheld.add(name)
+            hidden.append(HiddenTool(name, tool.source, "tool_chat"))
             continue
         definition = tool.definition if tool.for_session is None else tool.wire_definition(tool.for_session(session))
         definitions.append(definition)
@@ -182,6 +198,7 @@ def assemble_catalog(inputs: CatalogInputs) -> CatalogSnapshot:
         instructions=tuple(instructions),
         deferred=frozenset(deferred),
         withheld_from_tool_chats=frozenset(withheld),
+        hidden=tuple(hidden),
     )
 
 

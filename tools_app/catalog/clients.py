@@ -2,6 +2,7 @@
 import logging
 import re
 
+from .hidden import HiddenTool
 from .registry import NAME_PATTERN, Binding, Tool
 
 logger = logging.getLogger(__name__)
@@ -14,6 +15,11 @@ MAX_RULE_CHARS = 4096
 def client_tools(active_clients):
     """Each active client's announced tools as (tool named `<clientId>__<name>`, client id, the
     name it announced). Built once when a client announces, not per model request."""
+    return tuple(entry for entry in client_tool_entries(active_clients) if isinstance(entry, Binding))
+
+
+def client_tool_entries(active_clients):
+    """A Binding for each announced tool that can be offered, a HiddenTool for each that cannot."""
     entries = []
     for client in active_clients:
         client_id = client.get("clientId")
@@ -25,6 +31,7 @@ def client_tools(active_clients):
             full_name = f"{client_id}{CLIENT_TOOL_SEPARATOR}{name}"
             if not isinstance(name, str) or not CLIENT_TOOL_NAME.match(name) or not NAME_PATTERN.match(full_name):
                 logger.warning("Dropped client %s's tool %r: not a valid tool name", client_id, name)
+                entries.append(HiddenTool(full_name, "client", "invalid", f"{name!r} is not a valid tool name"))
                 continue
             tool = Tool(
                 name=full_name,

@@ -8,36 +8,40 @@ from ..definitions.copilot_policy import excluded_host_tools
 from ..models import AgentDefinition, HostConfig
 from .catalog import CatalogInputs, HostSwitches, PermissionRule, assemble_catalog
 from .client_rules import published_rules
-from .clients import client_tools
+from .clients import client_tool_entries
 from .host_tools import REGISTRY
+from .registry import Binding
 
 _CLIENT_TOOLS_CACHE = OrderedDict()
 _CLIENT_TOOLS_CACHE_SIZE = 2048
 
 
-def _bindings_of(active_client):
-    """A client's tools are turned into bindings once per announcement, not per model request."""
+def _entries_of(active_client):
+    """A client's tools are turned into bindings (and HiddenTools for the invalid ones) once per
+    announcement, not per model request."""
     key = (active_client.pk, active_client.modified)
-    bindings = _CLIENT_TOOLS_CACHE.get(key)
-    if bindings is None:
-        bindings = client_tools([active_client.to_wire()])
-        _CLIENT_TOOLS_CACHE[key] = bindings
+    entries = _CLIENT_TOOLS_CACHE.get(key)
+    if entries is None:
+        entries = client_tool_entries([active_client.to_wire()])
+        _CLIENT_TOOLS_CACHE[key] = entries
         if len(_CLIENT_TOOLS_CACHE) > _CLIENT_TOOLS_CACHE_SIZE:
             _CLIENT_TOOLS_CACHE.popitem(last=False)
-    return bindings
+    return entries
 
 
 def catalog_inputs(session, chat_origin_kind="user", host_config=None):
     config = host_config or HostConfig.for_tenant(session.tenant)
     clients = ActiveClient.objects.filter(session=session).order_by("id")
     tools = REGISTRY.tools
+    entries = [entry for client in clients for entry in _entries_of(client)]
     document = AgentDefinition.document_for_session(session)
     return CatalogInputs(
         switches=HostSwitches.of(config),
         provider=session.provider,
         chat_origin_kind=chat_origin_kind,
         tools=tools,
-        client_tools=tuple(b for client in clients for b in _bindings_of(client)),
+        client_tools=tuple(entry for entry in entries if isinstance(entry, Binding)),
+        invalid_tools=tuple(entry for entry in entries if not isinstance(entry, Binding)),
         allowlist=catalog_allowlist(document, tools) if document else (),
         permission_rules=tuple(PermissionRule(a, "deny") for a in excluded_host_tools(document)) if document else (),
         client_rules=tuple(rule for client in clients for rule in published_rules(client.customizations)),
