@@ -1,14 +1,20 @@
-"""REST: the tenant's HostConfig under its wire keys. Reading needs config:settings, writing
-config:change; writes go through do_change_host_config, so they apply live like any other."""
-from drf_spectacular.utils import extend_schema, inline_serializer
+"""REST: the tenant's HostConfig under its wire keys (reading needs config:settings, writing
+config:change; writes go through do_change_host_config, so they apply live like any other), and
+the catalog explainer of a session's chat for whoever may read that session."""
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from kernel.ids import parse_uuid
 from kernel.refusals import Refused
 from sessions_app.actions import require
+from sessions_app.models import Session
 from tools_app.actions import do_change_host_config
 from tools_app.config import KEYS, HostConfig, wire_values
+
+from .explainer import explain_chat
 
 # How REST reads and writes each kind of value; help texts come from the key.
 SERIALIZER_FIELDS = {
@@ -54,3 +60,34 @@ class HostConfigView(APIView):
                    description="Set the keys given; every other key returns to its default.")
     def put(self, request):
         return self._change(request, replace=True)
+
+
+NOT_A_CHAT_ID = "chat must be the id (a UUID) of one of this session's chats."
+CatalogExplained = inline_serializer("CatalogExplained", fields={
+    "chat": serializers.UUIDField(),
+    "tools": serializers.ListField(child=inline_serializer("ExplainedTool", fields={
+        "name": serializers.CharField(), "source": serializers.CharField(), "offered": serializers.BooleanField(),
+        "deferred": serializers.BooleanField(required=False),
+        "reason": serializers.CharField(required=False, help_text="Why it is hidden, as a sentence.")})),
+    "instructions": serializers.ListField(child=serializers.CharField()),
+})
+
+
+class SessionCatalogView(APIView):
+    """Every tool of every source for one of the session's chats (its default chat unless
+    `chat` names another): offered, or hidden with the rule that hid it."""
+
+    @extend_schema(parameters=[OpenApiParameter("chat", str, description="A chat of the session; default: its main chat.")],
+                   responses={200: CatalogExplained, 400: Refusal, 404: Refusal})
+    def get(self, request, session_id):
+        # Another tenant's session, or one the caller may not read, answers like one that does not exist.
+        session = get_object_or_404(Session.objects.visible_to(request.auth), id=session_id)
+        chats = session.chats.all()
+        if "chat" in request.query_params:
+            chat_id = parse_uuid(request.query_params["chat"])
+            chat = chats.filter(id=chat_id).first() if chat_id else None
+            if chat is None:
+                return Response({"error": NOT_A_CHAT_ID}, status=400 if chat_id is None else 404)
+        else:
+            chat = chats.get(is_default=True)
+        return Response({"chat": str(chat.id), **explain_chat(chat)})

@@ -31,7 +31,8 @@ def _entries_of(active_client):
 
 def catalog_inputs(session, chat_origin_kind="user", host_config=None):
     config = host_config or HostConfig.for_tenant(session.tenant)
-    clients = ActiveClient.objects.filter(session=session).order_by("id")
+    # A session not yet created (the explainer's preview) has no clients yet.
+    clients = () if session._state.adding else ActiveClient.objects.filter(session=session).order_by("id")
     tools = REGISTRY.tools
     entries = [entry for client in clients for entry in _entries_of(client)]
     document = AgentDefinition.document_for_session(session)
@@ -52,3 +53,12 @@ def catalog_inputs(session, chat_origin_kind="user", host_config=None):
 def catalog_for_chat(chat):
     """The snapshot for one model request in `chat`."""
     return assemble_catalog(catalog_inputs(chat.session, chat.origin_kind))
+
+
+def preview_catalog(tenant, provider, chat_origin_kind="user", agent_definition=""):
+    """The snapshot a session not yet created would get: `provider`, optionally started with
+    `agent_definition`, in a chat of `chat_origin_kind`, before any client joins."""
+    from sessions_app.models import Session
+
+    config = {"agentDefinition": agent_definition} if agent_definition else {}
+    return assemble_catalog(catalog_inputs(Session(tenant=tenant, provider=provider, config=config), chat_origin_kind))
