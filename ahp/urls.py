@@ -4,6 +4,7 @@ from django.urls import include, path
 from . import views
 
 urlpatterns = [
+    path("", views.landing, name="landing"),
     path("admin/", admin.site.urls),
     path("healthz", views.healthz, name="healthz"),
     path("api/v1/", include("sessions_app.urls")),

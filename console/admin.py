@@ -1,5 +1,6 @@
-"""Admin pages the console adds: the audit (filterable, exported as CSV) and per-session
-grants on the session page."""
+"""Admin pages the console adds: the audit (filterable, exported as CSV), per-session grants
+and the catalog explainer on the session page, and the console's own pages listed in its
+section of the admin index."""
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
@@ -151,11 +152,17 @@ class ConsoleSessionAdmin(SessionAdmin):
     list_display = (*SessionAdmin.list_display, "budget_used")
     fieldsets = (
         (None, {"fields": [f.name for f in Session._meta.fields]}),
+        ("Tools", {"fields": ("catalog",)}),
         ("Per-session grants", {"fields": ("per_session_grants", "grant_person", "grant", "revoke")}),
     )
 
     def get_readonly_fields(self, request, obj=None):
-        return [*super().get_readonly_fields(request, obj), "per_session_grants"]
+        return [*super().get_readonly_fields(request, obj), "per_session_grants", "catalog"]
+
+    @admin.display(description="catalog")
+    def catalog(self, session):
+        return format_html('<a href="{}">Why each tool is (not) offered, per chat</a>',
+                           reverse("console:session-catalog", args=[session.pk]))
 
     def has_change_permission(self, request, obj=None):
         # The page changes the session's grants (through do_*), never the session's own fields.
@@ -198,3 +205,20 @@ class ConsoleSessionAdmin(SessionAdmin):
 
     def save_related(self, request, form, formsets, change):
         pass
+
+
+# The console's pages that are not a model's, as rows of its own section of the admin index.
+CONSOLE_PAGES = (("Dashboards and catalog previews", "console:tenants"), ("REST API docs", "api-docs"))
+_models_app_list = admin.site.get_app_list
+
+
+def app_list_with_console_pages(request, app_label=None):
+    apps = _models_app_list(request, app_label)
+    for app in apps:
+        if app["app_label"] == "console":
+            app["models"].extend({"name": name, "object_name": url_name.replace(":", "_"), "admin_url": reverse(url_name),
+                                  "view_only": True, "perms": {"view": True}} for name, url_name in CONSOLE_PAGES)
+    return apps
+
+
+admin.site.get_app_list = app_list_with_console_pages

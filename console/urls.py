@@ -6,4 +6,6 @@ app_name = "console"
 urlpatterns = [
     path("", views.tenants, name="tenants"),
     path("<slug:slug>/dashboard", views.tenant_dashboard, name="dashboard"),
+    path("<slug:slug>/catalog", views.catalog_preview, name="catalog-preview"),
+    path("sessions/<uuid:session_id>/catalog", views.session_catalog, name="session-catalog"),
 ]
