@@ -1,12 +1,20 @@
 from django import forms
 from django.contrib import admin
+from django.http import Http404
+from django.template.response import TemplateResponse
+from django.urls import path
 from django.utils.html import escape
 
 from grants.admin import TenantScopedAdmin, admin_principal
 
+from agents.registry import PROVIDERS
+
 from .actions import do_change_host_config, do_save_agent_definition
 from .config import KEYS, ConfigInvalid, HostConfig, wire_values
+from .credentials import masked_mcp_servers
+from .families.mcp_servers.forms import ServerRowFormSet, check_server, from_rows, to_rows
 from .models import AgentDefinition
+from .rows_field import RowsField
 
 
 def _ms_field(key):
@@ -17,29 +25,25 @@ def _ms_field(key):
     return forms.IntegerField(error_messages={"invalid": sentence, "required": sentence})
 
 
-class ProvidersField(forms.CharField):
-    """A list of provider ids, written separated by commas."""
-
-    def prepare_value(self, value):
-        return ", ".join(value) if isinstance(value, list) else value
-
-    def to_python(self, value):
-        return [p.strip() for p in super().to_python(value).split(",") if p.strip()]
+def known_providers():
+    return [(provider_id, provider_id) for provider_id in PROVIDERS]
 
 
-# How the admin edits each kind of value; labels and help texts come from the key.
+# How the admin edits each kind of value; labels and help texts come from the key. An object
+# valued kind is a RowsField: one row of a small form per entry.
 FORM_FIELDS = {
     "boolean": lambda key: forms.BooleanField(required=False),
-    "providers": lambda key: ProvidersField(required=False),
-    "servers": lambda key: forms.JSONField(required=False, widget=forms.Textarea(attrs={"rows": 8, "cols": 80}),
-                                           error_messages={"invalid": f"{key.wire} must be JSON."}),
+    "providers": lambda key: forms.MultipleChoiceField(choices=known_providers, required=False,
+                                                       widget=forms.CheckboxSelectMultiple),
+    "servers": lambda key: RowsField(ServerRowFormSet, to_rows, from_rows),
     "milliseconds": _ms_field,
     "choice": lambda key: forms.ChoiceField(choices=key.choices),
 }
 # What the admin adds to a key's help text, for the way its form field is filled in.
 FORM_HINTS = {
-    "providers": "Separate them with commas.",
-    "servers": 'Write them as JSON {"name": {...}}.',
+    "providers": "Tick none for every provider.",
+    "servers": "One row per server; tick Delete to remove one, fill the empty row to add one. "
+               "A saved server's check link lists its tools as a new session would.",
 }
 
 
@@ -67,6 +71,10 @@ class HostConfigForm(forms.ModelForm):
         values = wire_values(self.instance)  # an unsaved instance holds the defaults
         for key in KEYS:
             self.initial[key.form_name] = values[key.wire]
+        # A provider set over REST that this host does not run stays listed, so a save keeps it.
+        providers = self.fields["sessionToolsProviders"]
+        unknown = [p for p in values["sessionToolsProviders"] if p not in PROVIDERS]
+        providers.choices = [*known_providers(), *((p, f"{p} (not on this host)") for p in unknown)]
 
     @classmethod
     def wire_fields(cls):
@@ -102,6 +110,26 @@ class HostConfigAdmin(TenantScopedAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False  # a tenant always has a configuration; set it back with the form instead
+
+    def get_urls(self):
+        check = path("<path:object_id>/change/check-mcp/<str:name>/", self.admin_site.admin_view(self.check_mcp),
+                     name="tools_app_hostconfig_check_mcp")
+        return [check, *super().get_urls()]
+
+    def check_mcp(self, request, object_id, name):
+        """Connect to one saved MCP server as a new session of the tenant would, and show its
+        tools or why it could not be listed."""
+        config = self.get_object(request, object_id)
+        if config is None or not self.has_change_permission(request, config):
+            raise Http404("No such host configuration.")
+        entry = (config.mcp_servers or {}).get(name)
+        if entry is None:
+            raise Http404("No such MCP server.")
+        tools, error = check_server(entry, config.tenant)
+        context = {**self.admin_site.each_context(request), "title": f"MCP server {name}", "config": config,
+                   "name": name, "entry": masked_mcp_servers({name: entry})[name], "tools": tools, "error": error,
+                   "opts": self.model._meta}
+        return TemplateResponse(request, "admin/tools_app/hostconfig/check_mcp.html", context)
 
     def save_model(self, request, obj, form, change):
         # Saving applies live: do_change_host_config tells root subscribers and every running

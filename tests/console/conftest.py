@@ -6,16 +6,30 @@ import pytest
 from django.utils import timezone
 
 from tools_app.config import HostConfig, wire_values
+from tools_app.families.mcp_servers.forms import to_rows
 
 
-def host_config_form(tenant, **changes):
-    """The admin's HostConfig form as a browser would post it, with `changes` (form field names)."""
+def server_rows(*rows, initial=0):
+    """mcpServers rows as the admin's form posts them: one dict of row fields each, then the empty row."""
+    form = {"mcpServers-TOTAL_FORMS": len(rows) + 1, "mcpServers-INITIAL_FORMS": initial,
+            "mcpServers-MIN_NUM_FORMS": 0, "mcpServers-MAX_NUM_FORMS": 1000, f"mcpServers-{len(rows)}-type": "stdio"}
+    for i, row in enumerate(rows):
+        row = {"type": "stdio", "server": "", "url": "", "headers": "", "env": "", "other": None, **row}
+        form.update({f"mcpServers-{i}-{name}": json.dumps(value) if name == "other" else value
+                     for name, value in row.items() if value is not False})
+    return form
+
+
+def host_config_form(tenant, mcp_rows=None, **changes):
+    """The admin's HostConfig form as a browser would post it, with `changes` (form field names)
+    and the mcpServers rows as the page shows them unless `mcp_rows` are given."""
     values = wire_values(HostConfig.for_tenant(tenant))
+    shown = to_rows(values["mcpServers"])
     form = {
         "sessionTools": values["sessionTools"],
-        "sessionToolsProviders": ", ".join(values["sessionToolsProviders"]),
+        "sessionToolsProviders": values["sessionToolsProviders"],
         "advancedTools": values["advancedTools"],
-        "mcpServers": json.dumps(values["mcpServers"]),
+        **(mcp_rows if mcp_rows is not None else server_rows(*shown, initial=len(shown))),
         "clientToolTimeoutMs": values["clientToolTimeoutMs"],
         "clientToolCallDisconnectTimeoutMs": values["clientToolCallDisconnectTimeoutMs"],
         "agentOrchestrationLimits": values["agentOrchestrationLimits"],

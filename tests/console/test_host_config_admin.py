@@ -1,13 +1,23 @@
 """HostConfig in the admin: every key explained, bad values refused on their field,
 credentials masked and kept, and a save applied live to running sessions."""
+import sys
+
 import pytest
 
 from tools_app.catalog.host_tools import PLUGINS
-from tools_app.models import HostConfig
+from tools_app.config import wire_values
+from tools_app.families.mcp_servers.servers import revealed
+from tools_app.models import HostConfig, StdioServer
 from tools_app.catalog.registry import Tool
 
 from ..ahp.protocol.harness import AhpClient
-from .conftest import change_url, host_config_form
+from .conftest import change_url, host_config_form, server_rows
+
+
+@pytest.fixture
+def stdio_server(db):
+    """The operator's stdio server `tiny`, which tenants pick by name."""
+    return StdioServer.objects.create(name="tiny", command="/usr/bin/true")
 
 WIRE_KEYS = ("sessionTools", "sessionToolsProviders", "advancedTools", "mcpServers", "clientToolTimeoutMs",
              "clientToolCallDisconnectTimeoutMs", "agentOrchestrationLimits", "agentOrchestrationLimitsScope",
@@ -27,29 +37,70 @@ def test_it_refuses_a_bad_value_with_a_message_naming_the_field(acme, tenant_adm
     assert response.status_code == 200
     assert response.context["adminform"].form.errors["clientToolTimeoutMs"] == [
         "clientToolTimeoutMs must be a whole number of milliseconds, 0 or more."]
-    response = tenant_admin.post(change_url(acme.tenant), host_config_form(acme.tenant, mcpServers='["not", "a map"]'))
-    assert response.context["adminform"].form.errors["mcpServers"] == [
-        "mcpServers must be an object mapping server names to server entries."]
     assert HostConfig.for_tenant(acme.tenant).client_tool_timeout_ms == 600000
 
 
+def row_errors(response, row):
+    return response.context["adminform"].form["mcpServers"].value().forms[row].errors
+
+
+def test_a_bad_mcp_server_row_is_refused_on_its_own_field(acme, tenant_admin, stdio_server):
+    post = lambda *rows: tenant_admin.post(change_url(acme.tenant), host_config_form(acme.tenant, server_rows(*rows)))
+    response = post({"name": "docs", "type": "http", "url": "ftp://docs.example/"})
+    assert response.context["adminform"].form.errors["mcpServers"] == ["Correct the rows marked below."]
+    assert row_errors(response, 0) == {"url": ['An http server needs an http(s) "url".']}
+    response = post({"name": "has space", "server": "tiny"}, {"name": "git"})
+    assert row_errors(response, 0) == {"name": ["A server name is letters, digits, _ and -."]}
+    assert row_errors(response, 1) == {"server": ["Pick the operator's stdio server this entry runs."]}
+    response = post({"name": "git", "server": "nope"}, {"name": "git", "server": "tiny", "headers": "Authorization"})
+    assert row_errors(response, 0) == {"server": ["Select a valid choice. nope is not one of the available choices."]}
+    assert row_errors(response, 1) == {"headers": ["Write one \"Name: value\" a line; 'Authorization' is not."]}
+    assert "Correct the rows marked below." in response.content.decode()
+    assert HostConfig.for_tenant(acme.tenant).mcp_servers is None
+
+
+def test_mcp_server_rows_save_as_the_wire_shape(acme, tenant_admin, stdio_server):
+    form = host_config_form(acme.tenant, server_rows(
+        {"name": "tiny", "server": "tiny", "env": "SUFFIX=!"},
+        {"name": "docs", "type": "http", "url": "https://docs.example/mcp", "headers": "Authorization: Bearer x"}))
+    assert tenant_admin.post(change_url(acme.tenant), form).status_code == 302
+    config = HostConfig.for_tenant(acme.tenant)
+    assert wire_values(config)["mcpServers"] == {
+        "tiny": {"type": "stdio", "server": "tiny", "env": {"SUFFIX": "<set>"}},
+        "docs": {"type": "http", "url": "https://docs.example/mcp", "headers": {"Authorization": "<set>"}}}
+    form = host_config_form(acme.tenant)
+    form["mcpServers-1-DELETE"] = "on"
+    assert tenant_admin.post(change_url(acme.tenant), form).status_code == 302
+    config.refresh_from_db()
+    assert list(config.mcp_servers) == ["tiny"] and revealed(config.mcp_servers["tiny"])["env"] == {"SUFFIX": "!"}
+
+
+def test_session_tools_providers_are_ticked_from_the_known_providers(acme, tenant_admin):
+    page = tenant_admin.get(change_url(acme.tenant)).content.decode()
+    for provider in ("echo", "acp", "github-copilot"):
+        assert f'name="sessionToolsProviders" value="{provider}"' in page
+    response = tenant_admin.post(change_url(acme.tenant), host_config_form(acme.tenant, sessionToolsProviders=["warp"]))
+    assert response.context["adminform"].form.errors["sessionToolsProviders"] == [
+        "Select a valid choice. warp is not one of the available choices."]
+
+
 def test_it_saves_values_through_the_config_checks(acme, tenant_admin):
-    form = host_config_form(acme.tenant, clientToolTimeoutMs="5000", sessionToolsProviders="echo, copilot",
+    form = host_config_form(acme.tenant, clientToolTimeoutMs="5000", sessionToolsProviders=["echo", "acp"],
                             agentOrchestrationLimitsScope="session", chatMovesEnabled=False)
     assert tenant_admin.post(change_url(acme.tenant), form).status_code == 302
     config = HostConfig.for_tenant(acme.tenant)
-    assert (config.client_tool_timeout_ms, config.session_tools_providers) == (5000, ["echo", "copilot"])
+    assert (config.client_tool_timeout_ms, config.session_tools_providers) == (5000, ["echo", "acp"])
     assert (config.agent_orchestration_limits_scope, config.chat_moves_enabled) == ("session", False)
 
 
-def test_it_shows_mcp_credentials_as_set_and_keeps_them_when_unchanged(acme, tenant_admin):
+def test_it_shows_mcp_credentials_as_set_and_keeps_them_when_unchanged(acme, tenant_admin, stdio_server):
     config = HostConfig.for_tenant(acme.tenant)
-    config.mcp_servers = {"git": {"type": "stdio", "server": "git", "env": {"GIT_TOKEN": "s3cret"}}}
+    config.mcp_servers = {"git": {"type": "stdio", "server": "tiny", "env": {"GIT_TOKEN": "s3cret"}}}
     config.save()
     page = tenant_admin.get(change_url(acme.tenant)).content.decode()
-    assert "s3cret" not in page and "&lt;set&gt;" in page
+    assert "s3cret" not in page and "GIT_TOKEN=&lt;set&gt;" in page
     form = host_config_form(acme.tenant, advancedTools=True)
-    assert '"<set>"' in form["mcpServers"]
+    assert form["mcpServers-0-env"] == "GIT_TOKEN=<set>"
     assert tenant_admin.post(change_url(acme.tenant), form).status_code == 302
     config.refresh_from_db()
     assert config.mcp_servers["git"]["env"] == {"GIT_TOKEN": "s3cret"} and config.advanced_tools is True
@@ -80,3 +131,44 @@ def test_an_admin_save_reaches_running_sessions_as_server_tools_changed(acme, ho
         assert response.status_code == 302
         tools = client.action("session/serverToolsChanged")["action"]["tools"]
         assert [t["name"] for t in tools] == [*before, "deploy"]
+
+
+TINY_SERVER = '''
+from mcp.server.fastmcp import FastMCP
+
+app = FastMCP("tiny")
+
+
+@app.tool()
+def shout(text: str) -> str:
+    """Upper-case the text."""
+    return text.upper()
+
+
+app.run()
+'''
+
+
+@pytest.fixture
+def tiny_stdio_server(tmp_path, transactional_db):
+    """A real stdio MCP server the operator defines; a check runs it in a sandbox."""
+    script = tmp_path / "tiny_server.py"
+    script.write_text(TINY_SERVER)
+    tmp_path.chmod(0o755)  # the sandbox's user reads the operator's program
+    return StdioServer.objects.create(name="tiny", command=sys.executable, args=[str(script)],
+                                      read_only_paths=[str(tmp_path), sys.prefix])
+
+
+@pytest.mark.e2e  # runs the server in bubblewrap
+def test_check_lists_a_saved_servers_tools_or_says_why_not(acme, tenant_admin, tiny_stdio_server):
+    config = HostConfig.for_tenant(acme.tenant)
+    config.mcp_servers = {"tiny": {"type": "stdio", "server": "tiny"},
+                          "docs": {"type": "http", "url": "http://10.1.2.3/mcp"}}
+    config.save()
+    page = tenant_admin.get(change_url(acme.tenant)).content.decode()
+    assert 'href="check-mcp/tiny/"' in page and 'href="check-mcp/docs/"' in page
+    checked = tenant_admin.get(f"{change_url(acme.tenant)}check-mcp/tiny/").content.decode()
+    assert "<td>shout</td><td>Upper-case the text.</td>" in checked
+    checked = tenant_admin.get(f"{change_url(acme.tenant)}check-mcp/docs/").content.decode()
+    assert 'id="check-error">Could not list its tools: ' in checked and "10.1.2.3" in checked
+    assert tenant_admin.get(f"{change_url(acme.tenant)}check-mcp/nope/").status_code == 404

@@ -1,0 +1,151 @@
+"""mcpServers in the admin as rows: name, type, the operator's stdio server or the url, headers
+and env. Credentials read `<set>` and, sent back so, keep their stored values (do_change_host_config
+does that for every door). `check` lists a saved server's tools the way a session would."""
+import asyncio
+import re
+
+from concurrent.futures import ThreadPoolExecutor
+
+from django import forms
+from django.db import close_old_connections
+from django.core.exceptions import ValidationError
+from django.forms import formset_factory
+from django.forms.formsets import BaseFormSet
+
+from . import client
+from .servers import entry_problem, operator_stdio_servers
+
+NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+EDITED = ("type", "server", "url", "headers", "env")
+
+
+def _lines(separator, example):
+    """A field of `name<separator>value` lines, cleaned to a dict."""
+
+    def parse(text):
+        pairs = {}
+        for line in filter(None, (line.strip() for line in (text or "").splitlines())):
+            name, sep, value = line.partition(separator)
+            if not sep or not name.strip():
+                raise ValidationError(f"Write one {example} a line; {line!r} is not.")
+            pairs[name.strip()] = value.strip()
+        return pairs
+
+    return parse
+
+
+parse_headers, parse_env = _lines(":", '"Name: value"'), _lines("=", '"NAME=value"')
+
+
+def stdio_choices():
+    return [("", "---------"), *((name, name) for name in sorted(operator_stdio_servers()))]
+
+
+class ServerRow(forms.Form):
+    name = forms.CharField(max_length=64)
+    type = forms.ChoiceField(choices=(("stdio", "stdio"), ("http", "http")), initial="stdio")
+    server = forms.ChoiceField(choices=stdio_choices, required=False, label="stdio server",
+                               help_text="One of the operator's stdio servers (Stdio servers).")
+    url = forms.CharField(required=False, max_length=2000, label="url", help_text="For http: http(s)://…")
+    headers = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 28}),
+                              help_text='For http: "Name: value", one a line.')
+    env = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 22}),
+                          help_text='For stdio: "NAME=value", one a line, over the server\'s own.')
+    other = forms.JSONField(required=False, widget=forms.HiddenInput)  # keys these rows do not edit, kept
+
+    @property
+    def check_url(self):
+        return f"check-mcp/{self.initial['name']}/" if self.initial.get("name") else None
+
+    def clean_name(self):
+        if not NAME.match(self.cleaned_data["name"]):
+            raise ValidationError("A server name is letters, digits, _ and -.")
+        return self.cleaned_data["name"]
+
+    def clean_headers(self):
+        return parse_headers(self.cleaned_data["headers"])
+
+    def clean_env(self):
+        return parse_env(self.cleaned_data["env"])
+
+    def clean(self):
+        data = super().clean()
+        if self.errors:
+            return data
+        if data["type"] == "stdio" and not data["server"]:
+            self.add_error("server", "Pick the operator's stdio server this entry runs.")
+        if data["type"] == "http":
+            if not re.match(r"^https?://[^/\s]+", data["url"]):
+                self.add_error("url", 'An http server needs an http(s) "url".')
+            if data["env"]:
+                self.add_error("env", "env is for stdio servers; an http server takes headers.")
+        if data["type"] == "stdio" and (data["url"] or data["headers"]):
+            self.add_error("url" if data["url"] else "headers", "url and headers are for http servers.")
+        return data
+
+
+class ServerRows(BaseFormSet):
+    def clean(self):
+        seen = set()
+        for form in self.forms:
+            name = form.cleaned_data.get("name") if form.has_changed() else None
+            if name and not form.cleaned_data.get("DELETE"):
+                if name in seen:
+                    form.add_error("name", f"Another row is already named {name}.")
+                seen.add(name)
+
+
+def to_rows(servers):
+    rows = []
+    for name, entry in (servers or {}).items():
+        entry = entry if isinstance(entry, dict) else {}
+        rows.append({"name": name, "type": entry.get("type", "stdio"), "server": entry.get("server", ""),
+                     "url": entry.get("url", ""),
+                     "headers": "\n".join(f"{k}: {v}" for k, v in (entry.get("headers") or {}).items()),
+                     "env": "\n".join(f"{k}={v}" for k, v in (entry.get("env") or {}).items()),
+                     "other": {k: v for k, v in entry.items() if k not in EDITED} or None})
+    return rows
+
+
+def from_rows(rows):
+    servers = {}
+    for row in rows:
+        entry = {**(row.get("other") or {}), "type": row["type"]}
+        if row["type"] == "stdio":
+            entry["server"] = row["server"]
+            if row["env"]:
+                entry["env"] = row["env"]
+        else:
+            entry["url"] = row["url"]
+            if row["headers"]:
+                entry["headers"] = row["headers"]
+        servers[row["name"]] = entry
+    return servers or None
+
+
+ServerRowFormSet = formset_factory(ServerRow, formset=ServerRows, extra=1, can_delete=True)
+
+
+def check_server(entry, tenant):
+    """(tools, None) or (None, why): the saved `entry` listed as a new session of `tenant` would
+    list it, in that session's sandbox and through the host's outbound rules."""
+    from sessions_app.models import Session
+
+    problem = entry_problem(entry)
+    if problem:
+        return None, f"This entry is not usable: {problem}."
+    # As a session's listing does: on a thread of its own with its own loop and database
+    # connection, never on the request's.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-check") as executor:
+        return executor.submit(_listed, entry, Session(tenant=tenant)).result()
+
+
+def _listed(entry, session):
+    try:
+        return asyncio.run(asyncio.wait_for(client.list_tools(entry, session), client.LIST_TIMEOUT_SECONDS)), None
+    except Exception as exc:  # the answer itself is the report (the client scrubbed its credentials)
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]  # the client's task groups wrap the cause
+        return None, f"{exc.__class__.__name__}: {exc}" if str(exc) else exc.__class__.__name__
+    finally:
+        close_old_connections()
