@@ -208,7 +208,7 @@ class ConsoleSessionAdmin(SessionAdmin):
 
 
 # The console's pages that are not a model's, as rows of its own section of the admin index.
-CONSOLE_PAGES = (("Dashboards and catalog previews", "console:tenants"), ("REST API docs", "api-docs"))
+CONSOLE_PAGES = (("Dashboards, live sessions and catalog previews", "console:tenants"), ("REST API docs", "api-docs"))
 _models_app_list = admin.site.get_app_list
 
 

@@ -3,8 +3,11 @@ from django.contrib import admin
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import Http404
 from django.shortcuts import render
+from django.views.decorators.cache import never_cache
 
+from grants.actions import PAGE_TOKEN_LIFETIME, do_mint_page_token
 from grants.admin import administered_tenants
+from grants.models import Membership
 from sessions_app.models import Session
 from tools_app.models import AgentDefinition, HostConfig
 
@@ -77,3 +80,19 @@ def catalog_preview(request, slug):
     context = page(request, f"Preview the catalog: {tenant.name}", tenant=tenant, form=form,
                    config=HostConfig.for_tenant(tenant), **explained)
     return render(request, "console/catalog.html", context)
+
+
+@never_cache  # the page carries a token
+@staff_member_required
+def live_sessions(request, slug):
+    """The tenant's sessions, a session's chats and turns as they happen, over the same /ahp socket
+    every client uses; the page's token acts as the signed-in operator and ends by itself."""
+    tenant = administered_tenant(request.user, slug)
+    member = Membership.objects.filter(tenant=tenant, person=request.user).exists()
+    # A superuser outside the tenant administers it as its root, as everywhere in the admin.
+    token = do_mint_page_token(tenant, request.user if member else None)
+    sockets = "wss" if request.is_secure() else "ws"
+    context = page(request, f"Live sessions: {tenant.name}", tenant=tenant, token=token,
+                   websocket_url=f"{sockets}://{request.get_host()}/ahp", providers=provider_choices(),
+                   token_minutes=int(PAGE_TOKEN_LIFETIME.total_seconds() // 60), session_id=request.GET.get("session", ""))
+    return render(request, "console/live.html", context)

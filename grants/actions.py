@@ -5,6 +5,8 @@ away or changes it tells the sockets concerned after commit, through channel-lay
 socket joins (one per token, one per person). A revoked token, a deactivated person or a removed
 membership closes them; a changed role hands them their new grants."""
 import logging
+import secrets
+from datetime import timedelta
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -145,13 +147,29 @@ def do_delete_person(person):
     person.delete()
 
 
-def do_mint_token(tenant, person=None, name=None):
+def do_mint_token(tenant, person=None, name=None, expires=None):
     """Answer (row, plaintext). A person's token needs the person to belong to the tenant."""
     if person is not None and not Membership.objects.filter(tenant=tenant, person=person).exists():
         raise ValidationError(f"{person.username} is not a member of {tenant.slug}.")
     if name and ApiToken.objects.filter(tenant=tenant, name=name).exists():
         raise ValidationError(f"Tenant {tenant.slug} already has a token named {name}.")
-    return ApiToken.mint(tenant, person=person, name=name)
+    return ApiToken.mint(tenant, person=person, name=name, expires=expires)
+
+
+PAGE_TOKEN_PREFIX = "console-page-"
+PAGE_TOKEN_LIFETIME = timedelta(minutes=30)
+
+
+@transaction.atomic
+def do_mint_page_token(tenant, person=None):
+    """A token for one console page the signed-in operator opened: acting as them (as the
+    tenant's root for a superuser outside it) and ending by itself. Their expired page tokens go."""
+    now = timezone.now()
+    ApiToken.objects.for_tenant(tenant).filter(person=person, name__startswith=PAGE_TOKEN_PREFIX,
+                                               expires__lte=now).delete()
+    _, plaintext = do_mint_token(tenant, person=person, name=f"{PAGE_TOKEN_PREFIX}{secrets.token_hex(6)}",
+                                 expires=now + PAGE_TOKEN_LIFETIME)
+    return plaintext
 
 
 @transaction.atomic

@@ -92,6 +92,8 @@ class ApiToken(models.Model):
     created = models.DateTimeField(default=timezone.now)
     last_used = models.DateTimeField(null=True, blank=True)
     revoked = models.DateTimeField(null=True, blank=True)
+    expires = models.DateTimeField(null=True, blank=True,
+                                   help_text="When it stops working by itself; empty for never (the console's page tokens expire).")
 
     tenant_path = "tenant"
     objects = TenantScopedManager()
@@ -107,13 +109,13 @@ class ApiToken(models.Model):
         return hashlib.sha256(secret.encode()).hexdigest()
 
     @classmethod
-    def mint(cls, tenant, person=None, name=None):
+    def mint(cls, tenant, person=None, name=None, expires=None):
         """Create a token and answer (row, plaintext); the plaintext is never stored."""
         key_id = secrets.token_hex(8)
         secret = secrets.token_urlsafe(32)
         row = cls.objects.create(
             tenant=tenant, person=person, key_id=key_id, secret_sha256=cls._digest(secret),
-            name=name or f"{person.username if person else 'root'}-{key_id[:6]}",
+            name=name or f"{person.username if person else 'root'}-{key_id[:6]}", expires=expires,
         )
         return row, f"{cls.PREFIX}_{key_id}_{secret}"
 
@@ -127,6 +129,8 @@ class ApiToken(models.Model):
         row = cls.objects.select_related("tenant", "person").filter(key_id=key_id, revoked__isnull=True).first()
         if row is None or not hmac.compare_digest(row.secret_sha256, cls._digest(secret)):
             return None
+        if row.expires is not None and row.expires <= timezone.now():
+            return None
         if row.person is not None and not (row.person.is_active and row.person_belongs()):
             return None
         row.mark_used()
@@ -134,9 +138,10 @@ class ApiToken(models.Model):
 
     @classmethod
     def live(cls):
-        """Tokens that still work: not revoked, and a person's only while they are active and in
-        the token's tenant."""
+        """Tokens that still work: not revoked nor expired, and a person's only while they are
+        active and in the token's tenant."""
         return cls.objects.filter(revoked__isnull=True).filter(
+            models.Q(expires__isnull=True) | models.Q(expires__gt=timezone.now())).filter(
             models.Q(person__isnull=True)
             | models.Q(person__is_active=True, person__memberships__tenant=models.F("tenant"))
         )

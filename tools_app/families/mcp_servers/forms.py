@@ -42,14 +42,15 @@ def stdio_choices():
 
 
 class ServerRow(forms.Form):
-    name = forms.CharField(max_length=64)
+    name = forms.CharField(max_length=64, widget=forms.TextInput(attrs={"size": 10}))
     type = forms.ChoiceField(choices=(("stdio", "stdio"), ("http", "http")), initial="stdio")
     server = forms.ChoiceField(choices=stdio_choices, required=False, label="stdio server",
                                help_text="One of the operator's stdio servers (Stdio servers).")
-    url = forms.CharField(required=False, max_length=2000, label="url", help_text="For http: http(s)://…")
-    headers = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 28}),
+    url = forms.CharField(required=False, max_length=2000, label="url", help_text="For http: http(s)://…",
+                          widget=forms.TextInput(attrs={"size": 24}))
+    headers = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 20}),
                               help_text='For http: "Name: value", one a line.')
-    env = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 22}),
+    env = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 16}),
                           help_text='For stdio: "NAME=value", one a line, over the server\'s own.')
     other = forms.JSONField(required=False, widget=forms.HiddenInput)  # keys these rows do not edit, kept
 

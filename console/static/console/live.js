@@ -1,0 +1,207 @@
+// The live session view: an AHP client over /ahp, drawing the tenant's sessions and one chat's
+// turns from snapshots and the actions that follow them. It also offers the agent one tool of
+// its own, ask_operator, answered from the page.
+(function () {
+  "use strict";
+  const root = document.getElementById("live");
+  const clientId = "console-" + Math.random().toString(16).slice(2, 10);
+  root.dataset.clientId = clientId;  // the name its tools go by: <clientId>__ask_operator
+  const ASK = {name: "ask_operator", description: "Ask the operator watching in the console; they type the answer.",
+               inputSchema: {type: "object", properties: {question: {type: "string"}}, required: ["question"]}};
+  const pending = new Map();
+  let nextId = 1, clientSeq = 1, ws = null;
+  let sessions = [], session = null, chat = null, chatState = null, sources = {};
+
+  const $ = (id) => document.getElementById(id);
+  const el = (tag, props, ...children) => {
+    const {dataset, ...rest} = props || {};
+    const node = Object.assign(document.createElement(tag), rest);
+    Object.assign(node.dataset, dataset || {});
+    children.forEach((c) => node.append(c));
+    return node;
+  };
+  const status = (text) => { $("live-status").textContent = text; };
+  // A version 4 UUID without crypto.randomUUID, which plain-http pages lack.
+  const uuid4 = () => ([1e7] + -1e3 + -4e3 + -8e3 + -1e11).replace(/[018]/g, (c) =>
+    (c ^ (crypto.getRandomValues(new Uint8Array(1))[0] & (15 >> (c / 4)))).toString(16));
+
+  function call(method, params) {
+    const id = nextId++;
+    ws.send(JSON.stringify({jsonrpc: "2.0", id, method, params}));
+    return new Promise((resolve, reject) => pending.set(id, {resolve, reject}));
+  }
+  function notify(method, params) {
+    ws.send(JSON.stringify({jsonrpc: "2.0", method, params}));
+  }
+  function dispatch(channel, action) {
+    ws.send(JSON.stringify({jsonrpc: "2.0", method: "dispatchAction", params: {channel, clientSeq: clientSeq++, action}}));
+  }
+
+  function connect() {
+    ws = new WebSocket(root.dataset.websocketUrl + "?tkn=" + encodeURIComponent(root.dataset.token));
+    ws.onopen = start;
+    ws.onclose = (e) => status(e.code === 4401 ? "The page's token ended: reload the page." : `Disconnected (${e.code}).`);
+    ws.onmessage = (e) => {
+      const frame = JSON.parse(e.data);
+      if ("id" in frame && !("method" in frame)) {
+        const waiting = pending.get(frame.id);
+        pending.delete(frame.id);
+        if (waiting) frame.error ? waiting.reject(frame.error) : waiting.resolve(frame.result);
+      } else if (frame.method === "action") {
+        onAction(frame.params);
+      } else if (frame.method && frame.method.startsWith("root/session")) {
+        listSessions();
+      }
+    };
+  }
+
+  async function start() {
+    await call("initialize", {channel: "ahp-root://", protocolVersions: ["1.0.0"], clientId,
+                              clientInfo: {name: "Operators' console"}});
+    status("Connected as a client of this host.");
+    await call("subscribe", {channel: "ahp-root://"});
+    await listSessions();
+    if (root.dataset.session) openSession("ahp-session:/" + root.dataset.session);
+  }
+
+  async function listSessions() {
+    sessions = (await call("listSessions", {channel: "ahp-root://", limit: 50})).items;
+    drawSessions();
+  }
+
+  function drawSessions() {
+    const list = $("live-session-list");
+    list.replaceChildren(...sessions.map((s) => el("li", {
+      className: session === s.resource ? "current" : "", textContent: `${s.title || s.resource.split("/").pop()} (${s.provider})`,
+      onclick: () => openSession(s.resource), dataset: {session: s.resource}})));
+    if (!sessions.length) list.append(el("li", {textContent: "No sessions yet."}));
+  }
+
+  async function openSession(uri) {
+    if (session) notify("unsubscribe", {channel: session});
+    if (chat) notify("unsubscribe", {channel: chat});
+    session = uri;
+    const state = (await call("subscribe", {channel: uri})).snapshot.state;
+    dispatch(uri, {type: "session/activeClientSet",
+                   activeClient: {clientId, displayName: "Operators' console", tools: [ASK]}});
+    chat = state.defaultChat;
+    chatState = (await call("subscribe", {channel: chat})).snapshot.state;
+    $("live-chat-title").textContent = `${state.title || uri.split("/").pop()} · provider ${state.provider}`;
+    $("live-compose").hidden = false;
+    drawSessions();
+    await learnSources();
+    drawChat();
+  }
+
+  async function learnSources() {
+    const url = root.dataset.catalogUrl.replace("00000000-0000-0000-0000-000000000000", session.split("/").pop())
+      + "?chat=" + chat.split("/").pop();
+    const answer = await fetch(url, {headers: {Authorization: "Bearer " + root.dataset.token}});
+    if (answer.ok) sources = Object.fromEntries((await answer.json()).tools.map((t) => [t.name, t.source]));
+  }
+
+  function sourceOf(toolCall) {
+    if (toolCall.contributor && toolCall.contributor.kind === "client") return "client " + toolCall.contributor.clientId;
+    return sources[toolCall.toolName] || "host";
+  }
+
+  function findCall(turnId, toolCallId) {
+    const turn = chatState.activeTurn && chatState.activeTurn.id === turnId ? chatState.activeTurn : null;
+    return turn && turn.responseParts.find((p) => p.kind === "toolCall" && p.toolCall.toolCallId === toolCallId);
+  }
+
+  function onAction(envelope) {
+    const a = envelope.action;
+    if (envelope.rejectionReason) { status("Refused: " + envelope.rejectionReason); return; }
+    if (envelope.channel === session && a.type === "session/serverToolsChanged") { learnSources().then(drawChat); return; }
+    if (envelope.channel !== chat || !chatState) return;
+    const turn = chatState.activeTurn;
+    if (a.type === "chat/turnStarted") {
+      chatState.activeTurn = {id: a.turnId, message: a.message, responseParts: []};
+    } else if (a.type === "chat/responsePart" && turn && turn.id === a.turnId) {
+      turn.responseParts.push(a.part);
+    } else if (a.type === "chat/delta" && turn && turn.id === a.turnId) {
+      const part = turn.responseParts.find((p) => p.id === a.partId);
+      if (part) part.content += a.content;
+    } else if (a.type === "chat/toolCallStart" && turn && turn.id === a.turnId) {
+      turn.responseParts.push({kind: "toolCall", toolCall: {toolCallId: a.toolCallId, toolName: a.toolName,
+                                                            contributor: a.contributor, status: "streaming"}});
+    } else if (a.type === "chat/toolCallReady") {
+      const part = findCall(a.turnId, a.toolCallId);
+      if (part) Object.assign(part.toolCall, a, {status: a.confirmed ? "running" : "pending-confirmation"});
+    } else if (a.type === "chat/toolCallComplete") {
+      const part = findCall(a.turnId, a.toolCallId);
+      if (part) Object.assign(part.toolCall, a.result, {status: "completed"});
+    } else if (["chat/turnComplete", "chat/error", "chat/turnCancelled"].includes(a.type) && turn && turn.id === a.turnId) {
+      turn.state = {"chat/turnComplete": "complete", "chat/error": "error", "chat/turnCancelled": "cancelled"}[a.type];
+      if (a.error) turn.error = a.error;
+      chatState.turns.push(turn);
+      delete chatState.activeTurn;
+    } else {
+      return;
+    }
+    drawChat();
+  }
+
+  function resultText(toolCall) {
+    const texts = (toolCall.content || []).filter((c) => c.type === "text").map((c) => c.text);
+    if (toolCall.error && toolCall.error.message && !texts.length) texts.push(toolCall.error.message);
+    return texts.join("\n");
+  }
+
+  function drawToolCall(turnId, toolCall) {
+    const box = el("div", {className: "live-tool-call", dataset: {toolCall: toolCall.toolCallId, tool: toolCall.toolName}},
+      el("div", {}, el("b", {textContent: toolCall.toolName}), ` · source ${sourceOf(toolCall)} · `,
+         el("span", {className: "status", textContent: toolCall.status + (toolCall.status === "completed"
+           ? (toolCall.success === false ? " (failed)" : " (succeeded)") : "")})));
+    if (toolCall.toolInput) box.append(el("pre", {className: "input", textContent: "input: " + toolCall.toolInput}));
+    if (toolCall.status === "completed") box.append(el("pre", {className: "result", textContent: resultText(toolCall)}));
+    const mine = toolCall.contributor && toolCall.contributor.clientId === clientId;
+    if (mine && toolCall.status === "running") {
+      const answer = el("input", {type: "text", name: "answer", size: 50});
+      box.append(el("form", {className: "live-answer", onsubmit: (e) => {
+        e.preventDefault();
+        dispatch(chat, {type: "chat/toolCallComplete", turnId, toolCallId: toolCall.toolCallId,
+                        result: {success: true, pastTenseMessage: "The operator answered",
+                                 content: [{type: "text", text: answer.value}]}});
+      }}, "Your answer: ", answer, el("input", {type: "submit", value: "Answer"})));
+    }
+    return box;
+  }
+
+  function drawTurn(turn) {
+    const box = el("div", {className: "live-turn", dataset: {turn: turn.id}},
+      el("div", {className: "live-message", textContent: turn.message.text}));
+    for (const part of turn.responseParts) {
+      if (part.kind === "toolCall") box.append(drawToolCall(turn.id, part.toolCall));
+      else if (part.kind === "markdown") box.append(el("div", {className: "live-markdown", textContent: part.content}));
+    }
+    const state = turn.state || "running";
+    box.append(el("div", {className: "live-turn-state", textContent: state + (turn.error ? ": " + turn.error.message : "")}));
+    return box;
+  }
+
+  function drawChat() {
+    const turns = [...chatState.turns, ...(chatState.activeTurn ? [chatState.activeTurn] : [])];
+    $("live-turns").replaceChildren(...turns.map(drawTurn));
+  }
+
+  $("live-compose").onsubmit = (e) => {
+    e.preventDefault();
+    const text = e.target.elements.text.value;
+    if (!text.trim() || !chat) return;
+    dispatch(chat, {type: "chat/turnStarted", turnId: uuid4(), startedAt: new Date().toISOString(),
+                    message: {text, origin: {kind: "user"}}});
+    e.target.elements.text.value = "";
+  };
+  $("live-new-session").onsubmit = async (e) => {
+    e.preventDefault();
+    const uri = "ahp-session:/" + uuid4();
+    try {
+      await call("createSession", {channel: uri, provider: e.target.elements.provider.value});
+    } catch (error) { status("Could not create the session: " + error.message); return; }
+    await listSessions();
+    openSession(uri);
+  };
+  connect();
+})();

@@ -1,0 +1,159 @@
+"""The operators' pages in headless Chromium against a real server: the landing page, MCP
+server rows (a bad value refused on its field, a check against a real stdio server), the
+catalog explainer before and after ticking advancedTools, and the live view of an echo turn.
+With AHP_SCREENSHOT_DIR set, each page is also saved there (docs/ holds the README's)."""
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from sessions_app.actions import do_create_session
+from tools_app.catalog.host_tools import PLUGINS
+from tools_app.catalog.registry import Tool
+from tools_app.models import HostConfig, StdioServer
+
+from .browser import chromium, log_in
+from .conftest import change_url
+from .test_host_config_admin import TINY_SERVER
+
+pytestmark = pytest.mark.e2e  # a browser
+
+PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture
+def operator(acme):
+    acme.admin.is_staff = True
+    acme.admin.set_password(PASSWORD)
+    acme.admin.save()
+    return acme.admin
+
+
+@pytest.fixture
+def browser():
+    with chromium(1280, 1100) as driver:
+        yield driver
+
+
+def screenshot(browser, name):
+    if os.environ.get("AHP_SCREENSHOT_DIR"):
+        out = Path(os.environ["AHP_SCREENSHOT_DIR"])
+        out.mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(out / name))
+
+
+def until(browser, predicate, timeout=20):
+    return WebDriverWait(browser, timeout, poll_frequency=0.1).until(lambda _: predicate())
+
+
+def test_the_landing_page_names_the_hosts_doors(host, browser):
+    browser.get(f"http://127.0.0.1:{host.port}/")
+    assert browser.find_element(By.TAG_NAME, "h1").text == "AHP host"
+    assert browser.find_element(By.ID, "ws-url").text == f"ws://127.0.0.1:{host.port}/ahp"
+    links = {a.text: a.get_attribute("href") for a in browser.find_elements(By.CSS_SELECTOR, "#doors a")}
+    assert links["the admin"] == f"http://127.0.0.1:{host.port}/admin/"
+    assert links["API docs"] == f"http://127.0.0.1:{host.port}/api/v1/docs/"
+    assert links["/healthz"] == f"http://127.0.0.1:{host.port}/healthz"
+    screenshot(browser, "landing.png")
+
+
+@pytest.fixture
+def tiny_stdio_server(tmp_path, transactional_db):
+    script = tmp_path / "tiny_server.py"
+    script.write_text(TINY_SERVER)
+    tmp_path.chmod(0o755)  # the sandbox's user reads the operator's program
+    return StdioServer.objects.create(name="tiny", command=sys.executable, args=[str(script)],
+                                      read_only_paths=[str(tmp_path), sys.prefix])
+
+
+def row_field(browser, row, name):
+    return browser.find_element(By.NAME, f"mcpServers-{row}-{name}")
+
+
+def test_an_operator_adds_an_mcp_server_row_sees_a_bad_url_refused_and_checks_the_server(
+        acme, host, operator, tiny_stdio_server, browser):
+    base = f"http://127.0.0.1:{host.port}"
+    log_in(browser, base, operator.username, PASSWORD, change_url(acme.tenant))
+    row_field(browser, 0, "name").send_keys("docs")
+    row_field(browser, 0, "type").send_keys("http")
+    row_field(browser, 0, "url").send_keys("ftp://docs.example/mcp")
+    browser.find_element(By.NAME, "_continue").click()
+    cell = browser.find_element(By.CSS_SELECTOR, '#rows-mcpServers .config-row[data-row="0"] .field-url')
+    assert cell.find_element(By.CSS_SELECTOR, ".errorlist").text == 'An http server needs an http(s) "url".'
+    screenshot(browser, "admin-mcp-server-refused.png")
+    assert HostConfig.for_tenant(acme.tenant).mcp_servers is None
+
+    row_field(browser, 0, "name").clear()
+    row_field(browser, 0, "name").send_keys("tiny")
+    row_field(browser, 0, "type").send_keys("stdio")
+    row_field(browser, 0, "url").clear()
+    row_field(browser, 0, "server").send_keys("tiny")
+    browser.find_element(By.NAME, "_continue").click()
+    assert "was changed successfully" in browser.find_element(By.CSS_SELECTOR, ".messagelist").text
+    assert HostConfig.for_tenant(acme.tenant).mcp_servers == {"tiny": {"type": "stdio", "server": "tiny"}}
+    screenshot(browser, "admin-host-config.png")
+
+    browser.find_element(By.CSS_SELECTOR, '#rows-mcpServers .config-row[data-row="0"] a.config-row-check').click()
+    rows = browser.find_elements(By.CSS_SELECTOR, "#check-tools tbody tr")
+    assert [r.text for r in rows] == ["shout Upper-case the text."]
+    screenshot(browser, "admin-mcp-check.png")
+
+
+@pytest.fixture
+def advanced_plugin_tool():
+    PLUGINS.set_tools([Tool("deploy", description="Deploy the workspace", advanced_permission=True)])
+    yield
+    PLUGINS.set_tools([])
+
+
+def test_the_explainer_says_why_an_advanced_tool_is_hidden_until_advanced_tools_is_ticked(
+        acme, host, operator, advanced_plugin_tool, browser):
+    base = f"http://127.0.0.1:{host.port}"
+    session = do_create_session(acme.principal("member"), __import__("uuid").uuid4())
+    explainer = f"/console/sessions/{session.pk}/catalog"
+    log_in(browser, base, operator.username, PASSWORD, explainer)
+    row = browser.find_element(By.CSS_SELECTOR, '#catalog tr[data-tool="deploy"]')
+    assert row.text == "deploy plugin hidden deploy needs advanced permission, and advancedTools is off for this tenant."
+    screenshot(browser, "catalog-explainer.png")
+    browser.find_element(By.LINK_TEXT, "Change the host configuration").click()
+    browser.find_element(By.ID, "id_advancedTools").click()
+    browser.find_element(By.NAME, "_save").click()
+    browser.get(f"{base}{explainer}")
+    assert browser.find_element(By.CSS_SELECTOR, '#catalog tr[data-tool="deploy"]').text == "deploy plugin offered"
+    browser.get(f"{base}/console/{acme.tenant.slug}/catalog?provider=acp&origin=tool")
+    assert browser.find_element(By.CSS_SELECTOR, '#catalog tr[data-tool="deploy"]').text == "deploy plugin offered"
+    screenshot(browser, "catalog-preview.png")
+
+
+def test_the_live_view_shows_an_echo_turns_tool_calls_as_they_happen_and_answers_its_own(
+        acme, host, operator, browser):
+    base = f"http://127.0.0.1:{host.port}"
+    log_in(browser, base, operator.username, PASSWORD, f"/console/{acme.tenant.slug}/live")
+    until(browser, lambda: browser.find_element(By.ID, "live-status").text == "Connected as a client of this host.")
+    browser.find_element(By.CSS_SELECTOR, "#live-new-session input[type=submit]").click()
+    compose = browser.find_element(By.CSS_SELECTOR, "#live-compose textarea")
+    until(browser, compose.is_displayed)
+    compose.send_keys('/call list_sessions {}')
+    browser.find_element(By.CSS_SELECTOR, "#live-compose input[type=submit]").click()
+    call = until(browser, lambda: browser.find_element(By.CSS_SELECTOR, '.live-tool-call[data-tool="list_sessions"]'))
+    until(browser, lambda: "completed (succeeded)" in call.text)
+    assert "source host" in call.text
+    until(browser, lambda: browser.find_elements(By.CSS_SELECTOR, ".live-turn-state")[-1].text == "complete")
+
+    # The page's own client tool: the agent's call waits, running, until the operator answers it.
+    ask = f"{browser.find_element(By.ID, 'live').get_attribute('data-client-id')}__ask_operator"
+    compose.send_keys(f'/call {ask} {{"question": "Ship it?"}}')
+    browser.find_element(By.CSS_SELECTOR, "#live-compose input[type=submit]").click()
+    call = until(browser, lambda: browser.find_element(By.CSS_SELECTOR, f'.live-tool-call[data-tool="{ask}"]'))
+    until(browser, lambda: "running" in call.text)
+    assert f"source client {ask.split('__')[0]}" in call.text and 'input: {"question": "Ship it?"}' in call.text
+    screenshot(browser, "live-session.png")
+    call.find_element(By.NAME, "answer").send_keys("yes, ship it")
+    call.find_element(By.CSS_SELECTOR, ".live-answer input[type=submit]").click()
+    until(browser, lambda: browser.find_elements(By.CSS_SELECTOR, ".live-turn-state")[-1].text == "complete")
+    turn = browser.find_elements(By.CSS_SELECTOR, ".live-turn")[-1]
+    assert "completed (succeeded)" in turn.find_element(By.CSS_SELECTOR, ".live-tool-call").text
+    assert turn.find_element(By.CSS_SELECTOR, ".live-markdown").text == "yes, ship it"
