@@ -4,6 +4,7 @@ catalog explainer before and after ticking advancedTools, and the live view of a
 With AHP_SCREENSHOT_DIR set, each page is also saved there (docs/ holds the README's)."""
 import os
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -112,7 +113,7 @@ def advanced_plugin_tool():
 def test_the_explainer_says_why_an_advanced_tool_is_hidden_until_advanced_tools_is_ticked(
         acme, host, operator, advanced_plugin_tool, browser):
     base = f"http://127.0.0.1:{host.port}"
-    session = do_create_session(acme.principal("member"), __import__("uuid").uuid4())
+    session = do_create_session(acme.principal("member"), uuid.uuid4())
     explainer = f"/console/sessions/{session.pk}/catalog"
     log_in(browser, base, operator.username, PASSWORD, explainer)
     row = browser.find_element(By.CSS_SELECTOR, '#catalog tr[data-tool="deploy"]')
@@ -121,6 +122,7 @@ def test_the_explainer_says_why_an_advanced_tool_is_hidden_until_advanced_tools_
     browser.find_element(By.LINK_TEXT, "Change the host configuration").click()
     browser.find_element(By.ID, "id_advancedTools").click()
     browser.find_element(By.NAME, "_save").click()
+    assert "was changed successfully" in browser.find_element(By.CSS_SELECTOR, ".messagelist").text
     browser.get(f"{base}{explainer}")
     assert browser.find_element(By.CSS_SELECTOR, '#catalog tr[data-tool="deploy"]').text == "deploy plugin offered"
     browser.get(f"{base}/console/{acme.tenant.slug}/catalog?provider=acp&origin=tool")
