@@ -21,3 +21,8 @@ def get_provider(provider_id):
 def agent_infos():
     """The root state's `agents`."""
     return [provider.agent_info() for provider in PROVIDERS.values()]
+
+
+def provider_choices():
+    """(id, label) pairs of the providers this host runs, for a form's choices."""
+    return [(provider_id, provider_id) for provider_id in PROVIDERS]

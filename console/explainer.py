@@ -1,6 +1,5 @@
 """The catalog explainer: every tool of every source, offered or hidden and why, read straight
 from the snapshot the model is offered, so the two never disagree."""
-from agents.registry import PROVIDERS
 from tools_app.catalog.loader import catalog_for_chat, preview_catalog
 
 ORIGIN_KINDS = (("user", "a chat a person started"), ("tool", "a chat a tool started"))
@@ -21,7 +20,3 @@ def explain_chat(chat):
 
 def explain_preview(tenant, provider, chat_origin_kind="user", agent_definition=""):
     return explained(preview_catalog(tenant, provider, chat_origin_kind, agent_definition))
-
-
-def provider_choices():
-    return [(provider_id, provider_id) for provider_id in PROVIDERS]

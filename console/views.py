@@ -5,6 +5,7 @@ from django.http import Http404
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 
+from agents.registry import provider_choices
 from grants.actions import PAGE_TOKEN_LIFETIME, do_mint_page_token
 from grants.admin import administered_tenants
 from grants.models import Membership
@@ -12,7 +13,7 @@ from sessions_app.models import Session
 from tools_app.models import AgentDefinition, HostConfig
 
 from .dashboard import dashboard
-from .explainer import ORIGIN_KINDS, explain_chat, explain_preview, provider_choices
+from .explainer import ORIGIN_KINDS, explain_chat, explain_preview
 
 
 def administered_tenant(user, slug):

@@ -7,7 +7,7 @@ from django.utils.html import escape
 
 from grants.admin import TenantScopedAdmin, admin_principal
 
-from agents.registry import PROVIDERS
+from agents.registry import PROVIDERS, provider_choices
 
 from .actions import do_change_host_config, do_save_agent_definition
 from .config import KEYS, ConfigInvalid, HostConfig, wire_values
@@ -25,15 +25,11 @@ def _ms_field(key):
     return forms.IntegerField(error_messages={"invalid": sentence, "required": sentence})
 
 
-def known_providers():
-    return [(provider_id, provider_id) for provider_id in PROVIDERS]
-
-
 # How the admin edits each kind of value; labels and help texts come from the key. An object
 # valued kind is a RowsField: one row of a small form per entry.
 FORM_FIELDS = {
     "boolean": lambda key: forms.BooleanField(required=False),
-    "providers": lambda key: forms.MultipleChoiceField(choices=known_providers, required=False,
+    "providers": lambda key: forms.MultipleChoiceField(choices=provider_choices, required=False,
                                                        widget=forms.CheckboxSelectMultiple),
     "servers": lambda key: RowsField(ServerRowFormSet, to_rows, from_rows),
     "milliseconds": _ms_field,
@@ -74,7 +70,7 @@ class HostConfigForm(forms.ModelForm):
         # A provider set over REST that this host does not run stays listed, so a save keeps it.
         providers = self.fields["sessionToolsProviders"]
         unknown = [p for p in values["sessionToolsProviders"] if p not in PROVIDERS]
-        providers.choices = [*known_providers(), *((p, f"{p} (not on this host)") for p in unknown)]
+        providers.choices = [*provider_choices(), *((p, f"{p} (not on this host)") for p in unknown)]
 
     @classmethod
     def wire_fields(cls):

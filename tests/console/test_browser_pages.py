@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -47,7 +48,8 @@ def screenshot(browser, name):
 
 
 def until(browser, predicate, timeout=20):
-    return WebDriverWait(browser, timeout, poll_frequency=0.1).until(lambda _: predicate())
+    return WebDriverWait(browser, timeout, poll_frequency=0.1,
+                         ignored_exceptions=(StaleElementReferenceException,)).until(lambda _: predicate())
 
 
 def test_the_landing_page_names_the_hosts_doors(host, browser):
@@ -133,29 +135,32 @@ def test_the_explainer_says_why_an_advanced_tool_is_hidden_until_advanced_tools_
 def test_the_live_view_shows_an_echo_turns_tool_calls_as_they_happen_and_answers_its_own(
         acme, host, operator, browser):
     base = f"http://127.0.0.1:{host.port}"
+    # The page redraws the chat at every action: look elements up afresh each time.
+    text = lambda selector: browser.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map((e) => e.innerText).join(' ')", selector)
+    last_turn_state = lambda: browser.execute_script(
+        "const states = document.querySelectorAll('.live-turn-state'); return states.length ? states[states.length - 1].innerText : ''")
     log_in(browser, base, operator.username, PASSWORD, f"/console/{acme.tenant.slug}/live")
-    until(browser, lambda: browser.find_element(By.ID, "live-status").text == "Connected as a client of this host.")
+    until(browser, lambda: text("#live-status") == "Connected as a client of this host.")
     browser.find_element(By.CSS_SELECTOR, "#live-new-session input[type=submit]").click()
     compose = browser.find_element(By.CSS_SELECTOR, "#live-compose textarea")
     until(browser, compose.is_displayed)
     compose.send_keys('/call list_sessions {}')
     browser.find_element(By.CSS_SELECTOR, "#live-compose input[type=submit]").click()
-    call = until(browser, lambda: browser.find_element(By.CSS_SELECTOR, '.live-tool-call[data-tool="list_sessions"]'))
-    until(browser, lambda: "completed (succeeded)" in call.text)
-    assert "source host" in call.text
-    until(browser, lambda: browser.find_elements(By.CSS_SELECTOR, ".live-turn-state")[-1].text == "complete")
+    listing = '.live-tool-call[data-tool="list_sessions"]'
+    until(browser, lambda: "completed (succeeded)" in text(listing))
+    assert "source host" in text(listing) and '"sessions": [{"session": "ahp-session:/' in text(listing)
+    until(browser, lambda: last_turn_state() == "complete")
 
     # The page's own client tool: the agent's call waits, running, until the operator answers it.
     ask = f"{browser.find_element(By.ID, 'live').get_attribute('data-client-id')}__ask_operator"
     compose.send_keys(f'/call {ask} {{"question": "Ship it?"}}')
     browser.find_element(By.CSS_SELECTOR, "#live-compose input[type=submit]").click()
-    call = until(browser, lambda: browser.find_element(By.CSS_SELECTOR, f'.live-tool-call[data-tool="{ask}"]'))
-    until(browser, lambda: "running" in call.text)
-    assert f"source client {ask.split('__')[0]}" in call.text and 'input: {"question": "Ship it?"}' in call.text
+    asking = f'.live-tool-call[data-tool="{ask}"]'
+    until(browser, lambda: "running" in text(asking))
+    assert f"source client {ask.split('__')[0]}" in text(asking) and 'input: {"question": "Ship it?"}' in text(asking)
     screenshot(browser, "live-session.png")
-    call.find_element(By.NAME, "answer").send_keys("yes, ship it")
-    call.find_element(By.CSS_SELECTOR, ".live-answer input[type=submit]").click()
-    until(browser, lambda: browser.find_elements(By.CSS_SELECTOR, ".live-turn-state")[-1].text == "complete")
-    turn = browser.find_elements(By.CSS_SELECTOR, ".live-turn")[-1]
-    assert "completed (succeeded)" in turn.find_element(By.CSS_SELECTOR, ".live-tool-call").text
-    assert turn.find_element(By.CSS_SELECTOR, ".live-markdown").text == "yes, ship it"
+    browser.find_element(By.CSS_SELECTOR, f"{asking} input[name=answer]").send_keys("yes, ship it")
+    browser.find_element(By.CSS_SELECTOR, f"{asking} .live-answer input[type=submit]").click()
+    until(browser, lambda: last_turn_state() == "complete" and "completed (succeeded)" in text(asking))
+    assert text(".live-turn:last-child .live-markdown") == "yes, ship it"
