@@ -7,7 +7,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 
 from django import forms
-from django.db import close_old_connections
+from django.db import connections
 from django.core.exceptions import ValidationError
 from django.forms import formset_factory
 from django.forms.formsets import BaseFormSet
@@ -149,4 +149,4 @@ def _listed(entry, session):
             exc = exc.exceptions[0]  # the client's task groups wrap the cause
         return None, f"{exc.__class__.__name__}: {exc}" if str(exc) else exc.__class__.__name__
     finally:
-        close_old_connections()
+        connections.close_all()  # this thread ends here; its connections with it
