@@ -46,6 +46,7 @@ class Session(models.Model):
     INPUT_NEEDED = (1 << 3) | (1 << 4)
     IS_READ = 1 << 5
     IS_ARCHIVED = 1 << 6
+    ACTIVITY = (1 << 5) - 1  # the activity bits, below the read and archived flags
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="sessions")

@@ -4,7 +4,8 @@ connection starts once it is applied (the turn it began).
 
 Each `do_*` checks the finer grant of its own change; the grant here is the one that makes the
 target visible at all (a target the client may not read is "not found", never "forbidden").
-The target is found before the fields are checked, so an unreadable target says only that.
+The target is found before the fields are checked: an action on a channel the client cannot
+see is ignored without a word, so it learns nothing of what is there.
 """
 from dataclasses import dataclass
 from typing import Callable
@@ -18,24 +19,25 @@ from tools_app.families.comments import actions as comment_actions
 from tools_app.catalog.bounding import bound_result
 
 
-# Where each channel kind's target is found, and what a refusal calls it.
-TARGETS = {
-    "session": (session_at, "session"),
-    "chat": (chat_at, "chat"),
-    "annotations": (annotations_session_at, "annotations channel"),
-}
+# Where each channel kind's target is found.
+TARGETS = {"session": session_at, "chat": chat_at, "annotations": annotations_session_at}
+
+
+class NoSuchChannel(Exception):
+    """The action's channel does not exist for this principal (absent, another tenant's, or one
+    it may not read): the session and chat channel specifications have such an action ignored."""
 
 
 def target(principal, kind, grant, channel):
-    """The row on `channel` the action acts on; one the principal may not `grant` is not found."""
+    """The row on `channel` the action acts on; one the principal may not `grant` is not there."""
     if kind == "root":
         if channel != ROOT:
             raise Refused("root/configChanged belongs on ahp-root://.", "invalid")
         return None
-    find, noun = TARGETS[kind]
+    find = TARGETS[kind]
     row = find(channel, principal.tenant)
     if row is None or not principal.may(grant, row.session if kind == "chat" else row):
-        raise Refused(f"No {noun} {channel} here.", "not_found")
+        raise NoSuchChannel(channel)
     return row
 
 

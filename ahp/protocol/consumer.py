@@ -189,28 +189,36 @@ class AhpConsumer(AsyncWebsocketConsumer):
             await self.send_error(request_id, errors.INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message.")
             return
         request_id = message.get("id")
+        # JSON-RPC never answers a notification: one that fails is logged and dropped (a bad
+        # client action inside one is answered the AHP way, by its rejected envelope).
+        answer = self.send_error if "id" in message else self.drop_failed_notification(message["method"])
         params = message.get("params", {})
         try:
             if not isinstance(params, dict):
                 raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: params must be an object.")
             result = await methods.call(self, message["method"], params)
-        # A notification that fails is answered too (with id null): bad input always gets a clear error.
         except errors.RpcError as exc:
-            await self.send_error(request_id, exc.code, exc.message, exc.data)
+            await answer(request_id, exc.code, exc.message, exc.data)
             return
         except Refused as refusal:
-            await self.send_error(request_id, refusal.answer.rpc_code, refusal.sentence)
+            await answer(request_id, refusal.answer.rpc_code, refusal.sentence)
             return
         except (OperationalError, InterfaceError) as exc:
             logger.warning("Method %s met an unavailable database: %s", message["method"], exc)
-            await self.send_error(request_id, errors.INTERNAL_ERROR, DATABASE_UNAVAILABLE)
+            await answer(request_id, errors.INTERNAL_ERROR, DATABASE_UNAVAILABLE)
             return
         except Exception:
             logger.exception("Method %s failed", message["method"])
-            await self.send_error(request_id, errors.INTERNAL_ERROR, "Internal error; the host logged it.")
+            await answer(request_id, errors.INTERNAL_ERROR, "Internal error; the host logged it.")
             return
-        if request_id is not None:
+        if "id" in message:
             await self.send_json({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    @staticmethod
+    def drop_failed_notification(method):
+        async def drop(request_id, code, message, data=None):
+            logger.info("Dropped a malformed %s notification: %s", method, message)
+        return drop
 
     # Lifecycle ---------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from tools_app.sessions import do_end_session, do_start_session
 
 from . import client_actions, errors, subscriptions
 
-SUPPORTED_VERSIONS = ("1.0.0",)
+SUPPORTED_VERSIONS = ("1.1.0", "1.0.0")  # newest first; docs/wire.md says what 1.1.0 adds
 SERVER_INFO = {"name": "ahp-host", "version": "0.1.0"}
 DEFAULT_PAGE, MAX_PAGE = 50, 200
 
@@ -231,10 +231,12 @@ async def dispatch_action(consumer, params):
     try:
         entry, outcome = await database_sync_to_async(client_actions.apply)(
             consumer.principal, consumer.client_id, channel, action, origin)
+    except client_actions.NoSuchChannel:
+        return None
     except (Refused, errors.RpcError) as refusal:
         reason = refusal.sentence if isinstance(refusal, Refused) else refusal.message
-        seq = await database_sync_to_async(events.current_seq)()
-        await consumer.send_notification("action", events.envelope(channel, action, seq, origin, reason))
+        await consumer.send_notification("action", events.envelope(channel, action, events.REJECTED_SEQ, origin,
+                                                                   reason))
         return None
     if entry.then is not None:
         entry.then(consumer, outcome)

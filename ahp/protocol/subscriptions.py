@@ -7,7 +7,7 @@ from agents.registry import agent_infos
 from sessions_app import actions, events, state
 from sessions_app.channels import annotations_session_at, chat_at, parse, session_at
 from sessions_app.models import ActionLog, ActiveClient
-from tools_app.config import HostConfig, wire_values
+from tools_app.config import HostConfig, config_schema, wire_values
 from tools_app.live import refresh_server_tools
 from tools_app.families.resources import annotations_state
 
@@ -37,7 +37,8 @@ def read_snapshot(consumer, uri):
     with transaction.atomic():
         from_seq = events.snapshot_lock()
         if kind == "root":
-            snapshot = state.root_state(consumer.principal, agent_infos(), wire_values(HostConfig.for_tenant(tenant)))
+            config = {"schema": config_schema(), "values": wire_values(HostConfig.for_tenant(tenant))}
+            snapshot = state.root_state(consumer.principal, agent_infos(), config)
         elif kind == "session":
             snapshot = state.session_state(session_at(uri, tenant))
         elif kind == "annotations":

@@ -6,6 +6,7 @@ from kernel.refusals import Refused
 
 from ..events.log import publish
 from ..models import Chat, Session, Turn, iso
+from .chats import chat_updated
 from .checks import check_message_text, require, summary_changed, touch
 
 
@@ -38,15 +39,9 @@ def begin_turn(chat, turn_id, text, sender, client_id="", origin=None, origin_ki
     if queued_message_id:
         action["queuedMessageId"] = queued_message_id
     publish(session.tenant_id, chat.uri, action, origin)
-    chat_updated(chat, Session.IN_PROGRESS, session.modified)
+    chat_updated(chat, session.modified, status=Session.IN_PROGRESS)
     summary_changed(session, status=session.wire_status)
     return turn
-
-
-def chat_updated(chat, status, modified):
-    """A turn's start and end change the chat's summary in its session's list: say so there."""
-    publish(chat.session.tenant_id, chat.session.uri, {
-        "type": "session/chatUpdated", "chat": chat.uri, "changes": {"status": status, "modifiedAt": iso(modified)}})
 
 
 @transaction.atomic
@@ -75,5 +70,5 @@ def do_end_turn(turn_id, response_text=None, error=None):
         session.status = Session.ERROR if error else Session.IDLE
     touch(session, "status")
     Chat.objects.filter(pk=chat.pk).update(modified=session.modified)
-    chat_updated(chat, Session.ERROR if error else Session.IDLE, session.modified)
+    chat_updated(chat, session.modified, status=Session.ERROR if error else Session.IDLE)
     summary_changed(session, status=session.wire_status)

@@ -198,11 +198,6 @@ def test_recording_mcp_server_tools_reduces_to_the_fresh_snapshot(member, sessio
 OPEN_FILE = {"name": "open_file", "description": "Open a file in the editor",
              "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}}}
 
-TURN_STATUS = ("protocol gap: a turn changes the session's activity bits (in-progress 8, error 2) but no "
-               "session-channel action carries them; the protocol's session reducer moves `status` only on "
-               "isRead/isArchived and on inputNeeded entries awaiting the person, so only root/sessionSummaryChanged "
-               "says so. The lead's call (a protocol change, or a session snapshot whose status drops turn activity)")
-
 
 def owe_a_client_tool_call(member, session):
     """Announce open_file as this client, then start a turn that calls it: (watch, turn, request)."""
@@ -215,7 +210,6 @@ def owe_a_client_tool_call(member, session):
     return watch, turn, member.action("session/inputNeededSet")["action"]["request"]
 
 
-@pytest.mark.xfail(strict=True, reason=TURN_STATUS)
 def test_an_owed_client_tool_call_reduces_to_the_fresh_session_snapshot(member, session):
     watch, turn, request = owe_a_client_tool_call(member, session)
     watch.assert_consistent()
@@ -252,7 +246,6 @@ def ask_a_question(member, session):
     return watch, chat, turn, member.action("session/inputNeededSet")["action"]["request"]
 
 
-@pytest.mark.xfail(strict=True, reason=TURN_STATUS)
 def test_an_open_question_reduces_to_the_fresh_snapshots(member, session):
     watch, chat, turn, request = ask_a_question(member, session)
     watch.assert_consistent()
@@ -296,7 +289,6 @@ def test_a_turn_ending_in_error_leaves_the_chat_in_error_everywhere(acme, member
     assert fresh_session["chats"][0]["status"] == 2
 
 
-@pytest.mark.xfail(strict=True, reason=TURN_STATUS)
 def test_a_turn_ending_in_error_reduces_to_the_fresh_snapshots(acme, member, session):
     watch, chat = end_a_turn_in_error(acme, member, session)
     watch.assert_consistent()
