@@ -254,6 +254,15 @@ async def run_turn(turn_id, on_process_loop=True):
         turn_id = next_turn.id if next_turn else None
 
 
+async def interrupt_turn(turn):
+    """A cancelled turn's agent is told to stop, when this process runs it (elsewhere its answer
+    is dropped when it comes: the turn's row has ended)."""
+    provider = get_provider(await database_sync_to_async(provider_of)(turn.chat))
+    cancel = getattr(provider, "cancel", None)
+    if cancel is not None:
+        await cancel(turn.chat.session_id)
+
+
 def provider_of(chat):
     """A chat the create tool made on another backend runs there; any other on its session's."""
     backend = ChatBackend.objects.filter(chat=chat).exclude(provider="").values_list("provider", flat=True).first()

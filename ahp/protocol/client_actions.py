@@ -67,6 +67,10 @@ def turn_started_fields(action):
     return {"turn_id": turn_id, "text": message["text"]}
 
 
+def turn_fields(action):
+    return {"turn_id": uuid_in(action, "turnId")}
+
+
 def tool_call_fields(action):
     return {"call_id": uuid_in(action, "toolCallId"), "turn_id": uuid_in(action, "turnId")}
 
@@ -104,6 +108,10 @@ def complete_tool_call(principal, client_id, chat, action, fields, origin):
 
 def run_the_turn(consumer, turn):
     consumer.launch_turn(turn.id)
+
+
+def interrupt_its_agent(consumer, turn):
+    consumer.interrupt_turn(turn)
 
 
 def learn_its_plugins(consumer, active_client):
@@ -145,6 +153,10 @@ CLIENT_ACTIONS = {
         lambda p, client, chat, a, f, origin: actions.do_start_turn(
             p, chat, f["turn_id"], f["text"], client, origin),
         then=run_the_turn),
+    "chat/turnCancelled": ClientAction(
+        "chat", "session:read", turn_fields,
+        lambda p, client, chat, a, f, origin: actions.do_cancel_turn(p, chat, f["turn_id"], origin),
+        then=interrupt_its_agent),
     "chat/toolCallComplete": ClientAction("chat", "session:read", tool_call_fields, complete_tool_call),
     # Only a host tool that asked the person (viewUnreviewedComments) waits for an answer.
     "chat/toolCallConfirmed": ClientAction(

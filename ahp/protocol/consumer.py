@@ -28,7 +28,7 @@ from sessions_app import actions, events, quotas
 from tools_app.config import HostConfig
 from tools_app.families.mcp_servers.server_tools import learn_client_plugins
 from tools_app.client_requests import client_group
-from tools_app.runtime import run_turn
+from tools_app.runtime import interrupt_turn, run_turn
 
 from sessions_app.events import presence as process  # this process's sockets
 from sessions_app.events.presence import ensure_started
@@ -238,11 +238,17 @@ class AhpConsumer(AsyncWebsocketConsumer):
 
     def learn_client_plugins(self, active_client):
         """The client's plugins may bring http MCP servers; their `.mcp.json` is on the client's
-        machine, so the host asks the client. A task: this consumer must stay free to carry
-        the question and its answer."""
-        task = asyncio.get_running_loop().create_task(learn_client_plugins(
+        machine, so the host asks the client."""
+        self.in_background(learn_client_plugins(
             self.tenant.pk, active_client.session_id, active_client.client_id, active_client.owner_id,
             active_client.customizations))
+
+    def interrupt_turn(self, turn):
+        self.in_background(interrupt_turn(turn))
+
+    def in_background(self, work):
+        """A task: this consumer must stay free to carry the messages `work` waits on."""
+        task = asyncio.get_running_loop().create_task(work)
         self.background.add(task)
         task.add_done_callback(self.background.discard)
 

@@ -23,11 +23,11 @@ from .tool_calls import (
     do_confirm_tool_call, do_expire_tool_call, do_refuse_tool_call, failure,
 )
 from .tools_endpoints import do_open_tools_endpoint
-from .turns import do_end_turn, do_start_turn
+from .turns import do_cancel_turn, do_end_turn, do_start_turn
 
 __all__ = [
     "MAX_MESSAGE_CHARS", "MAX_SPAWN_DEPTH", "ORCHESTRATION_LIMITS", "ORCHESTRATION_WINDOW", "Orchestration",
-    "check_message_text", "check_working_directory", "do_add_turn_effect", "do_archive_chat", "do_ask_about_tool_call", "do_begin_tool_call",
+    "check_message_text", "check_working_directory", "do_add_turn_effect", "do_archive_chat", "do_ask_about_tool_call", "do_cancel_turn", "do_begin_tool_call",
     "do_client_complete_tool_call", "do_close_connection", "do_complete_tool_call", "do_confirm_tool_call", "do_create_chat",
     "do_create_session", "do_dispose_chat", "do_dispose_session", "do_end_turn", "do_expire_tool_call",
     "do_move_session", "do_open_connection", "do_open_tools_endpoint", "do_refuse_tool_call", "do_release_client", "do_remove_active_client",

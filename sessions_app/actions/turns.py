@@ -8,6 +8,7 @@ from ..events.log import publish
 from ..models import Chat, Session, Turn, iso
 from .chats import chat_updated
 from .checks import check_message_text, require, summary_changed, touch
+from .tool_calls import cancel_open_calls
 
 
 @transaction.atomic
@@ -46,29 +47,50 @@ def begin_turn(chat, turn_id, text, sender, client_id="", origin=None, origin_ki
 
 @transaction.atomic
 def do_end_turn(turn_id, response_text=None, error=None):
-    """Finish a turn with the agent's reply (a markdown part) or an error."""
+    """Finish a turn with the agent's reply (a markdown part) or an error. A turn no longer
+    active (cancelled meanwhile) keeps its end: the agent's late answer is dropped."""
     turn = Turn.objects.select_for_update().select_related("chat__session").get(id=turn_id)
     if turn.state != "active":
         return
     chat, session = turn.chat, turn.chat.session
-    turn.ended = timezone.now()
-    duration = int((turn.ended - turn.started).total_seconds() * 1000)
     if response_text is not None:
         part = {"kind": "markdown", "id": f"{turn.id}-reply", "content": response_text}
         turn.response_parts = [*turn.response_parts, part]
         publish(session.tenant_id, chat.uri, {"type": "chat/responsePart", "turnId": str(turn.id), "part": part})
     if error is None:
-        turn.state = "complete"
-        action = {"type": "chat/turnComplete", "turnId": str(turn.id), "duration": duration}
+        finish_turn(turn, "complete", "chat/turnComplete")
     else:
-        turn.state = "error"
         turn.error = {"errorType": "agentError", "message": error}
-        action = {"type": "chat/error", "turnId": str(turn.id), "duration": duration, "error": turn.error}
+        finish_turn(turn, "error", "chat/error", error=turn.error)
+
+
+@transaction.atomic
+def do_cancel_turn(principal, chat, turn_id, origin=None):
+    """A person stops the chat's running turn: the calls it still waits on end cancelled (their
+    waiters wake with that result), the turn ends chat/turnCancelled. Whoever runs the agent
+    interrupts it (tools_app.runtime.interrupt_turn); what it answers after this is dropped."""
+    require(principal, "chat:send", chat.session)
+    turn = Turn.objects.select_for_update().select_related("chat__session").filter(
+        chat=chat, id=turn_id, state="active").first()
+    if turn is None:
+        raise Refused(f"No turn {turn_id} is running in this chat.", "conflict")
+    cancel_open_calls(turn)
+    finish_turn(turn, "cancelled", "chat/turnCancelled", origin)
+    return turn
+
+
+def finish_turn(turn, state, action_type, origin=None, **fields):
+    """End the active `turn` in `state` with `action_type`; the chat and session say so."""
+    chat, session = turn.chat, turn.chat.session
+    turn.state, turn.ended = state, timezone.now()
+    duration = int((turn.ended - turn.started).total_seconds() * 1000)
     turn.save(update_fields=["state", "error", "ended", "response_parts"])
-    publish(session.tenant_id, chat.uri, action)
+    publish(session.tenant_id, chat.uri, {"type": action_type, "turnId": str(turn.id), "duration": duration, **fields},
+            origin)
+    status = Session.ERROR if state == "error" else Session.IDLE
     if not Turn.objects.filter(chat__session=session, state="active").exists():
-        session.status = Session.ERROR if error else Session.IDLE
+        session.status = status
     touch(session, "status")
     Chat.objects.filter(pk=chat.pk).update(modified=session.modified)
-    chat_updated(chat, session.modified, status=Session.ERROR if error else Session.IDLE)
+    chat_updated(chat, session.modified, status=status)
     summary_changed(session, status=session.wire_status)

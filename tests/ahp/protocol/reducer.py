@@ -139,6 +139,8 @@ def reduce_chat(state, action):
             state["activeTurn"]["responseParts"].append(action["part"])
     elif kind == "chat/turnComplete":
         state = end_turn(state, action, "complete")
+    elif kind == "chat/turnCancelled":
+        state = end_turn(state, action, "cancelled")
     elif kind == "chat/error":
         state = end_turn(state, action, "error", ERROR, action.get("error"))
     elif kind == "chat/toolCallStart":
