@@ -93,6 +93,18 @@ def wire_turn(turn, calls):
     return wire
 
 
+def turn_page(chat, before, limit):
+    """fetchTurns: up to `limit` ended turns of `chat` before the turn `before` (None: the newest),
+    oldest first, and whether older ones remain."""
+    turns = Turn.objects.filter(chat=chat).exclude(state="active").order_by("-started", "-id")
+    if before is not None:
+        turns = turns.filter(Q(started__lt=before.started) | Q(started=before.started, id__lt=before.id))
+    page = list(turns[: limit + 1])[::-1]
+    older, page = page[:-limit], page[-limit:]
+    calls = {str(c.id): c for c in ToolCall.objects.filter(turn__in=page)}
+    return {"turns": [wire_turn(t, calls) for t in page], "hasMore": bool(older)}
+
+
 def chat_state(chat):
     turns = list(Turn.objects.filter(chat=chat).order_by("started"))
     calls = {str(c.id): c for c in ToolCall.objects.filter(turn__chat=chat)}

@@ -8,10 +8,11 @@ from channels.db import database_sync_to_async
 from django.db import transaction
 from django.db.models import Q
 
+from kernel.ids import parse_uuid
 from kernel.refusals import Refused
-from sessions_app import actions, events
+from sessions_app import actions, events, state
 from sessions_app.channels import chat_at, parse, session_at
-from sessions_app.models import Session
+from sessions_app.models import Session, Turn
 from tools_app.live import refresh_server_tools
 from tools_app.sessions import do_end_session, do_start_session
 
@@ -222,6 +223,42 @@ async def dispose_chat(consumer, params):
     return None
 
 
+async def fetch_turns(consumer, params):
+    """Older turns of a chat (a session's channel means its default chat), `before` a turn id."""
+    uri = errors.require(params, "channel", str)
+    limit = params.get("limit", DEFAULT_PAGE)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: limit must be a positive number.")
+    before = params.get("before")
+    if before is not None and not isinstance(before, str):
+        raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: before must be a string.")
+
+    def page():
+        chat = readable_chat(consumer, uri)
+        turn = None
+        if before is not None:
+            turn_id = parse_uuid(before)
+            turn = turn_id and Turn.objects.filter(chat=chat, id=turn_id).first()
+            if not turn:
+                raise errors.RpcError(errors.INVALID_PARAMS, f"Invalid params: before is not a turn of {chat.uri}.")
+        return state.turn_page(chat, turn, min(limit, MAX_PAGE))
+
+    return await database_sync_to_async(page)()
+
+
+def readable_chat(consumer, uri):
+    """The chat at `uri`, or the default chat of the session there, if the caller may read its turns."""
+    kind, _ = parse(uri) if isinstance(uri, str) else (None, None)
+    if kind == "session":
+        session = session_at(uri, consumer.tenant)
+        chat = session and session.chats.filter(is_default=True).first()
+    else:
+        chat = chat_at(uri, consumer.tenant) if kind == "chat" else None
+    if chat is None or not consumer.principal.may("chat:turns", chat.session):
+        raise errors.RpcError(errors.NOT_FOUND, f"No chat {uri} here.")
+    return chat
+
+
 async def dispatch_action(consumer, params):
     """A client's action: applied, or answered with the same envelope carrying rejectionReason."""
     channel = errors.require(params, "channel", str)
@@ -255,6 +292,7 @@ METHODS = {
     "createChat": create_chat,
     "disposeChat": dispose_chat,
     "dispatchAction": dispatch_action,
+    "fetchTurns": fetch_turns,
 }
 BEFORE_INITIALIZE = {"initialize", "reconnect", "ping"}
 
