@@ -204,6 +204,7 @@ class PendingMessage(models.Model):
     delivery = models.CharField(max_length=5, choices=DELIVERIES, default="queue")
     status = models.CharField(max_length=9, choices=STATUSES, default="pending")
     revision = models.PositiveIntegerField(default=1)
+    position = models.PositiveIntegerField(default=0, help_text="Its place in the chat's queue (reorderable).")
     created = models.DateTimeField(default=timezone.now)
 
     tenant_path = "chat__session__tenant"

@@ -112,7 +112,7 @@ def chat_state(chat):
     active = next((t for t in turns if t.state == "active"), None)
     if active:
         state["activeTurn"] = wire_turn(active, calls)
-    pending = list(PendingMessage.objects.filter(chat=chat, status="pending").order_by("created"))
+    pending = list(PendingMessage.objects.filter(chat=chat, status="pending").order_by("position", "created"))
     steering = next((p for p in pending if p.delivery == "steer"), None)
     if steering:
         state["steeringMessage"] = steering.to_wire()

@@ -45,7 +45,8 @@ def uuid_in(action, field):
     """The action's `field` as a UUID string; ids the host keys rows by are refused otherwise."""
     key = parse_uuid(action.get(field))
     if key is None:
-        raise Refused(f"{action.get('type')} needs a {field} that is a UUID.", "invalid")
+        article = "an" if field[0] in "aeiou" else "a"
+        raise Refused(f"{action.get('type')} needs {article} {field} that is a UUID.", "invalid")
     return str(key)
 
 
@@ -55,16 +56,30 @@ def annotation_id(action):
     return {"annotation_id": str(action.get("annotationId"))}
 
 
-def turn_started_fields(action):
+def user_message_text(action):
+    """The text of the action's `message`, which a client may send only as the user."""
     message = action.get("message")
     if not isinstance(message, dict) or not isinstance(message.get("text"), str):
-        raise Refused("chat/turnStarted needs message.text.", "invalid")
+        raise Refused(f"{action.get('type')} needs message.text.", "invalid")
     if (message.get("origin") or {}).get("kind", "user") != "user":
         raise Refused("Clients may send only user messages.", "invalid")
+    return message["text"]
+
+
+def turn_started_fields(action):
+    text = user_message_text(action)
     turn_id = parse_uuid(action.get("turnId"))
     if turn_id is None:
         raise Refused("chat/turnStarted needs a turnId that is a UUID.", "invalid")
-    return {"turn_id": turn_id, "text": message["text"]}
+    return {"turn_id": turn_id, "text": text}
+
+
+def pending_message_fields(action):
+    return {"message_id": uuid_in(action, "id"), "kind": action.get("kind"), "text": user_message_text(action)}
+
+
+def pending_removal_fields(action):
+    return {"message_id": uuid_in(action, "id"), "kind": action.get("kind")}
 
 
 def turn_fields(action):
@@ -107,7 +122,8 @@ def complete_tool_call(principal, client_id, chat, action, fields, origin):
 
 
 def run_the_turn(consumer, turn):
-    consumer.launch_turn(turn.id)
+    if turn is not None:
+        consumer.launch_turn(turn.id)
 
 
 def interrupt_its_agent(consumer, turn):
@@ -157,6 +173,18 @@ CLIENT_ACTIONS = {
         "chat", "session:read", turn_fields,
         lambda p, client, chat, a, f, origin: actions.do_cancel_turn(p, chat, f["turn_id"], origin),
         then=interrupt_its_agent),
+    "chat/pendingMessageSet": ClientAction(
+        "chat", "session:read", pending_message_fields,
+        lambda p, client, chat, a, f, origin: actions.do_set_pending_message(
+            p, chat, f["message_id"], f["kind"], f["text"], origin),
+        then=run_the_turn),
+    "chat/pendingMessageRemoved": ClientAction(
+        "chat", "session:read", pending_removal_fields,
+        lambda p, client, chat, a, f, origin: actions.do_remove_pending_message(
+            p, chat, f["message_id"], f["kind"], origin)),
+    "chat/queuedMessagesReordered": ClientAction(
+        "chat", "session:read", no_fields,
+        lambda p, client, chat, a, f, origin: actions.do_reorder_queued_messages(p, chat, a.get("order"), origin)),
     "chat/toolCallComplete": ClientAction("chat", "session:read", tool_call_fields, complete_tool_call),
     # Only a host tool that asked the person (viewUnreviewedComments) waits for an answer.
     "chat/toolCallConfirmed": ClientAction(

@@ -14,7 +14,10 @@ from .orchestration import (
     MAX_SPAWN_DEPTH, ORCHESTRATION_LIMITS, ORCHESTRATION_WINDOW, Orchestration, do_tool_create_chat,
     do_tool_create_session, do_tool_send_message,
 )
-from .pending import do_send_message, do_start_queued_turn
+from .pending import (
+    do_remove_pending_message, do_reorder_queued_messages, do_send_message, do_set_pending_message,
+    do_start_queued_turn,
+)
 from .sessions import (
     do_create_session, do_dispose_session, do_move_session, do_set_flag, do_set_server_tools, do_set_title,
 )
@@ -31,7 +34,8 @@ __all__ = [
     "do_client_complete_tool_call", "do_close_connection", "do_complete_tool_call", "do_confirm_tool_call", "do_create_chat",
     "do_create_session", "do_dispose_chat", "do_dispose_session", "do_end_turn", "do_expire_tool_call",
     "do_move_session", "do_open_connection", "do_open_tools_endpoint", "do_refuse_tool_call", "do_release_client", "do_remove_active_client",
-    "do_rename_chat", "do_send_message", "do_set_active_client", "do_set_chat_folder", "do_set_flag",
+    "do_remove_pending_message", "do_rename_chat", "do_reorder_queued_messages", "do_send_message",
+    "do_set_pending_message", "do_set_active_client", "do_set_chat_folder", "do_set_flag",
     "do_set_server_tools", "do_set_session_workspace", "do_set_subscriptions", "do_set_title",
     "do_start_queued_turn", "do_start_turn", "do_tool_create_chat", "do_tool_create_session",
     "do_tool_send_message", "drop_turn_effect", "failure", "pending_turn_effects", "require",

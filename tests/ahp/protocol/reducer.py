@@ -179,6 +179,11 @@ def reduce_chat(state, action):
             state.pop("queuedMessages", None)
             if rest:
                 state["queuedMessages"] = rest
+    elif kind == "chat/queuedMessagesReordered":
+        queued = {m["id"]: m for m in state.get("queuedMessages", [])}
+        wanted = [i for i in dict.fromkeys(action["order"]) if i in queued]
+        if queued:
+            state["queuedMessages"] = [queued[i] for i in wanted + [i for i in queued if i not in wanted]]
     else:
         raise AssertionError(f"the chat reducer does not know {kind}")
     return state

@@ -298,3 +298,37 @@ def test_a_failed_turns_error_reduces_to_the_fresh_chat_snapshot(acme, member, s
     watch, chat = end_a_turn_in_error(acme, member, session)
     watch.assert_consistent(only=chat)
     assert member.subscribe(chat)["turns"][-1]["error"] == {"errorType": "agentError", "message": "the agent fell over"}
+
+
+# Pending messages and stopping a turn, on a chat whose turn waits on a client's call. ----------
+
+def pending(kind, message_id, text):
+    return {"type": "chat/pendingMessageSet", "kind": kind, "id": message_id,
+            "message": {"text": text, "origin": {"kind": "user"}}}
+
+
+QUEUED_A, QUEUED_B, STEERING = (str(uuid.UUID(int=n)) for n in (0xA, 0xB, 0x5))
+PENDING_ACTIONS = [
+    pending("queued", QUEUED_A, "first, edited"),
+    pending("steering", STEERING, "steer instead"),
+    {"type": "chat/pendingMessageRemoved", "kind": "queued", "id": QUEUED_A},
+    {"type": "chat/queuedMessagesReordered", "order": [QUEUED_B, QUEUED_A]},
+    {"type": "chat/turnCancelled", "turnId": "TURN"},
+]
+
+
+@pytest.mark.parametrize("action", PENDING_ACTIONS, ids=lambda a: a["type"] + ":" + a.get("kind", ""))
+def test_a_pending_message_or_cancel_action_reduces_to_the_fresh_snapshots(member, session, action):
+    chat = default_chat(member, session)
+    member.subscribe(chat)
+    _, turn, _ = owe_a_client_tool_call(member, session)
+    for queued, text in ((QUEUED_A, "first"), (QUEUED_B, "second"), (STEERING, "steer")):
+        member.dispatch(chat, pending("steering" if queued == STEERING else "queued", queued, text))
+        member.action("chat/pendingMessageSet", id=queued)
+    watch = Watch(member, session, chat)
+    member.dispatch(chat, {k: turn if v == "TURN" else v for k, v in action.items()})
+    member.action(action["type"])
+    if action["type"] == "chat/turnCancelled":  # the steering message is taken next
+        member.action("chat/turnStarted", queuedMessageId=STEERING)
+    watch.assert_consistent()
+    watch.assert_session_list_consistent()
