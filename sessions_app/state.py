@@ -49,7 +49,8 @@ def session_channel_status(session, needed):
     return session.wire_status & ~Session.ACTIVITY | (Session.INPUT_NEEDED if awaits_person else Session.IDLE)
 
 
-def session_state(session):
+def session_state(session, config_schema):
+    """`config_schema`: the session's agent's (the caller knows the agents; this app does not)."""
     last_turn = Turn.objects.filter(chat=OuterRef("pk")).order_by("-started").values("state")[:1]
     chats = list(session.chats.filter(archived=False).annotate(last_turn_state=Subquery(last_turn)).order_by("created"))
     default = next((c for c in chats if c.is_default), None)
@@ -62,6 +63,7 @@ def session_state(session):
         "activeClients": [c.to_wire() for c in ActiveClient.objects.filter(session=session).order_by("id")],
         "chats": [chat_summary(c, status_after(c.last_turn_state)) for c in chats],
         "inputNeeded": needed,
+        "config": {"schema": config_schema, "values": session.config},
         "_meta": session.meta,
     }
     if default:

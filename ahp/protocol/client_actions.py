@@ -16,6 +16,7 @@ from sessions_app import actions
 from sessions_app.channels import ROOT, annotations_session_at, chat_at, session_at
 from tools_app import actions as tool_actions
 from tools_app.families.comments import actions as comment_actions
+from tools_app.families.session.listing import session_config_schema
 from tools_app.catalog.bounding import bound_result
 
 
@@ -164,6 +165,13 @@ CLIENT_ACTIONS = {
     "session/isReadChanged": ClientAction(
         "session", "session:read", no_fields,
         lambda p, client, session, a, f, origin: actions.do_set_flag(p, session, "isRead", a.get("isRead"), origin)),
+    "session/configChanged": ClientAction(
+        "session", "session:read", no_fields,
+        lambda p, client, session, a, f, origin: actions.do_change_session_config(
+            p, session, a.get("config"), session_config_schema(session.provider), bool(a.get("replace")), origin)),
+    "session/defaultChatChanged": ClientAction(
+        "session", "session:read", no_fields,
+        lambda p, client, session, a, f, origin: actions.do_set_default_chat(p, session, a.get("chat"), origin)),
     "chat/turnStarted": ClientAction(
         "chat", "session:read", turn_started_fields,
         lambda p, client, chat, a, f, origin: actions.do_start_turn(

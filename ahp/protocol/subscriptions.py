@@ -10,6 +10,7 @@ from sessions_app.models import ActionLog, ActiveClient
 from tools_app.config import HostConfig, config_schema, wire_values
 from tools_app.live import refresh_server_tools
 from tools_app.families.resources import annotations_state
+from tools_app.families.session.listing import session_config_schema
 
 
 def may_subscribe(consumer, uri):
@@ -40,7 +41,8 @@ def read_snapshot(consumer, uri):
             config = {"schema": config_schema(), "values": wire_values(HostConfig.for_tenant(tenant))}
             snapshot = state.root_state(consumer.principal, agent_infos(), config)
         elif kind == "session":
-            snapshot = state.session_state(session_at(uri, tenant))
+            session = session_at(uri, tenant)
+            snapshot = state.session_state(session, session_config_schema(session.provider))
         elif kind == "annotations":
             snapshot = annotations_state(annotations_session_at(uri, tenant))
         else:

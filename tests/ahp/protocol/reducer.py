@@ -76,6 +76,11 @@ def reduce_session(state, action):
     elif kind == "session/inputNeededRemoved":
         state["inputNeeded"] = [r for r in state["inputNeeded"] if r["id"] != action["id"]]
         state["status"] = with_input_needed(state["status"], state["inputNeeded"])
+    elif kind == "session/configChanged":
+        values = action["config"] if action.get("replace") else {**state["config"]["values"], **action["config"]}
+        state["config"] = {**state["config"], "values": values}
+    elif kind == "session/defaultChatChanged":
+        state["defaultChat"] = action["chat"]
     elif kind == "session/workingDirectorySet":
         if action["directory"] not in state["workingDirectories"]:
             state["workingDirectories"] = [*state["workingDirectories"], action["directory"]]

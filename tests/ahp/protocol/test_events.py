@@ -89,16 +89,28 @@ SESSION_ACTIONS = [
     {"type": "session/isArchivedChanged", "isArchived": True},
     {"type": "session/isReadChanged", "isRead": True},
     {"type": "session/activeClientSet", "activeClient": {"clientId": "member-client", "tools": []}},
+    {"type": "session/configChanged", "config": {"model": "echo-1"}},
+    {"type": "session/configChanged", "config": {"model": "echo-1"}, "replace": True},
 ]
 
 
-@pytest.mark.parametrize("action", SESSION_ACTIONS, ids=lambda a: a["type"])
+@pytest.mark.parametrize("action", SESSION_ACTIONS, ids=lambda a: a["type"] + ("+replace" if a.get("replace") else ""))
 def test_a_session_action_reduces_to_the_fresh_snapshot(member, session, action):
     watch = Watch(member, session)
     member.dispatch(session, action)
     member.action(action["type"])
     watch.assert_consistent()
     watch.assert_session_list_consistent()
+
+
+def test_changing_the_default_chat_reduces_to_the_fresh_snapshot(member, session):
+    chat = f"ahp-chat:/{uuid.uuid4()}"
+    member.call("createChat", {"channel": session, "chat": chat})
+    watch = Watch(member, session)
+    member.dispatch(session, {"type": "session/defaultChatChanged", "chat": chat})
+    member.action("session/defaultChatChanged")
+    watch.assert_consistent()
+    assert member.subscribe(session)["defaultChat"] == chat
 
 
 def test_removing_an_active_client_reduces_to_the_fresh_snapshot(member, session):

@@ -55,7 +55,7 @@ def test_a_guest_may_not_cancel_a_members_turn(acme, host, member):
         guest.subscribe(chat)
         guest.dispatch(chat, {"type": "chat/turnCancelled", "turnId": turn})
         assert guest.action("chat/turnCancelled", rejected=True)["rejectionReason"] == (
-            "acme-guest may not chat:send here")
+            "acme-guest may not chat:cancel here")
     assert member.subscribe(chat)["activeTurn"]["id"] == turn
 
 
