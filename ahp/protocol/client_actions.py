@@ -87,6 +87,10 @@ def turn_fields(action):
     return {"turn_id": uuid_in(action, "turnId")}
 
 
+def truncation_fields(action):
+    return {"turn_id": uuid_in(action, "turnId") if "turnId" in action else None}
+
+
 def tool_call_fields(action):
     return {"call_id": uuid_in(action, "toolCallId"), "turn_id": uuid_in(action, "turnId")}
 
@@ -120,6 +124,17 @@ def complete_tool_call(principal, client_id, chat, action, fields, origin):
     actions.do_client_complete_tool_call(principal, client_id, chat, fields["turn_id"], call_id, result, origin)
     if full_text is not None:  # kept for ahp_resource, as a host tool's whole output is
         tool_actions.do_keep_full_output(call_id, full_text)
+
+
+def no_result_awaits(p, client, chat, a, f, origin):
+    # The host never completes a call with requiresResultConfirmation, so no result waits.
+    raise Refused(f"Tool call {f['call_id']} has no result waiting for confirmation.", "conflict")
+
+
+def no_input_request(p, client, chat, a, f, origin):
+    # Neither the host's tools nor its agents raise chat/inputRequested; their questions are
+    # toolConfirmation entries answered with chat/toolCallConfirmed.
+    raise Refused(f"No input request {a.get('requestId')} is open in this chat.", "not_found")
 
 
 def run_the_turn(consumer, turn):
@@ -193,12 +208,18 @@ CLIENT_ACTIONS = {
     "chat/queuedMessagesReordered": ClientAction(
         "chat", "session:read", no_fields,
         lambda p, client, chat, a, f, origin: actions.do_reorder_queued_messages(p, chat, a.get("order"), origin)),
+    "chat/truncated": ClientAction(
+        "chat", "session:read", truncation_fields,
+        lambda p, client, chat, a, f, origin: actions.do_truncate_chat(p, chat, f["turn_id"], origin)),
     "chat/toolCallComplete": ClientAction("chat", "session:read", tool_call_fields, complete_tool_call),
     # Only a host tool that asked the person (viewUnreviewedComments) waits for an answer.
     "chat/toolCallConfirmed": ClientAction(
         "chat", "session:read", confirmation_fields,
         lambda p, client, chat, a, f, origin: comment_actions.do_answer_question(
             p, chat, f["turn_id"], f["call_id"], a.get("approved"), origin)),
+    "chat/toolCallResultConfirmed": ClientAction("chat", "session:read", tool_call_fields, no_result_awaits),
+    "chat/inputAnswerChanged": ClientAction("chat", "session:read", no_fields, no_input_request),
+    "chat/inputCompleted": ClientAction("chat", "session:read", no_fields, no_input_request),
     "root/configChanged": ClientAction(
         "root", None, no_fields,
         lambda p, client, root, a, f, origin: tool_actions.do_change_host_config(

@@ -233,6 +233,13 @@ class AhpConsumer(AsyncWebsocketConsumer):
         # which is this person's, so another person claiming the same client id hears nothing.
         await self.channel_layer.group_add(self.own_client_group(), self.channel_name)
 
+    async def adopt_token(self, token):
+        """`authenticate`: the connection now lives and dies with `token` (same person)."""
+        old_group, self.token_id = token_group(self.token_id), token.pk
+        await self.channel_layer.group_add(token_group(token.pk), self.channel_name)
+        self.access_groups = [token_group(token.pk), *(g for g in self.access_groups if g != old_group)]
+        await self.channel_layer.group_discard(old_group, self.channel_name)
+
     def own_client_group(self):
         return client_group(self.tenant.pk, self.client_id, self.principal.person_id)
 

@@ -8,6 +8,7 @@ from channels.db import database_sync_to_async
 from django.db import transaction
 from django.db.models import Q
 
+from grants.models import ApiToken
 from kernel.ids import parse_uuid
 from kernel.refusals import Refused
 from sessions_app import actions, events, state
@@ -81,6 +82,22 @@ async def initialize(consumer, params):
     snapshots = [s for s in [await subscriptions.try_subscribe(consumer, uri) for uri in initial] if s]
     seq = await database_sync_to_async(events.current_seq)()
     return {"protocolVersion": chosen, "serverSeq": seq, "serverInfo": SERVER_INFO, "snapshots": snapshots}
+
+
+async def authenticate(consumer, params):
+    """A fresh token pushed on an open connection (one about to lapse replaced): from here on the
+    connection lives as long as that token does. A connection keeps the person it opened as."""
+    errors.require(params, "resource", str)
+    offered = errors.require(params, "token", str)
+    token = await database_sync_to_async(ApiToken.authenticate)(offered)
+    if token is None or token.tenant_id != consumer.tenant.pk:
+        raise errors.RpcError(errors.AUTH_REQUIRED, "That token does not authenticate with this host.",
+                              {"resources": [params["resource"]]})
+    if token.person_id != consumer.principal.person_id:
+        raise errors.RpcError(errors.PERMISSION_DENIED,
+                              "A connection acts as the person it opened as; open another to act as someone else.")
+    await consumer.adopt_token(token)
+    return {}
 
 
 async def ping(consumer, params):
@@ -283,6 +300,7 @@ async def dispatch_action(consumer, params):
 METHODS = {
     "initialize": initialize,
     "ping": ping,
+    "authenticate": authenticate,
     "reconnect": reconnect,
     "subscribe": subscribe,
     "unsubscribe": unsubscribe,

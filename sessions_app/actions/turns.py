@@ -1,11 +1,13 @@
 """Turns of a chat: started by a person, begun from a queued message, ended by the agent."""
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from kernel.refusals import Refused
 
 from ..events.log import publish
 from ..models import Chat, Session, Turn, iso
+from ..state import chat_status
 from .chats import chat_updated
 from .checks import check_message_text, require, summary_changed, touch
 from .tool_calls import cancel_open_calls
@@ -48,9 +50,9 @@ def begin_turn(chat, turn_id, text, sender, client_id="", origin=None, origin_ki
 @transaction.atomic
 def do_end_turn(turn_id, response_text=None, error=None):
     """Finish a turn with the agent's reply (a markdown part) or an error. A turn no longer
-    active (cancelled meanwhile) keeps its end: the agent's late answer is dropped."""
-    turn = Turn.objects.select_for_update().select_related("chat__session").get(id=turn_id)
-    if turn.state != "active":
+    active (cancelled or truncated meanwhile) keeps its end: the agent's late answer is dropped."""
+    turn = Turn.objects.select_for_update().select_related("chat__session").filter(id=turn_id).first()
+    if turn is None or turn.state != "active":  # truncated away, or cancelled
         return
     chat, session = turn.chat, turn.chat.session
     if response_text is not None:
@@ -93,4 +95,31 @@ def finish_turn(turn, state, action_type, origin=None, **fields):
     touch(session, "status")
     Chat.objects.filter(pk=chat.pk).update(modified=session.modified)
     chat_updated(chat, session.modified, status=status)
+    summary_changed(session, status=session.wire_status)
+
+
+@transaction.atomic
+def do_truncate_chat(principal, chat, turn_id=None, origin=None):
+    """chat/truncated (edit and resend): the turns after `turn_id` go (all of them without one),
+    a running turn among them silently, and the chat is idle."""
+    require(principal, "chat:truncate", chat.session)
+    turns = Turn.objects.select_for_update().filter(chat=chat)
+    if turn_id is not None:
+        kept = turns.filter(id=turn_id).exclude(state="active").first()
+        if kept is None:
+            raise Refused(f"No ended turn {turn_id} in this chat.", "not_found")
+        turns = turns.filter(Q(started__gt=kept.started) | Q(started=kept.started, id__gt=kept.id))
+    running = turns.filter(state="active").first()
+    if running is not None:  # the calls it waits on end, so their waiters and inputNeeded hear it
+        cancel_open_calls(running)
+    was_busy = running is not None
+    turns.delete()
+    session = chat.session
+    publish(session.tenant_id, chat.uri, {"type": "chat/truncated", **({"turnId": str(turn_id)} if turn_id else {})},
+            origin)
+    if was_busy and not Turn.objects.filter(chat__session=session, state="active").exists():
+        session.status = Session.IDLE
+    touch(session, "status")
+    Chat.objects.filter(pk=chat.pk).update(modified=session.modified)
+    chat_updated(chat, session.modified, status=chat_status(chat))
     summary_changed(session, status=session.wire_status)

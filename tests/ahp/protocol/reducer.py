@@ -184,6 +184,12 @@ def reduce_chat(state, action):
             state.pop("queuedMessages", None)
             if rest:
                 state["queuedMessages"] = rest
+    elif kind == "chat/truncated":
+        keep = next((i + 1 for i, t in enumerate(state["turns"]) if t["id"] == action.get("turnId")), 0)
+        state["turns"] = state["turns"][:keep]
+        state.pop("activeTurn", None)
+        state["status"] = chat_activity(state, ERROR if state["turns"] and state["turns"][-1]["state"] == "error" else None)
+        state["modifiedAt"] = ANY_TIME
     elif kind == "chat/queuedMessagesReordered":
         queued = {m["id"]: m for m in state.get("queuedMessages", [])}
         wanted = [i for i in dict.fromkeys(action["order"]) if i in queued]
