@@ -17,11 +17,15 @@ from sessions_app.channels import ROOT, annotations_session_at, chat_at, session
 from tools_app import actions as tool_actions
 from tools_app.families.comments import actions as comment_actions
 from tools_app.families.session.listing import session_config_schema
+from tools_app.families.terminals import actions as terminal_actions
+from tools_app.families.terminals.actions import terminal_at
+
+from . import terminals
 from tools_app.catalog.bounding import bound_result
 
 
 # Where each channel kind's target is found.
-TARGETS = {"session": session_at, "chat": chat_at, "annotations": annotations_session_at}
+TARGETS = {"session": session_at, "chat": chat_at, "annotations": annotations_session_at, "terminal": terminal_at}
 
 
 class NoSuchChannel(Exception):
@@ -37,7 +41,7 @@ def target(principal, kind, grant, channel):
         return None
     find = TARGETS[kind]
     row = find(channel, principal.tenant)
-    if row is None or not principal.may(grant, row.session if kind == "chat" else row):
+    if row is None or not principal.may(grant, row.session if kind in ("chat", "terminal") else row):
         raise NoSuchChannel(channel)
     return row
 
@@ -224,6 +228,20 @@ CLIENT_ACTIONS = {
         "root", None, no_fields,
         lambda p, client, root, a, f, origin: tool_actions.do_change_host_config(
             p, a.get("config"), bool(a.get("replace")), origin)),
+    # Terminals: the PTY is written to and resized once the action is applied.
+    "terminal/input": ClientAction(
+        "terminal", "terminal:read", no_fields,
+        lambda p, client, terminal, a, f, origin: terminal_actions.do_terminal_input(p, terminal, a.get("data"), origin),
+        then=terminals.type_into),
+    "terminal/resized": ClientAction(
+        "terminal", "terminal:read", no_fields,
+        lambda p, client, terminal, a, f, origin: terminal_actions.do_resize_terminal(
+            p, terminal, a.get("cols"), a.get("rows"), origin),
+        then=terminals.resize),
+    "terminal/claimed": ClientAction(
+        "terminal", "terminal:read", no_fields,
+        lambda p, client, terminal, a, f, origin: terminal_actions.do_claim_terminal(
+            p, terminal, client, a.get("claim"), origin)),
     # Annotations: a client's writes take the same writers as the comment tools.
     "annotations/set": ClientAction(
         "annotations", "session:read", no_fields,

@@ -17,7 +17,7 @@ from sessions_app.models import Session, Turn
 from tools_app.live import refresh_server_tools
 from tools_app.sessions import do_end_session, do_start_session
 
-from . import client_actions, errors, resources, session_config, subscriptions
+from . import client_actions, errors, resources, session_config, subscriptions, terminals
 
 SUPPORTED_VERSIONS = ("1.1.0", "1.0.0")  # newest first; docs/wire.md says what 1.1.0 adds
 SERVER_INFO = {"name": "ahp-host", "version": "0.1.0"}
@@ -314,6 +314,7 @@ METHODS = {
     "resolveSessionConfig": session_config.resolve_session_config,
     "sessionConfigCompletions": session_config.session_config_completions,
     **resources.COMMANDS,
+    **terminals.COMMANDS,
 }
 BEFORE_INITIALIZE = {"initialize", "reconnect", "ping"}
 

@@ -11,6 +11,7 @@ from tools_app.config import HostConfig, config_schema, wire_values
 from tools_app.live import refresh_server_tools
 from tools_app.families.resources import annotations_state
 from tools_app.families.session.listing import session_config_schema
+from tools_app.families.terminals.actions import terminal_at
 
 
 def may_subscribe(consumer, uri):
@@ -27,6 +28,9 @@ def may_subscribe(consumer, uri):
     if kind == "annotations":
         session = annotations_session_at(uri, tenant)
         return session is not None and principal.may("session:read", session)
+    if kind == "terminal":
+        terminal = terminal_at(uri, tenant)
+        return terminal is not None and principal.may("terminal:read", terminal.session)
     return False
 
 
@@ -45,6 +49,8 @@ def read_snapshot(consumer, uri):
             snapshot = state.session_state(session, session_config_schema(session.provider))
         elif kind == "annotations":
             snapshot = annotations_state(annotations_session_at(uri, tenant))
+        elif kind == "terminal":
+            snapshot = terminal_at(uri, tenant).state()
         else:
             snapshot = state.chat_state(chat_at(uri, tenant))
     return {"resource": uri, "state": snapshot, "fromSeq": from_seq}
