@@ -242,8 +242,29 @@ def reduce_annotations(state, action):
     return {**state, "annotations": rows}
 
 
+def reduce_terminal(state, action):
+    state, kind = copy.deepcopy(state), action["type"]
+    if kind == "terminal/data":
+        parts = state["content"]
+        if parts and parts[-1]["type"] == "unclassified":
+            parts[-1] = {**parts[-1], "value": parts[-1]["value"] + action["data"]}
+        else:
+            state["content"] = [*parts, {"type": "unclassified", "value": action["data"]}]
+    elif kind == "terminal/input":
+        pass  # what was typed; the shell's answer comes as terminal/data
+    elif kind == "terminal/resized":
+        state.update(cols=action["cols"], rows=action["rows"])
+    elif kind == "terminal/claimed":
+        state["claim"] = action["claim"]
+    elif kind == "terminal/exited":
+        state["exitCode"] = action["exitCode"]
+    else:
+        raise AssertionError(f"the terminal reducer does not know {kind}")
+    return state
+
+
 REDUCERS = {"ahp-session": reduce_session, "ahp-chat": reduce_chat, "ahp-root": reduce_root,
-            "ahp-annotations": reduce_annotations}
+            "ahp-annotations": reduce_annotations, "ahp-terminal": reduce_terminal}
 
 
 def reduce(channel, state, envelopes):

@@ -345,3 +345,34 @@ def test_a_pending_message_or_cancel_action_reduces_to_the_fresh_snapshots(membe
         member.action("chat/turnStarted", queuedMessageId=STEERING)
     watch.assert_consistent()
     watch.assert_session_list_consistent()
+
+
+# A terminal: what a client types, the shell's output, a resize, a claim, the end. ---------------
+
+TERMINAL_ACTIONS = [
+    ("typed", {"type": "terminal/input", "data": "echo hi-$((40+2))\n"}, "terminal/data"),
+    ("resized", {"type": "terminal/resized", "cols": 90, "rows": 20}, None),
+    ("claimed", {"type": "terminal/claimed", "claim": {"kind": "session", "session": "SESSION"}}, None),
+    ("exited", {"type": "terminal/input", "data": "exit 5\n"}, "terminal/exited"),
+]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("name, action, answer", TERMINAL_ACTIONS, ids=[t[0] for t in TERMINAL_ACTIONS])
+def test_a_terminal_action_reduces_to_the_fresh_snapshot(member, workspace, name, action, answer):
+    folder = workspace / "term"
+    folder.mkdir()
+    session = member.create_session(workingDirectories=[folder.as_uri()])
+    terminal = f"ahp-terminal:/{uuid.uuid4()}"
+    member.call("createTerminal", {"channel": terminal, "session": session})
+    member.subscribe(terminal)
+    member.action("terminal/data")  # the shell's prompt
+    watch = Watch(member, terminal)
+    if name == "claimed":
+        action = {**action, "claim": {"kind": "session", "session": session}}
+    member.dispatch(terminal, action)
+    member.action(action["type"])
+    if answer:
+        member.action(answer)
+        time.sleep(0.3)  # the rest of the shell's output
+    watch.assert_consistent()
