@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 POLL_SECONDS = 0.5
 # How long the wake-up reader pauses before asking a failed channel layer again.
 LAYER_RETRY_SECONDS = 1.0
+TURN_OVER = "The turn has ended; nothing more runs in it."
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,9 @@ class ChatToolbox:
         return result_text(await self.execute(await self.snapshot(), name, arguments))
 
     async def execute(self, snapshot, name, arguments):
+        # A cancelled (or truncated) turn begins no more calls, whatever its agent still tries.
+        if not await database_sync_to_async(Turn.objects.filter(pk=self.turn.pk, state="active").exists)():
+            return actions.failure(name, TURN_OVER)
         try:
             binding = snapshot.check_input(name, arguments)
         except ToolRefusal as refusal:

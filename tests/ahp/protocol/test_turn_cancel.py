@@ -1,5 +1,6 @@
 """chat/turnCancelled from a client: the running turn stops, the calls it waits on end
 cancelled, and the chat's copy in every client agrees with a fresh snapshot."""
+import time
 import uuid
 
 import pytest
@@ -69,3 +70,20 @@ def test_another_tenant_cannot_cancel_a_turn(globex, host, member):
         assert not [n for n in intruder.notifications if n.get("method") == "action"]
     assert member.subscribe(chat)["activeTurn"]["id"] == turn
     assert uuid.UUID(turn)
+
+
+def test_a_cancelled_turns_agent_begins_no_further_calls(member):
+    from sessions_app.models import ToolCall
+
+    session = member.create_session()
+    chat = default_chat(member, session)
+    member.subscribe(chat)
+    member.dispatch(session, {"type": "session/activeClientSet", "activeClient": {
+        "clientId": "member-client", "tools": [{"name": "open_file", "inputSchema": {"type": "object"}}]}})
+    member.action("session/activeClientSet")
+    turn = member.start_turn(chat, '/call member-client__open_file {}\n/call ahp_terminals {}')
+    member.action("chat/toolCallReady", turnId=turn)
+    member.dispatch(chat, {"type": "chat/turnCancelled", "turnId": turn})
+    member.action("chat/turnCancelled", turnId=turn)
+    time.sleep(1)  # the echo agent, woken by the cancelled call, goes on to its second line
+    assert [c.tool_name for c in ToolCall.objects.filter(turn_id=turn)] == ["member-client__open_file"]
