@@ -64,7 +64,21 @@ async def resource_delete(consumer, params):
     return await answered(lambda: files.do_delete_file(consumer.principal, uri, recursive))
 
 
+async def resource_copy(consumer, params):
+    source, destination = errors.require(params, "source", str), errors.require(params, "destination", str)
+    fail_if_exists = flag(params, "failIfExists")
+    return await answered(lambda: files.do_copy_file(consumer.principal, source, destination, fail_if_exists))
+
+
+async def resource_move(consumer, params):
+    source, destination = errors.require(params, "source", str), errors.require(params, "destination", str)
+    fail_if_exists = flag(params, "failIfExists")
+    return await answered(lambda: files.do_move_file(consumer.principal, source, destination, fail_if_exists))
+
+
 COMMANDS = {
+    "resourceCopy": resource_copy,
+    "resourceMove": resource_move,
     "resourceResolve": resource_resolve,
     "resourceList": resource_list,
     "resourceRead": resource_read,

@@ -139,3 +139,39 @@ def do_delete_file(principal, uri, recursive=False):
     else:
         path.unlink()
     return {}
+
+
+def checked_pair(principal, source, destination, move, fail_if_exists):
+    """(source path, destination path) for resourceCopy and resourceMove: the source readable
+    (changeable, for a move), the destination changeable, its folder there."""
+    src, src_folder = allowed_place(principal, source, "session:folders" if move else "session:read")
+    dst = allowed_path(principal, destination, "session:folders")
+    if not src.exists():
+        raise not_found(f"No file {src}.")
+    if move and src == src_folder:
+        raise Refused(f"{src} is a session's working directory; it stays where the session has it.", "conflict")
+    if not dst.parent.is_dir():
+        raise not_found(f"No folder {dst.parent}.")
+    if dst.exists() and fail_if_exists:
+        raise Refused(f"{dst} already exists.", "exists")
+    if dst == src or is_within(dst, src):
+        raise Refused(f"{dst} is {src} or inside it.", "conflict")
+    return src, dst
+
+
+def do_copy_file(principal, source, destination, fail_if_exists=False):
+    src, dst = checked_pair(principal, source, destination, False, fail_if_exists)
+    if src.is_dir():
+        # Links are copied as links: following one would bring in what lies outside the folders.
+        shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=not fail_if_exists)
+    else:
+        shutil.copyfile(src, dst)
+    return {}
+
+
+def do_move_file(principal, source, destination, fail_if_exists=False):
+    src, dst = checked_pair(principal, source, destination, True, fail_if_exists)
+    if dst.is_dir():
+        raise Refused(f"{dst} is a folder; this host moves onto a file or a new name only.", "conflict")
+    os.replace(src, dst)
+    return {}

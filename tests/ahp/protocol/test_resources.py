@@ -104,3 +104,28 @@ def test_another_tenant_cannot_reach_the_folder(globex, host, member, project):
 def test_bad_writes_are_refused(member, project, params, message):
     assert refused(member, "resourceWrite", uri=(project / "x.txt").as_uri(), **{"data": "x", **params}) == (
         -32602, message)
+
+
+def test_a_client_copies_and_moves_within_the_folders_links_copied_as_links(member, project, workspace):
+    secret = workspace / "other"
+    secret.mkdir()
+    (secret / "key.txt").write_text("s3cret")
+    os.symlink(secret / "key.txt", project / "src" / "key-link")
+    (project / "src" / "a.py").write_text("a = 1\n")
+    member.call("resourceCopy", {"channel": ROOT, "source": (project / "src").as_uri(),
+                                 "destination": (project / "copy").as_uri()})
+    assert (project / "copy" / "a.py").read_text() == "a = 1\n"
+    assert (project / "copy" / "key-link").is_symlink()  # still a link, still refused to read through
+    assert refused(member, "resourceRead", uri=(project / "copy" / "key-link").as_uri())[0] == -32009
+    assert refused(member, "resourceCopy", source=(project / "README.md").as_uri(),
+                   destination=(project / "copy" / "a.py").as_uri(), failIfExists=True) == (
+        -32010, f"{project / 'copy' / 'a.py'} already exists.")
+    member.call("resourceMove", {"channel": ROOT, "source": (project / "copy" / "a.py").as_uri(),
+                                 "destination": (project / "b.py").as_uri()})
+    assert (project / "b.py").read_text() == "a = 1\n" and not (project / "copy" / "a.py").exists()
+    assert refused(member, "resourceMove", source=(project / "b.py").as_uri(),
+                   destination=(secret / "b.py").as_uri()) == (
+        -32009, f"{secret / 'b.py'} is outside the working directories of every session you may change files in.")
+    assert refused(member, "resourceMove", source=project.as_uri(), destination=(workspace / "moved").as_uri())[0] \
+        == -32009
+    assert not (secret / "b.py").exists() and project.is_dir()
