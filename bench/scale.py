@@ -109,7 +109,7 @@ def measure(sizes):
         "list_artifacts": tool("list_artifacts_and_references"),
         "listSessions p1": lambda: consumer.list_sessions(50, None),
         "listSessions p1+p2": second_page,
-        "session snapshot": lambda: state.session_state(session),
+        "session snapshot": lambda: state.session_state(session, {}),
     }
     results = {}
     for size in sizes:

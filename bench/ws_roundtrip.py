@@ -1,12 +1,15 @@
 """Client-tool round trip over real sockets: the echo agent calls a client's tool, the client sees
-`chat/toolCallReady`, completes it, the agent has the result and makes the next call. Compared in
-the same run with a minimal Channels JSON echo on the same server (the framework floor) and a bare
-`websockets` echo; then the host's memory per idle connection at 1000 connections.
+`chat/toolCallReady`, completes it, the agent has the result and makes the next call; a
+`fetchTurns` page of 50 turns; a terminal echo (a keystroke through the PTY in the session's
+sandbox and back as terminal/data). Each compared in the same run with a minimal Channels JSON
+echo on the same server (the framework floor) and a bare `websockets` echo; then the host's
+memory per idle connection at 1000 connections.
 
 Run: `.venv/bin/python -m bench.ws_roundtrip`. Target: p50 within 3x the Channels echo floor.
 """
 import asyncio
 import json
+import os
 import statistics
 import sys
 import time
@@ -18,6 +21,9 @@ from .servers import daphne, free_port, host_install, rss_kib, running
 
 CALLS = 200
 ECHOES = 2000
+PAGE_TURNS = 50
+PAGES = 200
+KEYSTROKES = 300
 IDLE_CONNECTIONS = 1000
 
 
@@ -98,6 +104,60 @@ async def client_tool_round_trips(url):
     return samples, CALLS / total
 
 
+async def fetch_turn_pages(url):
+    """The time to fetch a page of PAGE_TURNS turns, once the chat has them."""
+    client = await Client.open(url, "history")
+    session = f"ahp-session:/{uuid.uuid4()}"
+    await client.call("createSession", {"channel": session, "provider": "echo"})
+    chat = (await client.call("subscribe", {"channel": session}))["snapshot"]["state"]["defaultChat"]
+    await client.call("subscribe", {"channel": chat})
+    for i in range(PAGE_TURNS):
+        turn = str(uuid.uuid4())
+        await client.dispatch(chat, {"type": "chat/turnStarted", "turnId": turn, "message": {"text": f"turn {i}"}})
+        while True:
+            frame = json.loads(await client.ws.recv())
+            action = frame.get("params", {}).get("action", {}) if frame.get("method") == "action" else {}
+            if action.get("type") == "chat/turnComplete" and action.get("turnId") == turn:
+                break
+    samples = []
+    for _ in range(PAGES):
+        start = time.perf_counter()
+        page = await client.call("fetchTurns", {"channel": chat, "limit": PAGE_TURNS})
+        samples.append(time.perf_counter() - start)
+    assert len(page["turns"]) == PAGE_TURNS, page
+    await client.ws.close()
+    return samples
+
+
+async def terminal_echoes(url, folder):
+    """A keystroke's trip: terminal/input to the PTY, `cat` in the sandbox, terminal/data back."""
+    client = await Client.open(url, "terminal")
+    session = f"ahp-session:/{uuid.uuid4()}"
+    await client.call("createSession", {"channel": session, "provider": "echo", "workingDirectories": [folder]})
+    terminal = f"ahp-terminal:/{uuid.uuid4()}"
+    await client.call("createTerminal", {"channel": terminal, "session": session})
+    await client.call("subscribe", {"channel": terminal})
+
+    async def until(needle):
+        seen = ""
+        while needle not in seen:
+            frame = json.loads(await client.ws.recv())
+            action = frame.get("params", {}).get("action", {}) if frame.get("method") == "action" else {}
+            if action.get("type") == "terminal/data":
+                seen += action["data"]
+
+    await client.dispatch(terminal, {"type": "terminal/input", "data": "stty -echo; cat\n"})
+    await asyncio.sleep(1)
+    samples = []
+    for i in range(KEYSTROKES):
+        start = time.perf_counter()
+        await client.dispatch(terminal, {"type": "terminal/input", "data": f"k{i}\n"})
+        await until(f"k{i}")
+        samples.append(time.perf_counter() - start)
+    await client.ws.close()
+    return samples
+
+
 async def idle_memory(url, pid):
     before = rss_kib(pid)
     clients = []
@@ -121,6 +181,10 @@ def main():
         with daphne("ahp.asgi:application", env, port) as server:
             url = f"ws://127.0.0.1:{port}/ahp?tkn={token}"
             round_trips, per_second = asyncio.run(client_tool_round_trips(url))
+            pages = asyncio.run(fetch_turn_pages(url))
+            folder = os.path.join(env["AHP_VAR_DIR"], "workspaces", "bench", "project")
+            os.makedirs(folder)
+            keystrokes = asyncio.run(terminal_echoes(url, f"file://{folder}"))
             memory = asyncio.run(idle_memory(url, server.pid))
         echo_port = free_port()
         with daphne("bench.echo_asgi:application", env, echo_port):
@@ -129,10 +193,14 @@ def main():
         with running([sys.executable, "-m", "bench.echo_asgi", str(bare_port)], env, bare_port):
             bare_floor = asyncio.run(echo_floor(f"ws://127.0.0.1:{bare_port}/"))
     host_p50 = report("client-tool round trip", round_trips)
+    page_p50 = report(f"fetchTurns page of {PAGE_TURNS}", pages)
+    keystroke_p50 = report("terminal echo round trip", keystrokes)
     channels_p50 = report("Channels JSON echo (floor)", channels_floor)
     bare_p50 = report("bare websockets echo", bare_floor)
     print(f"client-tool calls per second: {per_second:.1f}")
     print(f"round trip p50 / Channels echo p50: {host_p50 / channels_p50:.2f}   (target <= 3)")
+    print(f"fetchTurns page p50 / Channels echo p50: {page_p50 / channels_p50:.2f}")
+    print(f"terminal echo p50 / Channels echo p50: {keystroke_p50 / channels_p50:.2f}")
     print(f"Channels echo p50 / bare echo p50: {channels_p50 / bare_p50:.2f}")
     print(f"memory per idle connection at {IDLE_CONNECTIONS}: {memory:.1f} KiB")
 

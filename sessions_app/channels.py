@@ -6,6 +6,7 @@ from .models import CHAT_URI_PREFIX, SESSION_URI_PREFIX, Chat, Session
 
 ROOT = "ahp-root://"
 ANNOTATIONS_SUFFIX = "/annotations"
+TERMINAL_URI_PREFIX = "ahp-terminal:/"  # its rows are tools_app's (families/terminals)
 
 
 def parse(uri):
@@ -15,7 +16,7 @@ def parse(uri):
     if isinstance(uri, str) and uri.startswith(SESSION_URI_PREFIX) and uri.endswith(ANNOTATIONS_SUFFIX):
         kind, key = parse(uri[: -len(ANNOTATIONS_SUFFIX)])
         return ("annotations", key) if kind == "session" else (None, None)
-    for kind, prefix in (("session", SESSION_URI_PREFIX), ("chat", CHAT_URI_PREFIX)):
+    for kind, prefix in (("session", SESSION_URI_PREFIX), ("chat", CHAT_URI_PREFIX), ("terminal", TERMINAL_URI_PREFIX)):
         if isinstance(uri, str) and uri.startswith(prefix):
             key = parse_uuid(uri[len(prefix):])
             return (kind, key) if key is not None else (None, None)

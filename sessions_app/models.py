@@ -46,6 +46,7 @@ class Session(models.Model):
     INPUT_NEEDED = (1 << 3) | (1 << 4)
     IS_READ = 1 << 5
     IS_ARCHIVED = 1 << 6
+    ACTIVITY = (1 << 5) - 1  # the activity bits, below the read and archived flags
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="sessions")
@@ -203,6 +204,7 @@ class PendingMessage(models.Model):
     delivery = models.CharField(max_length=5, choices=DELIVERIES, default="queue")
     status = models.CharField(max_length=9, choices=STATUSES, default="pending")
     revision = models.PositiveIntegerField(default=1)
+    position = models.PositiveIntegerField(default=0, help_text="Its place in the chat's queue (reorderable).")
     created = models.DateTimeField(default=timezone.now)
 
     tenant_path = "chat__session__tenant"

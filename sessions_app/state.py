@@ -41,17 +41,29 @@ def confirmation_request(call):
             "turnId": str(call.turn_id), "toolCall": call.state()}
 
 
-def session_state(session):
+def session_channel_status(session, needed):
+    """The session channel's `status`: what the protocol's session reducer moves, i.e. the read
+    and archived bits and input-needed while an entry awaits the person. A turn's activity is on
+    the chat (`chats[].status`, chat/*) and the session list (root/sessionSummaryChanged)."""
+    awaits_person = any(request["kind"] != "toolClientExecution" for request in needed)
+    return session.wire_status & ~Session.ACTIVITY | (Session.INPUT_NEEDED if awaits_person else Session.IDLE)
+
+
+def session_state(session, config_schema):
+    """`config_schema`: the session's agent's (the caller knows the agents; this app does not)."""
     last_turn = Turn.objects.filter(chat=OuterRef("pk")).order_by("-started").values("state")[:1]
     chats = list(session.chats.filter(archived=False).annotate(last_turn_state=Subquery(last_turn)).order_by("created"))
     default = next((c for c in chats if c.is_default), None)
+    needed = input_needed(session)
     state = {
         **{k: v for k, v in session.summary().items() if k not in ("resource", "createdAt", "modifiedAt")},
+        "status": session_channel_status(session, needed),
         "lifecycle": "ready",
         "serverTools": session.server_tools,
         "activeClients": [c.to_wire() for c in ActiveClient.objects.filter(session=session).order_by("id")],
         "chats": [chat_summary(c, status_after(c.last_turn_state)) for c in chats],
-        "inputNeeded": input_needed(session),
+        "inputNeeded": needed,
+        "config": {"schema": config_schema, "values": session.config},
         "_meta": session.meta,
     }
     if default:
@@ -83,6 +95,18 @@ def wire_turn(turn, calls):
     return wire
 
 
+def turn_page(chat, before, limit):
+    """fetchTurns: up to `limit` ended turns of `chat` before the turn `before` (None: the newest),
+    oldest first, and whether older ones remain."""
+    turns = Turn.objects.filter(chat=chat).exclude(state="active").order_by("-started", "-id")
+    if before is not None:
+        turns = turns.filter(Q(started__lt=before.started) | Q(started=before.started, id__lt=before.id))
+    page = list(turns[: limit + 1])[::-1]
+    older, page = page[:-limit], page[-limit:]
+    calls = {str(c.id): c for c in ToolCall.objects.filter(turn__in=page)}
+    return {"turns": [wire_turn(t, calls) for t in page], "hasMore": bool(older)}
+
+
 def chat_state(chat):
     turns = list(Turn.objects.filter(chat=chat).order_by("started"))
     calls = {str(c.id): c for c in ToolCall.objects.filter(turn__chat=chat)}
@@ -90,7 +114,7 @@ def chat_state(chat):
     active = next((t for t in turns if t.state == "active"), None)
     if active:
         state["activeTurn"] = wire_turn(active, calls)
-    pending = list(PendingMessage.objects.filter(chat=chat, status="pending").order_by("created"))
+    pending = list(PendingMessage.objects.filter(chat=chat, status="pending").order_by("position", "created"))
     steering = next((p for p in pending if p.delivery == "steer"), None)
     if steering:
         state["steeringMessage"] = steering.to_wire()
@@ -100,10 +124,10 @@ def chat_state(chat):
     return state
 
 
-def root_state(principal, agents, config_values):
-    """RootState: `agents` as the agents registry lists them; `config_values` (credentials
-    already masked) only for those who may read them."""
+def root_state(principal, agents, config):
+    """RootState: `agents` as the agents registry lists them; `config` ({schema, values},
+    credentials already masked) only for those who may read it."""
     state = {"agents": list(agents)}
     if holds(principal.grants, "config:settings"):
-        state["config"] = {"values": config_values}
+        state["config"] = config
     return state

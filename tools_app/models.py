@@ -122,3 +122,4 @@ from .families.agent_merge.models import AgentMergeConfig, AgentMergeRepair, CIE
 from .families.comments.models import Annotation, Question  # noqa: E402,F401
 from .families.mcp_servers.models import SessionMcpServers, StdioServer  # noqa: E402,F401
 from .families.wakeups.models import Wakeup  # noqa: E402,F401
+from .families.terminals.models import Terminal  # noqa: E402,F401

@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 POLL_SECONDS = 0.5
 # How long the wake-up reader pauses before asking a failed channel layer again.
 LAYER_RETRY_SECONDS = 1.0
+TURN_OVER = "The turn has ended; nothing more runs in it."
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,9 @@ class ChatToolbox:
         return result_text(await self.execute(await self.snapshot(), name, arguments))
 
     async def execute(self, snapshot, name, arguments):
+        # A cancelled (or truncated) turn begins no more calls, whatever its agent still tries.
+        if not await database_sync_to_async(Turn.objects.filter(pk=self.turn.pk, state="active").exists)():
+            return actions.failure(name, TURN_OVER)
         try:
             binding = snapshot.check_input(name, arguments)
         except ToolRefusal as refusal:
@@ -252,6 +256,15 @@ async def run_turn(turn_id, on_process_loop=True):
         await sync_to_async(settle_turn_effects, thread_sensitive=False)(turn_id)
         next_turn = await database_sync_to_async(actions.do_start_queued_turn)(turn.chat_id)
         turn_id = next_turn.id if next_turn else None
+
+
+async def interrupt_turn(turn):
+    """A cancelled turn's agent is told to stop, when this process runs it (elsewhere its answer
+    is dropped when it comes: the turn's row has ended)."""
+    provider = get_provider(await database_sync_to_async(provider_of)(turn.chat))
+    cancel = getattr(provider, "cancel", None)
+    if cancel is not None:
+        await cancel(turn.chat.session_id)
 
 
 def provider_of(chat):

@@ -235,6 +235,13 @@ class AcpProvider:
         if agent is not None and not agent.loop.is_closed():
             agent.loop.call_soon_threadsafe(lambda: agent.loop.create_task(agent.close()))
 
+    async def cancel(self, session_id):
+        """The running turn was cancelled: ACP's session/cancel, after which the agent ends its
+        prompt with stopReason `cancelled` (run_turn's answer is then dropped)."""
+        agent = self.agents.get(session_id)
+        if agent is not None and agent.alive:
+            await agent.connection.cancel(session_id=agent.acp_session_id)
+
     async def run_turn(self, text, toolbox):
         agent = await self.agent_for(toolbox)
         async with agent.lock:

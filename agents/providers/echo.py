@@ -19,6 +19,10 @@ class EchoProvider:
         return {"provider": self.id, "displayName": self.display_name, "description": self.description,
                 "models": list(self.models)}
 
+    async def cancel(self, session_id):
+        """Nothing to interrupt: an echo answers at once, and a client call it waits on ends
+        with the turn."""
+
     async def run_turn(self, text, toolbox):
         if text.strip() == "/tools":
             return "\n".join(await toolbox.names())

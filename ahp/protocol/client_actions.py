@@ -4,7 +4,8 @@ connection starts once it is applied (the turn it began).
 
 Each `do_*` checks the finer grant of its own change; the grant here is the one that makes the
 target visible at all (a target the client may not read is "not found", never "forbidden").
-The target is found before the fields are checked, so an unreadable target says only that.
+The target is found before the fields are checked: an action on a channel the client cannot
+see is ignored without a word, so it learns nothing of what is there.
 """
 from dataclasses import dataclass
 from typing import Callable
@@ -15,27 +16,33 @@ from sessions_app import actions
 from sessions_app.channels import ROOT, annotations_session_at, chat_at, session_at
 from tools_app import actions as tool_actions
 from tools_app.families.comments import actions as comment_actions
+from tools_app.families.session.listing import session_config_schema
+from tools_app.families.terminals import actions as terminal_actions
+from tools_app.families.terminals.actions import terminal_at
+
+from . import terminals
 from tools_app.catalog.bounding import bound_result
 
 
-# Where each channel kind's target is found, and what a refusal calls it.
-TARGETS = {
-    "session": (session_at, "session"),
-    "chat": (chat_at, "chat"),
-    "annotations": (annotations_session_at, "annotations channel"),
-}
+# Where each channel kind's target is found.
+TARGETS = {"session": session_at, "chat": chat_at, "annotations": annotations_session_at, "terminal": terminal_at}
+
+
+class NoSuchChannel(Exception):
+    """The action's channel does not exist for this principal (absent, another tenant's, or one
+    it may not read): the session and chat channel specifications have such an action ignored."""
 
 
 def target(principal, kind, grant, channel):
-    """The row on `channel` the action acts on; one the principal may not `grant` is not found."""
+    """The row on `channel` the action acts on; one the principal may not `grant` is not there."""
     if kind == "root":
         if channel != ROOT:
             raise Refused("root/configChanged belongs on ahp-root://.", "invalid")
         return None
-    find, noun = TARGETS[kind]
+    find = TARGETS[kind]
     row = find(channel, principal.tenant)
-    if row is None or not principal.may(grant, row.session if kind == "chat" else row):
-        raise Refused(f"No {noun} {channel} here.", "not_found")
+    if row is None or not principal.may(grant, row.session if kind in ("chat", "terminal") else row):
+        raise NoSuchChannel(channel)
     return row
 
 
@@ -43,7 +50,8 @@ def uuid_in(action, field):
     """The action's `field` as a UUID string; ids the host keys rows by are refused otherwise."""
     key = parse_uuid(action.get(field))
     if key is None:
-        raise Refused(f"{action.get('type')} needs a {field} that is a UUID.", "invalid")
+        article = "an" if field[0] in "aeiou" else "a"
+        raise Refused(f"{action.get('type')} needs {article} {field} that is a UUID.", "invalid")
     return str(key)
 
 
@@ -53,16 +61,38 @@ def annotation_id(action):
     return {"annotation_id": str(action.get("annotationId"))}
 
 
-def turn_started_fields(action):
+def user_message_text(action):
+    """The text of the action's `message`, which a client may send only as the user."""
     message = action.get("message")
     if not isinstance(message, dict) or not isinstance(message.get("text"), str):
-        raise Refused("chat/turnStarted needs message.text.", "invalid")
+        raise Refused(f"{action.get('type')} needs message.text.", "invalid")
     if (message.get("origin") or {}).get("kind", "user") != "user":
         raise Refused("Clients may send only user messages.", "invalid")
+    return message["text"]
+
+
+def turn_started_fields(action):
+    text = user_message_text(action)
     turn_id = parse_uuid(action.get("turnId"))
     if turn_id is None:
         raise Refused("chat/turnStarted needs a turnId that is a UUID.", "invalid")
-    return {"turn_id": turn_id, "text": message["text"]}
+    return {"turn_id": turn_id, "text": text}
+
+
+def pending_message_fields(action):
+    return {"message_id": uuid_in(action, "id"), "kind": action.get("kind"), "text": user_message_text(action)}
+
+
+def pending_removal_fields(action):
+    return {"message_id": uuid_in(action, "id"), "kind": action.get("kind")}
+
+
+def turn_fields(action):
+    return {"turn_id": uuid_in(action, "turnId")}
+
+
+def truncation_fields(action):
+    return {"turn_id": uuid_in(action, "turnId") if "turnId" in action else None}
 
 
 def tool_call_fields(action):
@@ -100,8 +130,24 @@ def complete_tool_call(principal, client_id, chat, action, fields, origin):
         tool_actions.do_keep_full_output(call_id, full_text)
 
 
+def no_result_awaits(p, client, chat, a, f, origin):
+    # The host never completes a call with requiresResultConfirmation, so no result waits.
+    raise Refused(f"Tool call {f['call_id']} has no result waiting for confirmation.", "conflict")
+
+
+def no_input_request(p, client, chat, a, f, origin):
+    # Neither the host's tools nor its agents raise chat/inputRequested; their questions are
+    # toolConfirmation entries answered with chat/toolCallConfirmed.
+    raise Refused(f"No input request {a.get('requestId')} is open in this chat.", "not_found")
+
+
 def run_the_turn(consumer, turn):
-    consumer.launch_turn(turn.id)
+    if turn is not None:
+        consumer.launch_turn(turn.id)
+
+
+def interrupt_its_agent(consumer, turn):
+    consumer.interrupt_turn(turn)
 
 
 def learn_its_plugins(consumer, active_client):
@@ -138,21 +184,64 @@ CLIENT_ACTIONS = {
     "session/isReadChanged": ClientAction(
         "session", "session:read", no_fields,
         lambda p, client, session, a, f, origin: actions.do_set_flag(p, session, "isRead", a.get("isRead"), origin)),
+    "session/configChanged": ClientAction(
+        "session", "session:read", no_fields,
+        lambda p, client, session, a, f, origin: actions.do_change_session_config(
+            p, session, a.get("config"), session_config_schema(session.provider), bool(a.get("replace")), origin)),
+    "session/defaultChatChanged": ClientAction(
+        "session", "session:read", no_fields,
+        lambda p, client, session, a, f, origin: actions.do_set_default_chat(p, session, a.get("chat"), origin)),
     "chat/turnStarted": ClientAction(
         "chat", "session:read", turn_started_fields,
         lambda p, client, chat, a, f, origin: actions.do_start_turn(
             p, chat, f["turn_id"], f["text"], client, origin),
         then=run_the_turn),
+    "chat/turnCancelled": ClientAction(
+        "chat", "session:read", turn_fields,
+        lambda p, client, chat, a, f, origin: actions.do_cancel_turn(p, chat, f["turn_id"], origin),
+        then=interrupt_its_agent),
+    "chat/pendingMessageSet": ClientAction(
+        "chat", "session:read", pending_message_fields,
+        lambda p, client, chat, a, f, origin: actions.do_set_pending_message(
+            p, chat, f["message_id"], f["kind"], f["text"], origin),
+        then=run_the_turn),
+    "chat/pendingMessageRemoved": ClientAction(
+        "chat", "session:read", pending_removal_fields,
+        lambda p, client, chat, a, f, origin: actions.do_remove_pending_message(
+            p, chat, f["message_id"], f["kind"], origin)),
+    "chat/queuedMessagesReordered": ClientAction(
+        "chat", "session:read", no_fields,
+        lambda p, client, chat, a, f, origin: actions.do_reorder_queued_messages(p, chat, a.get("order"), origin)),
+    "chat/truncated": ClientAction(
+        "chat", "session:read", truncation_fields,
+        lambda p, client, chat, a, f, origin: actions.do_truncate_chat(p, chat, f["turn_id"], origin)),
     "chat/toolCallComplete": ClientAction("chat", "session:read", tool_call_fields, complete_tool_call),
     # Only a host tool that asked the person (viewUnreviewedComments) waits for an answer.
     "chat/toolCallConfirmed": ClientAction(
         "chat", "session:read", confirmation_fields,
         lambda p, client, chat, a, f, origin: comment_actions.do_answer_question(
             p, chat, f["turn_id"], f["call_id"], a.get("approved"), origin)),
+    "chat/toolCallResultConfirmed": ClientAction("chat", "session:read", tool_call_fields, no_result_awaits),
+    "chat/inputAnswerChanged": ClientAction("chat", "session:read", no_fields, no_input_request),
+    "chat/inputCompleted": ClientAction("chat", "session:read", no_fields, no_input_request),
     "root/configChanged": ClientAction(
         "root", None, no_fields,
         lambda p, client, root, a, f, origin: tool_actions.do_change_host_config(
             p, a.get("config"), bool(a.get("replace")), origin)),
+    # Terminals: the PTY is written to and resized once the action is applied.
+    "terminal/input": ClientAction(
+        "terminal", "terminal:read", no_fields,
+        lambda p, client, terminal, a, f, origin: terminal_actions.do_terminal_input(p, terminal, a.get("data"), origin),
+        then=terminals.type_into),
+    "terminal/resized": ClientAction(
+        "terminal", "terminal:read", no_fields,
+        lambda p, client, terminal, a, f, origin: terminal_actions.do_resize_terminal(
+            p, terminal, a.get("cols"), a.get("rows"), origin),
+        then=terminals.resize),
+    "terminal/claimed": ClientAction(
+        "terminal", "terminal:read", no_fields,
+        lambda p, client, terminal, a, f, origin: terminal_actions.do_claim_terminal(
+            p, terminal, client, a.get("claim"), origin)),
     # Annotations: a client's writes take the same writers as the comment tools.
     "annotations/set": ClientAction(
         "annotations", "session:read", no_fields,

@@ -28,7 +28,7 @@ from sessions_app import actions, events, quotas
 from tools_app.config import HostConfig
 from tools_app.families.mcp_servers.server_tools import learn_client_plugins
 from tools_app.client_requests import client_group
-from tools_app.runtime import run_turn
+from tools_app.runtime import interrupt_turn, run_turn
 
 from sessions_app.events import presence as process  # this process's sockets
 from sessions_app.events.presence import ensure_started
@@ -189,28 +189,36 @@ class AhpConsumer(AsyncWebsocketConsumer):
             await self.send_error(request_id, errors.INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message.")
             return
         request_id = message.get("id")
+        # JSON-RPC never answers a notification: one that fails is logged and dropped (a bad
+        # client action inside one is answered the AHP way, by its rejected envelope).
+        answer = self.send_error if "id" in message else self.drop_failed_notification(message["method"])
         params = message.get("params", {})
         try:
             if not isinstance(params, dict):
                 raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: params must be an object.")
             result = await methods.call(self, message["method"], params)
-        # A notification that fails is answered too (with id null): bad input always gets a clear error.
         except errors.RpcError as exc:
-            await self.send_error(request_id, exc.code, exc.message, exc.data)
+            await answer(request_id, exc.code, exc.message, exc.data)
             return
         except Refused as refusal:
-            await self.send_error(request_id, refusal.answer.rpc_code, refusal.sentence)
+            await answer(request_id, refusal.answer.rpc_code, refusal.sentence)
             return
         except (OperationalError, InterfaceError) as exc:
             logger.warning("Method %s met an unavailable database: %s", message["method"], exc)
-            await self.send_error(request_id, errors.INTERNAL_ERROR, DATABASE_UNAVAILABLE)
+            await answer(request_id, errors.INTERNAL_ERROR, DATABASE_UNAVAILABLE)
             return
         except Exception:
             logger.exception("Method %s failed", message["method"])
-            await self.send_error(request_id, errors.INTERNAL_ERROR, "Internal error; the host logged it.")
+            await answer(request_id, errors.INTERNAL_ERROR, "Internal error; the host logged it.")
             return
-        if request_id is not None:
+        if "id" in message:
             await self.send_json({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    @staticmethod
+    def drop_failed_notification(method):
+        async def drop(request_id, code, message, data=None):
+            logger.info("Dropped a malformed %s notification: %s", method, message)
+        return drop
 
     # Lifecycle ---------------------------------------------------------------------------------
 
@@ -225,16 +233,29 @@ class AhpConsumer(AsyncWebsocketConsumer):
         # which is this person's, so another person claiming the same client id hears nothing.
         await self.channel_layer.group_add(self.own_client_group(), self.channel_name)
 
+    async def adopt_token(self, token):
+        """`authenticate`: the connection now lives and dies with `token` (same person)."""
+        old_group, self.token_id = token_group(self.token_id), token.pk
+        await self.channel_layer.group_add(token_group(token.pk), self.channel_name)
+        self.access_groups = [token_group(token.pk), *(g for g in self.access_groups if g != old_group)]
+        await self.channel_layer.group_discard(old_group, self.channel_name)
+
     def own_client_group(self):
         return client_group(self.tenant.pk, self.client_id, self.principal.person_id)
 
     def learn_client_plugins(self, active_client):
         """The client's plugins may bring http MCP servers; their `.mcp.json` is on the client's
-        machine, so the host asks the client. A task: this consumer must stay free to carry
-        the question and its answer."""
-        task = asyncio.get_running_loop().create_task(learn_client_plugins(
+        machine, so the host asks the client."""
+        self.in_background(learn_client_plugins(
             self.tenant.pk, active_client.session_id, active_client.client_id, active_client.owner_id,
             active_client.customizations))
+
+    def interrupt_turn(self, turn):
+        self.in_background(interrupt_turn(turn))
+
+    def in_background(self, work):
+        """A task: this consumer must stay free to carry the messages `work` waits on."""
+        task = asyncio.get_running_loop().create_task(work)
         self.background.add(task)
         task.add_done_callback(self.background.discard)
 

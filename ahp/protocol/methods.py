@@ -8,16 +8,18 @@ from channels.db import database_sync_to_async
 from django.db import transaction
 from django.db.models import Q
 
+from grants.models import ApiToken
+from kernel.ids import parse_uuid
 from kernel.refusals import Refused
-from sessions_app import actions, events
+from sessions_app import actions, events, state
 from sessions_app.channels import chat_at, parse, session_at
-from sessions_app.models import Session
+from sessions_app.models import Session, Turn
 from tools_app.live import refresh_server_tools
 from tools_app.sessions import do_end_session, do_start_session
 
-from . import client_actions, errors, subscriptions
+from . import client_actions, errors, resources, session_config, subscriptions, terminals
 
-SUPPORTED_VERSIONS = ("1.0.0",)
+SUPPORTED_VERSIONS = ("1.1.0", "1.0.0")  # newest first; docs/wire.md says what 1.1.0 adds
 SERVER_INFO = {"name": "ahp-host", "version": "0.1.0"}
 DEFAULT_PAGE, MAX_PAGE = 50, 200
 
@@ -80,6 +82,22 @@ async def initialize(consumer, params):
     snapshots = [s for s in [await subscriptions.try_subscribe(consumer, uri) for uri in initial] if s]
     seq = await database_sync_to_async(events.current_seq)()
     return {"protocolVersion": chosen, "serverSeq": seq, "serverInfo": SERVER_INFO, "snapshots": snapshots}
+
+
+async def authenticate(consumer, params):
+    """A fresh token pushed on an open connection (one about to lapse replaced): from here on the
+    connection lives as long as that token does. A connection keeps the person it opened as."""
+    errors.require(params, "resource", str)
+    offered = errors.require(params, "token", str)
+    token = await database_sync_to_async(ApiToken.authenticate)(offered)
+    if token is None or token.tenant_id != consumer.tenant.pk:
+        raise errors.RpcError(errors.AUTH_REQUIRED, "That token does not authenticate with this host.",
+                              {"resources": [params["resource"]]})
+    if token.person_id != consumer.principal.person_id:
+        raise errors.RpcError(errors.PERMISSION_DENIED,
+                              "A connection acts as the person it opened as; open another to act as someone else.")
+    await consumer.adopt_token(token)
+    return {}
 
 
 async def ping(consumer, params):
@@ -222,6 +240,42 @@ async def dispose_chat(consumer, params):
     return None
 
 
+async def fetch_turns(consumer, params):
+    """Older turns of a chat (a session's channel means its default chat), `before` a turn id."""
+    uri = errors.require(params, "channel", str)
+    limit = params.get("limit", DEFAULT_PAGE)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: limit must be a positive number.")
+    before = params.get("before")
+    if before is not None and not isinstance(before, str):
+        raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: before must be a string.")
+
+    def page():
+        chat = readable_chat(consumer, uri)
+        turn = None
+        if before is not None:
+            turn_id = parse_uuid(before)
+            turn = turn_id and Turn.objects.filter(chat=chat, id=turn_id).first()
+            if not turn:
+                raise errors.RpcError(errors.INVALID_PARAMS, f"Invalid params: before is not a turn of {chat.uri}.")
+        return state.turn_page(chat, turn, min(limit, MAX_PAGE))
+
+    return await database_sync_to_async(page)()
+
+
+def readable_chat(consumer, uri):
+    """The chat at `uri`, or the default chat of the session there, if the caller may read its turns."""
+    kind, _ = parse(uri) if isinstance(uri, str) else (None, None)
+    if kind == "session":
+        session = session_at(uri, consumer.tenant)
+        chat = session and session.chats.filter(is_default=True).first()
+    else:
+        chat = chat_at(uri, consumer.tenant) if kind == "chat" else None
+    if chat is None or not consumer.principal.may("chat:turns", chat.session):
+        raise errors.RpcError(errors.NOT_FOUND, f"No chat {uri} here.")
+    return chat
+
+
 async def dispatch_action(consumer, params):
     """A client's action: applied, or answered with the same envelope carrying rejectionReason."""
     channel = errors.require(params, "channel", str)
@@ -231,10 +285,12 @@ async def dispatch_action(consumer, params):
     try:
         entry, outcome = await database_sync_to_async(client_actions.apply)(
             consumer.principal, consumer.client_id, channel, action, origin)
+    except client_actions.NoSuchChannel:
+        return None
     except (Refused, errors.RpcError) as refusal:
         reason = refusal.sentence if isinstance(refusal, Refused) else refusal.message
-        seq = await database_sync_to_async(events.current_seq)()
-        await consumer.send_notification("action", events.envelope(channel, action, seq, origin, reason))
+        await consumer.send_notification("action", events.envelope(channel, action, events.REJECTED_SEQ, origin,
+                                                                   reason))
         return None
     if entry.then is not None:
         entry.then(consumer, outcome)
@@ -244,6 +300,7 @@ async def dispatch_action(consumer, params):
 METHODS = {
     "initialize": initialize,
     "ping": ping,
+    "authenticate": authenticate,
     "reconnect": reconnect,
     "subscribe": subscribe,
     "unsubscribe": unsubscribe,
@@ -253,6 +310,11 @@ METHODS = {
     "createChat": create_chat,
     "disposeChat": dispose_chat,
     "dispatchAction": dispatch_action,
+    "fetchTurns": fetch_turns,
+    "resolveSessionConfig": session_config.resolve_session_config,
+    "sessionConfigCompletions": session_config.session_config_completions,
+    **resources.COMMANDS,
+    **terminals.COMMANDS,
 }
 BEFORE_INITIALIZE = {"initialize", "reconnect", "ping"}
 

@@ -7,9 +7,11 @@ from agents.registry import agent_infos
 from sessions_app import actions, events, state
 from sessions_app.channels import annotations_session_at, chat_at, parse, session_at
 from sessions_app.models import ActionLog, ActiveClient
-from tools_app.config import HostConfig, wire_values
+from tools_app.config import HostConfig, config_schema, wire_values
 from tools_app.live import refresh_server_tools
 from tools_app.families.resources import annotations_state
+from tools_app.families.session.listing import session_config_schema
+from tools_app.families.terminals.actions import terminal_at
 
 
 def may_subscribe(consumer, uri):
@@ -26,6 +28,9 @@ def may_subscribe(consumer, uri):
     if kind == "annotations":
         session = annotations_session_at(uri, tenant)
         return session is not None and principal.may("session:read", session)
+    if kind == "terminal":
+        terminal = terminal_at(uri, tenant)
+        return terminal is not None and principal.may("terminal:read", terminal.session)
     return False
 
 
@@ -37,11 +42,15 @@ def read_snapshot(consumer, uri):
     with transaction.atomic():
         from_seq = events.snapshot_lock()
         if kind == "root":
-            snapshot = state.root_state(consumer.principal, agent_infos(), wire_values(HostConfig.for_tenant(tenant)))
+            config = {"schema": config_schema(), "values": wire_values(HostConfig.for_tenant(tenant))}
+            snapshot = state.root_state(consumer.principal, agent_infos(), config)
         elif kind == "session":
-            snapshot = state.session_state(session_at(uri, tenant))
+            session = session_at(uri, tenant)
+            snapshot = state.session_state(session, session_config_schema(session.provider))
         elif kind == "annotations":
             snapshot = annotations_state(annotations_session_at(uri, tenant))
+        elif kind == "terminal":
+            snapshot = terminal_at(uri, tenant).state()
         else:
             snapshot = state.chat_state(chat_at(uri, tenant))
     return {"resource": uri, "state": snapshot, "fromSeq": from_seq}

@@ -5,10 +5,17 @@ from django.utils import timezone
 from kernel.refusals import Refused
 
 from ..events.log import publish
-from ..models import Chat
+from ..models import Chat, iso
 from ..state import chat_summary
 from .checks import MAX_TITLE_CHARS, check_quota, check_title, require, touch
 from .sessions import do_set_title
+
+
+def chat_updated(chat, modified, **changes):
+    """Every change to a chat's summary (title, status) moves its modifiedAt: the session's
+    catalogue hears both, so a client's copy never goes stale."""
+    publish(chat.session.tenant_id, chat.session.uri, {
+        "type": "session/chatUpdated", "chat": chat.uri, "changes": {**changes, "modifiedAt": iso(modified)}})
 
 
 @transaction.atomic
@@ -49,11 +56,9 @@ def do_rename_chat(principal, chat, title):
         do_set_title(principal, chat.session, title)
     else:
         check_title(title)
-    Chat.objects.filter(pk=chat.pk).update(title=title, modified=timezone.now())
-    chat.title = title
-    session = chat.session
-    publish(session.tenant_id, session.uri,
-            {"type": "session/chatUpdated", "chat": chat.uri, "changes": {"title": title}})
+    chat.title, chat.modified = title, timezone.now()
+    Chat.objects.filter(pk=chat.pk).update(title=title, modified=chat.modified)
+    chat_updated(chat, chat.modified, title=title)
 
 
 @transaction.atomic

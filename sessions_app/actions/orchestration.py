@@ -11,7 +11,7 @@ from django.utils import timezone
 from kernel.refusals import Refused
 
 from ..models import Chat, ChatBackend, OrchestrationCharge, Session
-from .chats import do_create_chat
+from .chats import chat_updated, do_create_chat
 from .pending import do_send_message
 from .sessions import do_create_session, do_set_title
 
@@ -88,7 +88,9 @@ def do_tool_create_session(principal, orchestration, provider, title, prompt, wo
                                 parent=orchestration.session)
     do_set_title(principal, session, title)
     chat = session.chats.get(is_default=True)
-    Chat.objects.filter(pk=chat.pk).update(title=title)
+    chat.modified = timezone.now()
+    Chat.objects.filter(pk=chat.pk).update(title=title, modified=chat.modified)
+    chat_updated(chat, chat.modified, title=title)
     turn, pending = do_send_message(principal, chat, prompt)
     _charge(orchestration, "session")
     return session, chat, turn or pending

@@ -1,11 +1,12 @@
 """Sessions: created, disposed, renamed, marked, moved in their tree, and the tools they offer."""
 from django.db import transaction
+from jsonschema import Draft202012Validator
 
 from kernel.refusals import Refused
 
 from ..events.delivery import notify
 from ..events.log import publish
-from ..channels import ROOT
+from ..channels import ROOT, chat_at
 from ..models import Chat, Session, SessionPlacement
 from .checks import check_quota, check_title, check_working_directory, require, summary_changed, touch
 
@@ -84,6 +85,46 @@ def _siblings(tenant, parent_id, excluding):
     rows = (Session.objects.for_tenant(tenant).filter(parent_id=parent_id).exclude(pk=excluding.pk)
             .select_related("placement"))
     return sorted(rows, key=lambda s: (getattr(s, "placement", None) and s.placement.position or 0, s.created))
+
+
+@transaction.atomic
+def do_change_session_config(principal, session, changes, schema, replace=False, origin=None):
+    """session/configChanged: only the properties `schema` (the session's agent's) marks
+    sessionMutable may change; the rest keep what the session started with."""
+    require(principal, "session:configure", session)
+    if not isinstance(changes, dict):
+        raise Refused("session/configChanged needs a config that is an object.", "invalid")
+    properties = schema.get("properties", {})
+    for name in sorted(changes):
+        if name not in properties:
+            raise Refused(f"The session's agent has no setting {name}.", "invalid")
+        if not properties[name].get("sessionMutable"):
+            raise Refused(f"{name} is fixed when the session starts.", "invalid")
+    kept = {k: v for k, v in session.config.items() if not properties.get(k, {}).get("sessionMutable")}
+    values = {**kept, **changes} if replace else {**session.config, **changes}
+    error = next(iter(sorted(Draft202012Validator(schema).iter_errors(values), key=lambda e: list(e.path))), None)
+    if error is not None:
+        raise Refused(f"Invalid config at /{'/'.join(map(str, error.absolute_path))}: {error.message}", "invalid")
+    session.config = values
+    touch(session, "config")
+    action = {"type": "session/configChanged", "config": values if replace else changes}
+    if replace:
+        action["replace"] = True
+    publish(session.tenant_id, session.uri, action, origin)
+    summary_changed(session)
+
+
+@transaction.atomic
+def do_set_default_chat(principal, session, chat_uri, origin=None):
+    """session/defaultChatChanged: another of the session's chats becomes the one it opens on."""
+    require(principal, "session:configure", session)
+    chat = chat_at(chat_uri, session.tenant) if isinstance(chat_uri, str) else None
+    if chat is None or chat.session_id != session.id or chat.archived:
+        raise Refused(f"{chat_uri} is not a chat of this session.", "invalid")
+    session.chats.filter(is_default=True).exclude(pk=chat.pk).update(is_default=False)
+    session.chats.filter(pk=chat.pk).update(is_default=True)
+    touch(session)
+    publish(session.tenant_id, session.uri, {"type": "session/defaultChatChanged", "chat": chat.uri}, origin)
 
 
 @transaction.atomic

@@ -1,12 +1,16 @@
 """Turns of a chat: started by a person, begun from a queued message, ended by the agent."""
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from kernel.refusals import Refused
 
 from ..events.log import publish
 from ..models import Chat, Session, Turn, iso
+from ..state import chat_status
+from .chats import chat_updated
 from .checks import check_message_text, require, summary_changed, touch
+from .tool_calls import cancel_open_calls
 
 
 @transaction.atomic
@@ -38,42 +42,84 @@ def begin_turn(chat, turn_id, text, sender, client_id="", origin=None, origin_ki
     if queued_message_id:
         action["queuedMessageId"] = queued_message_id
     publish(session.tenant_id, chat.uri, action, origin)
-    chat_updated(chat, Session.IN_PROGRESS, session.modified)
+    chat_updated(chat, session.modified, status=Session.IN_PROGRESS)
     summary_changed(session, status=session.wire_status)
     return turn
 
 
-def chat_updated(chat, status, modified):
-    """A turn's start and end change the chat's summary in its session's list: say so there."""
-    publish(chat.session.tenant_id, chat.session.uri, {
-        "type": "session/chatUpdated", "chat": chat.uri, "changes": {"status": status, "modifiedAt": iso(modified)}})
-
-
 @transaction.atomic
 def do_end_turn(turn_id, response_text=None, error=None):
-    """Finish a turn with the agent's reply (a markdown part) or an error."""
-    turn = Turn.objects.select_for_update().select_related("chat__session").get(id=turn_id)
-    if turn.state != "active":
+    """Finish a turn with the agent's reply (a markdown part) or an error. A turn no longer
+    active (cancelled or truncated meanwhile) keeps its end: the agent's late answer is dropped."""
+    turn = Turn.objects.select_for_update().select_related("chat__session").filter(id=turn_id).first()
+    if turn is None or turn.state != "active":  # truncated away, or cancelled
         return
     chat, session = turn.chat, turn.chat.session
-    turn.ended = timezone.now()
-    duration = int((turn.ended - turn.started).total_seconds() * 1000)
     if response_text is not None:
         part = {"kind": "markdown", "id": f"{turn.id}-reply", "content": response_text}
         turn.response_parts = [*turn.response_parts, part]
         publish(session.tenant_id, chat.uri, {"type": "chat/responsePart", "turnId": str(turn.id), "part": part})
     if error is None:
-        turn.state = "complete"
-        action = {"type": "chat/turnComplete", "turnId": str(turn.id), "duration": duration}
+        finish_turn(turn, "complete", "chat/turnComplete")
     else:
-        turn.state = "error"
         turn.error = {"errorType": "agentError", "message": error}
-        action = {"type": "chat/error", "turnId": str(turn.id), "duration": duration, "error": turn.error}
+        finish_turn(turn, "error", "chat/error", error=turn.error)
+
+
+@transaction.atomic
+def do_cancel_turn(principal, chat, turn_id, origin=None):
+    """A person stops the chat's running turn: the calls it still waits on end cancelled (their
+    waiters wake with that result), the turn ends chat/turnCancelled. Whoever runs the agent
+    interrupts it (tools_app.runtime.interrupt_turn); what it answers after this is dropped."""
+    require(principal, "chat:cancel", chat.session)
+    turn = Turn.objects.select_for_update().select_related("chat__session").filter(
+        chat=chat, id=turn_id, state="active").first()
+    if turn is None:
+        raise Refused(f"No turn {turn_id} is running in this chat.", "conflict")
+    cancel_open_calls(turn)
+    finish_turn(turn, "cancelled", "chat/turnCancelled", origin)
+    return turn
+
+
+def finish_turn(turn, state, action_type, origin=None, **fields):
+    """End the active `turn` in `state` with `action_type`; the chat and session say so."""
+    chat, session = turn.chat, turn.chat.session
+    turn.state, turn.ended = state, timezone.now()
+    duration = int((turn.ended - turn.started).total_seconds() * 1000)
     turn.save(update_fields=["state", "error", "ended", "response_parts"])
-    publish(session.tenant_id, chat.uri, action)
+    publish(session.tenant_id, chat.uri, {"type": action_type, "turnId": str(turn.id), "duration": duration, **fields},
+            origin)
+    status = Session.ERROR if state == "error" else Session.IDLE
     if not Turn.objects.filter(chat__session=session, state="active").exists():
-        session.status = Session.ERROR if error else Session.IDLE
+        session.status = status
     touch(session, "status")
     Chat.objects.filter(pk=chat.pk).update(modified=session.modified)
-    chat_updated(chat, Session.ERROR if error else Session.IDLE, session.modified)
+    chat_updated(chat, session.modified, status=status)
+    summary_changed(session, status=session.wire_status)
+
+
+@transaction.atomic
+def do_truncate_chat(principal, chat, turn_id=None, origin=None):
+    """chat/truncated (edit and resend): the turns after `turn_id` go (all of them without one),
+    a running turn among them silently, and the chat is idle."""
+    require(principal, "chat:truncate", chat.session)
+    turns = Turn.objects.select_for_update().filter(chat=chat)
+    if turn_id is not None:
+        kept = turns.filter(id=turn_id).exclude(state="active").first()
+        if kept is None:
+            raise Refused(f"No ended turn {turn_id} in this chat.", "not_found")
+        turns = turns.filter(Q(started__gt=kept.started) | Q(started=kept.started, id__gt=kept.id))
+    running = turns.filter(state="active").first()
+    if running is not None:  # the calls it waits on end, so their waiters and inputNeeded hear it
+        cancel_open_calls(running)
+    was_busy = running is not None
+    turns.delete()
+    session = chat.session
+    publish(session.tenant_id, chat.uri, {"type": "chat/truncated", **({"turnId": str(turn_id)} if turn_id else {})},
+            origin)
+    if was_busy and not Turn.objects.filter(chat__session=session, state="active").exists():
+        session.status = Session.IDLE
+    touch(session, "status")
+    Chat.objects.filter(pk=chat.pk).update(modified=session.modified)
+    chat_updated(chat, session.modified, status=chat_status(chat))
     summary_changed(session, status=session.wire_status)

@@ -16,6 +16,9 @@ from .numbering import current_seq, take_seqs
 # Identifies this process in the action log, so a tailer forwards only what others published.
 PROCESS = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
 REPLAY_LOG_SIZE = 10000
+# A rejected client action takes no number: its echo carries 0, which no accepted action has
+# (the counter starts at 1), so a client never mistakes it for the action of that number.
+REJECTED_SEQ = 0
 
 
 def envelope(channel, action, seq, origin=None, rejection_reason=None):

@@ -97,8 +97,8 @@ def test_it_answers_the_socket_listSessions_in_queries_that_do_not_grow_with_ses
 
 def test_it_reads_a_session_snapshot_in_queries_that_do_not_grow_with_its_chats(place):
     add_chats(place, 2)
-    small, large = counted_at_two_sizes(lambda: state.session_state(place.session), lambda: add_chats(place, 15))
-    assert len(state.session_state(place.session)["chats"]) == 18
+    small, large = counted_at_two_sizes(lambda: state.session_state(place.session, {}), lambda: add_chats(place, 15))
+    assert len(state.session_state(place.session, {})["chats"]) == 18
     assert small == large <= 5
 
 

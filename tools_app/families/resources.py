@@ -12,6 +12,7 @@ from tools_app.catalog.registry import Tool
 from tools_app.client_requests import ask_client
 
 from .comments.models import Annotation
+from .session.listing import session_config_schema
 
 TOOL_OUTPUT_PREFIX = "ahp-tool-output:/"
 
@@ -29,7 +30,7 @@ def read_host_resource(principal, uri):
         session = visible.filter(id=key).first()
         if session is None:
             raise Refused(f"No resource {uri} here.")
-        return json.dumps(state.session_state(session) if kind == "session" else annotations_state(session), indent=1)
+        return json.dumps(state.session_state(session, session_config_schema(session.provider)) if kind == "session" else annotations_state(session), indent=1)
     if kind == "chat":
         chat = Chat.objects.filter(id=key, session__in=visible).first()
         if chat is None:

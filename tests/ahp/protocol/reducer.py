@@ -76,6 +76,11 @@ def reduce_session(state, action):
     elif kind == "session/inputNeededRemoved":
         state["inputNeeded"] = [r for r in state["inputNeeded"] if r["id"] != action["id"]]
         state["status"] = with_input_needed(state["status"], state["inputNeeded"])
+    elif kind == "session/configChanged":
+        values = action["config"] if action.get("replace") else {**state["config"]["values"], **action["config"]}
+        state["config"] = {**state["config"], "values": values}
+    elif kind == "session/defaultChatChanged":
+        state["defaultChat"] = action["chat"]
     elif kind == "session/workingDirectorySet":
         if action["directory"] not in state["workingDirectories"]:
             state["workingDirectories"] = [*state["workingDirectories"], action["directory"]]
@@ -139,6 +144,8 @@ def reduce_chat(state, action):
             state["activeTurn"]["responseParts"].append(action["part"])
     elif kind == "chat/turnComplete":
         state = end_turn(state, action, "complete")
+    elif kind == "chat/turnCancelled":
+        state = end_turn(state, action, "cancelled")
     elif kind == "chat/error":
         state = end_turn(state, action, "error", ERROR, action.get("error"))
     elif kind == "chat/toolCallStart":
@@ -177,6 +184,17 @@ def reduce_chat(state, action):
             state.pop("queuedMessages", None)
             if rest:
                 state["queuedMessages"] = rest
+    elif kind == "chat/truncated":
+        keep = next((i + 1 for i, t in enumerate(state["turns"]) if t["id"] == action.get("turnId")), 0)
+        state["turns"] = state["turns"][:keep]
+        state.pop("activeTurn", None)
+        state["status"] = chat_activity(state, ERROR if state["turns"] and state["turns"][-1]["state"] == "error" else None)
+        state["modifiedAt"] = ANY_TIME
+    elif kind == "chat/queuedMessagesReordered":
+        queued = {m["id"]: m for m in state.get("queuedMessages", [])}
+        wanted = [i for i in dict.fromkeys(action["order"]) if i in queued]
+        if queued:
+            state["queuedMessages"] = [queued[i] for i in wanted + [i for i in queued if i not in wanted]]
     else:
         raise AssertionError(f"the chat reducer does not know {kind}")
     return state
@@ -224,8 +242,29 @@ def reduce_annotations(state, action):
     return {**state, "annotations": rows}
 
 
+def reduce_terminal(state, action):
+    state, kind = copy.deepcopy(state), action["type"]
+    if kind == "terminal/data":
+        parts = state["content"]
+        if parts and parts[-1]["type"] == "unclassified":
+            parts[-1] = {**parts[-1], "value": parts[-1]["value"] + action["data"]}
+        else:
+            state["content"] = [*parts, {"type": "unclassified", "value": action["data"]}]
+    elif kind == "terminal/input":
+        pass  # what was typed; the shell's answer comes as terminal/data
+    elif kind == "terminal/resized":
+        state.update(cols=action["cols"], rows=action["rows"])
+    elif kind == "terminal/claimed":
+        state["claim"] = action["claim"]
+    elif kind == "terminal/exited":
+        state["exitCode"] = action["exitCode"]
+    else:
+        raise AssertionError(f"the terminal reducer does not know {kind}")
+    return state
+
+
 REDUCERS = {"ahp-session": reduce_session, "ahp-chat": reduce_chat, "ahp-root": reduce_root,
-            "ahp-annotations": reduce_annotations}
+            "ahp-annotations": reduce_annotations, "ahp-terminal": reduce_terminal}
 
 
 def reduce(channel, state, envelopes):

@@ -1,5 +1,6 @@
 """Malformed frames get a defined error; the connection and the worker survive every one."""
 import json
+import uuid
 
 import pytest
 from websockets.exceptions import ConnectionClosed
@@ -39,13 +40,28 @@ def test_each_malformed_frame_gets_its_error_and_the_connection_survives(acme, h
         still_alive(client)
 
 
-def test_a_malformed_dispatch_action_is_answered_with_id_null(acme, host):
+def frames_before_pong(client):
+    """Every frame that arrives before the answer to a ping sent now: what the host said to what
+    was sent before it."""
+    client.send({"jsonrpc": "2.0", "id": 999999, "method": "ping", "params": {"channel": "ahp-root://"}})
+    frames = []
+    while True:
+        frame = json.loads(client.ws.recv(timeout=10))
+        if frame.get("id") == 999999:
+            return frames
+        frames.append(frame)
+
+
+@pytest.mark.parametrize("notification", [
+    {"method": "dispatchAction", "params": {"channel": "ahp-root://", "action": {}}},
+    {"method": "unsubscribe", "params": {}},
+    {"method": "session/teleport", "params": {"channel": "ahp-root://"}},
+    {"method": "dispatchAction", "params": [1]},
+], ids=["dispatchAction without clientSeq", "unsubscribe without channel", "unknown", "params not an object"])
+def test_a_malformed_notification_is_never_answered(acme, host, notification):
     with AhpClient(host.port, acme.tokens["member"]) as client:
-        reply = answer(client, json.dumps({"jsonrpc": "2.0", "method": "dispatchAction",
-                                           "params": {"channel": "ahp-root://", "action": {}}}))
-        assert reply == {"jsonrpc": "2.0", "id": None,
-                         "error": {"code": -32602, "message": "Invalid params: clientSeq is required."}}
-        still_alive(client)
+        client.send({"jsonrpc": "2.0", **notification})
+        assert frames_before_pong(client) == []
 
 
 def test_a_binary_frame_is_an_error_not_a_disconnect(acme, host):
@@ -64,17 +80,29 @@ def test_a_frame_over_one_mib_closes_with_1009_and_other_connections_carry_on(ac
         still_alive(other)
 
 
-def test_actions_on_an_unknown_or_foreign_channel_are_rejected(acme, globex, host):
+def test_actions_on_an_unknown_or_foreign_channel_are_ignored(acme, globex, host):
     with AhpClient(host.port, acme.tokens["member"]) as alice, AhpClient(host.port, globex.tokens["root"]) as other:
         theirs = other.create_session()
+        other.subscribe(theirs)
         alice.dispatch(theirs, {"type": "session/titleChanged", "title": "mine now"})
-        rejected = alice.action("session/titleChanged", rejected=True)
-        assert rejected["rejectionReason"] == f"No session {theirs} here."
-        assert rejected["origin"] == {"clientId": "test-client", "clientSeq": 1}
+        alice.dispatch(f"ahp-session:/{uuid.uuid4()}", {"type": "session/titleChanged", "title": "nobody's"})
+        alice.dispatch(f"ahp-chat:/{uuid.uuid4()}", {"type": "chat/turnStarted", "turnId": str(uuid.uuid4()),
+                                                      "message": {"text": "hi"}})
+        assert frames_before_pong(alice) == []
+        assert other.subscribe(theirs)["title"] == ""
+
+
+def test_a_bad_action_is_echoed_with_its_reason_and_no_number_of_its_own(acme, host):
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        session = alice.create_session()
+        alice.subscribe(session)
+        alice.dispatch(session, {"type": "session/titleChanged", "title": "fine"})
+        accepted = alice.action("session/titleChanged")
         alice.dispatch("ahp-root://", {"type": "session/teleported"})
-        assert alice.action("session/teleported", rejected=True)["rejectionReason"] == (
-            "This host does not accept 'session/teleported' from clients."
-        )
+        rejected = alice.action("session/teleported", rejected=True)
+        assert rejected["rejectionReason"] == "This host does not accept 'session/teleported' from clients."
+        assert rejected["origin"] == {"clientId": "test-client", "clientSeq": 2}
+        assert rejected["serverSeq"] == 0 < accepted["serverSeq"]
         still_alive(alice)
 
 

@@ -56,7 +56,24 @@ def test_no_acceptable_version_answers_32005_with_the_supported_ones(acme, host)
     with connect(url(host.port, acme.tokens["member"])) as ws:
         reply = call(ws, "initialize", {**INIT, "protocolVersions": ["0.1", "2.0"]})
         assert reply["error"]["code"] == -32005
-        assert reply["error"]["data"] == {"supportedVersions": ["1.0.0"]}
+        assert reply["error"]["data"] == {"supportedVersions": ["1.1.0", "1.0.0"]}
+
+
+@pytest.mark.parametrize("offered, chosen", [(["1.1.0", "1.0.0"], "1.1.0"), (["1.0.0"], "1.0.0"),
+                                             (["1.0.0", "1.1.0"], "1.1.0"), (["1.1.5"], "1.1.5")])
+def test_initialize_negotiates_the_newest_1x_both_sides_speak(acme, host, offered, chosen):
+    with connect(url(host.port, acme.tokens["member"])) as ws:
+        assert call(ws, "initialize", {**INIT, "protocolVersions": offered})["result"]["protocolVersion"] == chosen
+
+
+def test_the_root_config_carries_the_schema_of_every_key_beside_its_values(acme, host):
+    from tools_app.config import KEYS, config_schema
+
+    with connect(url(host.port, acme.tokens["root"])) as ws:
+        reply = call(ws, "initialize", {**INIT, "initialSubscriptions": ["ahp-root://"]})
+        config = reply["result"]["snapshots"][0]["state"]["config"]
+        assert config["schema"] == config_schema()
+        assert set(config["schema"]["properties"]) == set(config["values"]) == {key.wire for key in KEYS}
 
 
 def test_a_non_json_frame_answers_32700_and_the_connection_survives(acme, host):

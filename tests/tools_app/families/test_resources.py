@@ -52,6 +52,7 @@ def test_another_tenants_session_is_not_there(acme, globex, host):
         assert desk.call("ahp_resource", {"uri": theirs.session_uri}) == f"No resource {theirs.session_uri} here."
 
 
-def test_terminals_lists_none_because_the_host_keeps_none(acme, host):
+def test_terminals_lists_none_for_a_session_without_terminals(acme, host):
+    # A session's open terminals are listed by tests/ahp/protocol/test_terminals.py.
     with Desk(host, acme) as desk:
-        assert desk.call("ahp_terminals") == "No terminals are open on this host."
+        assert desk.call("ahp_terminals") == "No terminals are open in this session."

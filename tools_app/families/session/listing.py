@@ -1,4 +1,5 @@
 """list_sessions, get_current_session, list_agents and list_models: what an agent may see."""
+import copy
 import json
 from datetime import datetime
 
@@ -16,7 +17,7 @@ STATUS_WORDS = ("idle", "inProgress", "inputNeeded", "error", "archived")
 DEFAULT_CONFIG_SCHEMA = {
     "type": "object",
     "properties": {
-        "model": {"type": "string", "title": "Model"},
+        "model": {"type": "string", "title": "Model", "sessionMutable": True},
         "isolation": {"type": "string", "title": "Isolation", "enum": ["folder", "worktree"]},
     },
     "additionalProperties": False,
@@ -158,6 +159,17 @@ def get_current_session(context, arguments):
 
 def config_schema(provider):
     return getattr(provider, "config_schema", None) or DEFAULT_CONFIG_SCHEMA
+
+
+def session_config_schema(provider_id):
+    """The session config schema of the agent `provider_id` as clients see it (session snapshots,
+    resolveSessionConfig): its own, with the models it runs named in `model`."""
+    provider = PROVIDERS.get(provider_id)
+    schema = copy.deepcopy(config_schema(provider))
+    model, models = schema.get("properties", {}).get("model"), list(getattr(provider, "models", ()))
+    if model is not None and models:
+        model.update(enum=[m["id"] for m in models], enumLabels=[m.get("name", m["id"]) for m in models])
+    return schema
 
 
 def agent_row(provider):

@@ -1,0 +1,76 @@
+"""createTerminal and disposeTerminal, and what the connection does once a terminal action is
+applied (the PTY is written to, resized)."""
+from channels.db import database_sync_to_async
+
+from sessions_app.channels import parse, session_at
+from tools_app.families.terminals import actions, pty
+
+from . import errors
+
+
+def size(params, name, default):
+    value = params.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise errors.RpcError(errors.INVALID_PARAMS, f"Invalid params: {name} must be a number.")
+    return value
+
+
+async def create_terminal(consumer, params):
+    uri = errors.require(params, "channel", str)
+    kind, terminal_id = parse(uri)
+    if kind != "terminal":
+        raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: channel must be ahp-terminal:/<uuid>.")
+    claim = params.get("claim")
+    session_uri = params.get("session") or (claim.get("session") if isinstance(claim, dict) else None)
+    if not isinstance(session_uri, str):
+        raise errors.RpcError(errors.INVALID_PARAMS,
+                              "Invalid params: createTerminal needs the session it opens in (session, or a session claim).")
+    title = params.get("name", "")
+    if not isinstance(title, str):
+        raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: name must be a string.")
+    cols, rows = size(params, "cols", 80), size(params, "rows", 24)
+
+    def create():
+        session = session_at(session_uri, consumer.tenant)
+        if session is None or not consumer.principal.may("session:read", session):
+            raise errors.RpcError(errors.NOT_FOUND, f"No session {session_uri} here.")
+        return actions.do_create_terminal(consumer.principal, terminal_id, session, consumer.client_id,
+                                          params.get("cwd"), title, cols, rows, claim)
+
+    terminal = await database_sync_to_async(create)()
+    await pty.start(terminal)
+    return None
+
+
+async def dispose_terminal(consumer, params):
+    uri = errors.require(params, "channel", str)
+
+    def dispose():
+        terminal = actions.terminal_at(uri, consumer.tenant)
+        if terminal is None or not consumer.principal.may("terminal:read", terminal.session):
+            raise errors.RpcError(errors.NOT_FOUND, f"No terminal {uri} here.")
+        actions.do_dispose_terminal(consumer.principal, terminal)
+        return terminal
+
+    terminal = await database_sync_to_async(dispose)()
+    running = pty.running(terminal.id)
+    if running is not None:
+        running.end()
+    return None
+
+
+def type_into(consumer, outcome):
+    terminal, data = outcome
+    running = pty.running(terminal.id)
+    if running is not None:
+        running.write(data)
+
+
+def resize(consumer, outcome):
+    terminal, (cols, rows) = outcome
+    running = pty.running(terminal.id)
+    if running is not None:
+        running.resize(cols, rows)
+
+
+COMMANDS = {"createTerminal": create_terminal, "disposeTerminal": dispose_terminal}

@@ -1,0 +1,115 @@
+"""Terminals over a real socket: a shell on a PTY in the session's sandbox, its output as
+terminal/data, input and resizes from the client, its end as terminal/exited."""
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from .harness import AhpClient, RpcFailed
+
+pytestmark = pytest.mark.e2e  # each terminal is a real shell under bubblewrap
+
+
+@pytest.fixture
+def project(workspace):
+    folder = workspace / "app"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("inside the sandbox\n")
+    return folder
+
+
+@pytest.fixture
+def member(acme, host):
+    with AhpClient(host.port, acme.tokens["member"], "member-client") as client:
+        yield client
+
+
+def open_terminal(client, session, **params):
+    uri = f"ahp-terminal:/{uuid.uuid4()}"
+    assert client.call("createTerminal", {"channel": uri, "session": session, **params}) is None
+    client.subscribe(uri)
+    return uri
+
+
+def output_until(client, uri, needle, timeout=20):
+    """The terminal's output (terminal/data) until `needle` shows in it."""
+    seen, deadline = "", time.monotonic() + timeout
+    while needle not in seen:
+        seen += client.action("terminal/data", timeout=max(0.1, deadline - time.monotonic()))["action"]["data"]
+    return seen
+
+
+def test_a_terminal_runs_a_command_in_the_sessions_folder_and_reads_its_output(member, project):
+    session = member.create_session(workingDirectories=[project.as_uri()])
+    uri = open_terminal(member, session, cols=100, rows=30)
+    state = member.subscribe(uri)
+    assert (state["cwd"], state["cols"], state["rows"], state["claim"]) == (
+        project.as_uri(), 100, 30, {"kind": "client", "clientId": "member-client"})
+    member.dispatch(uri, {"type": "terminal/input", "data": "cat notes.txt; echo done-$((6*7))\n"})
+    output = output_until(member, uri, "done-42")
+    assert "inside the sandbox" in output
+    member.dispatch(uri, {"type": "terminal/resized", "cols": 120, "rows": 40})
+    member.action("terminal/resized")
+    member.dispatch(uri, {"type": "terminal/input", "data": "stty size\n"})
+    assert "40 120" in output_until(member, uri, "40 120")
+    # The shell runs in the sandbox, not on the host: the project tree is not there, nor the environment.
+    manage_py = Path(__file__).resolve().parents[3] / "manage.py"
+    assert manage_py.exists()
+    member.dispatch(uri, {"type": "terminal/input", "data": f"ls {manage_py} || echo gone-$((1+1)); env | grep -c _URL\n"})
+    listing = output_until(member, uri, "gone-2")
+    assert "No such file" in listing
+    member.dispatch(uri, {"type": "terminal/input", "data": "exit 3\n"})
+    assert member.action("terminal/exited")["action"]["exitCode"] == 3
+    assert member.subscribe(uri)["exitCode"] == 3
+    member.dispatch(uri, {"type": "terminal/input", "data": "echo late\n"})
+    assert member.action("terminal/input", rejected=True)["rejectionReason"] == f"Terminal {uri} has exited."
+
+
+def test_ahp_terminals_lists_the_sessions_terminals(member, project):
+    session = member.create_session(workingDirectories=[project.as_uri()])
+    uri = open_terminal(member, session, name="build")
+    chat = member.subscribe(session)["defaultChat"]
+    member.subscribe(chat)
+    turn = member.start_turn(chat, "/call ahp_terminals {}")
+    assert member.reply_to(turn) == f"{uri}\tbuild\t{project.as_uri()}\trunning"
+    assert member.call("disposeTerminal", {"channel": uri}) is None
+    turn = member.start_turn(chat, "/call ahp_terminals {}")
+    assert member.reply_to(turn) == "No terminals are open in this session."
+
+
+def test_a_terminal_opens_only_inside_the_sessions_folders(member, project, workspace):
+    session = member.create_session(workingDirectories=[project.as_uri()])
+    elsewhere = workspace / "other"
+    elsewhere.mkdir()
+    with pytest.raises(RpcFailed) as failed:
+        open_terminal(member, session, cwd=elsewhere.as_uri())
+    assert failed.value.message == f"{elsewhere.as_uri()} is not a folder in the session's working directories."
+    bare = member.create_session()
+    with pytest.raises(RpcFailed) as failed:
+        open_terminal(member, bare)
+    assert failed.value.message == "The session has no working directory for a terminal to open in."
+
+
+def test_a_guest_may_not_open_or_type_into_a_terminal(acme, host, member, project):
+    session = member.create_session(workingDirectories=[project.as_uri()])
+    uri = open_terminal(member, session)
+    with AhpClient(host.port, acme.tokens["guest"], "guest") as guest:
+        with pytest.raises(RpcFailed) as failed:
+            open_terminal(guest, session)
+        assert failed.value.message == "acme-guest may not terminal:write here"
+        with pytest.raises(RpcFailed) as failed:
+            guest.subscribe(uri)
+        assert failed.value.message == f"No channel {uri} here."
+
+
+def test_another_tenant_cannot_see_or_type_into_a_terminal(globex, host, member, project):
+    session = member.create_session(workingDirectories=[project.as_uri()])
+    uri = open_terminal(member, session)
+    with AhpClient(host.port, globex.tokens["root"], "intruder") as intruder:
+        intruder.dispatch(uri, {"type": "terminal/input", "data": "touch pwned\n"})
+        assert intruder.call("ping", {"channel": "ahp-root://"}) is None
+        with pytest.raises(RpcFailed):
+            intruder.subscribe(uri)
+    member.dispatch(uri, {"type": "terminal/input", "data": "ls; echo fin-$((2+2))\n"})
+    assert "pwned" not in output_until(member, uri, "fin-4")
