@@ -83,6 +83,11 @@ class ChatToolbox:
     async def call(self, name, arguments):
         return result_text(await self.execute(await self.snapshot(), name, arguments))
 
+    async def answer(self, snapshot, name, arguments):
+        """A call made against `snapshot`, as a harness hands it back to its model: (text, failed)."""
+        result = await self.execute(snapshot, name, arguments)
+        return result_text(result), not result.get("success")
+
     async def execute(self, snapshot, name, arguments):
         try:
             binding = snapshot.check_input(name, arguments)

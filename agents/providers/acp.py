@@ -18,7 +18,6 @@ import contextlib
 import logging
 import os
 import shlex
-from urllib.parse import urlparse
 
 import acp
 from acp import schema
@@ -29,6 +28,8 @@ from kernel.refusals import Refused
 from sandbox.bubblewrap import session_sandbox
 from sessions_app import actions
 from sessions_app.models import Session
+
+from ..harness import destination
 
 logger = logging.getLogger(__name__)
 
@@ -68,11 +69,6 @@ def acp_servers(endpoint_url, token, servers):
                 type="http", name=name, url=entry["url"],
                 headers=[schema.HttpHeader(name=k, value=v) for k, v in (entry.get("headers") or {}).items()]))
     return handed
-
-
-def destination(url):
-    parts = urlparse(url)
-    return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
 
 
 def agent_sandbox(session, endpoint_url, servers, read_only):

@@ -9,13 +9,13 @@ from ..ahp.protocol.harness import AhpClient, default_chat
 
 
 def test_the_registry_is_built_from_its_listed_providers():
-    assert list(PROVIDERS) == [cls.id for cls in PROVIDER_CLASSES] == ["echo", "acp", "github-copilot"]
+    assert list(PROVIDERS) == [cls.id for cls in PROVIDER_CLASSES] == ["echo", "acp", "github-copilot", "claude"]
 
 
 def test_the_root_state_lists_every_agent_github_copilot_among_them(acme, host):
     with AhpClient(host.port, acme.tokens["member"]) as alice:
         agents = alice.subscribe("ahp-root://")["agents"]
-    assert [a["provider"] for a in agents] == ["echo", "acp", "github-copilot"]
+    assert [a["provider"] for a in agents] == ["echo", "acp", "github-copilot", "claude"]
     assert agents[2] == {"provider": "github-copilot", "displayName": "GitHub Copilot",
                          "description": "The GitHub Copilot CLI, through its SDK.",
                          "models": [{"id": "github-copilot", "provider": "github-copilot", "name": "GitHub Copilot"}]}

@@ -1,0 +1,92 @@
+"""The `claude` provider: the real Claude Code CLI, in the session's sandbox, against a scripted
+model, over a real socket. The model's tool list is what the CLI actually sent."""
+import pytest
+
+from agents.harness import claude_cli
+from agents.providers.claude import NO_CLI
+from sessions_app.models import Chat, ToolCall
+from tools_app.catalog.loader import catalog_for_chat
+
+from ..ahp.protocol.harness import AhpClient, default_chat
+from ..ahp.protocol.test_client_tools import announce, complete
+from .model_server import ModelServer, Text, tool_result_text, use_tool
+
+needs_cli = pytest.mark.skipif(claude_cli() is None, reason=f"needs the Claude Code CLI: {NO_CLI}")
+
+
+@pytest.fixture
+def model(monkeypatch, settings):
+    with ModelServer() as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        settings.AHP_OUTBOUND_ALLOW = "127.0.0.1"  # the scripted model is on loopback: allow-listed here only
+        yield server
+
+
+def offered(chat_uri):
+    """The chat's catalog snapshot under the names the model sees."""
+    snapshot = catalog_for_chat(Chat.objects.get(id=chat_uri.split("/")[-1]))
+    return sorted(f"mcp__client__{name}" if snapshot.bindings[name].client_id else f"mcp__host__{name}"
+                  for name in snapshot.names)
+
+
+@pytest.mark.e2e
+@needs_cli
+def test_a_claude_turn_calls_a_host_tool_and_a_client_tool_and_reads_their_results(acme, host, host_tools, model):
+    model.add(use_tool("add", {"a": 20, "b": 22}), use_tool("ide__open_file", {"path": "README.md"}),
+              tool_result_text("Both done; the last said: "))
+    with AhpClient(host.port, acme.tokens["member"], "alice") as alice, \
+            AhpClient(host.port, acme.tokens["member"], "ide") as ide:
+        session = alice.create_session(provider="claude")
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        announce(ide, session)
+        turn = alice.start_turn(chat, "add, then open the readme")
+        start = alice.action("chat/toolCallStart", turnId=turn, timeout=90)["action"]
+        assert start["toolName"] == "add"
+        request = ide.action("session/inputNeededSet", timeout=90)["action"]["request"]
+        assert request["toolCall"]["toolName"] == "ide__open_file"
+        complete(ide, chat, turn, request["toolCall"]["toolCallId"], text="opened README.md")
+        assert alice.reply_to(turn, timeout=90) == "Both done; the last said: opened README.md"
+
+    first, second, third = model.agent_requests()
+    # Exactly the chat's snapshot, none of the CLI's built-ins.
+    assert sorted(first.tool_names) == offered(chat)
+    assert {"mcp__host__add", "mcp__client__ide__open_file"} <= set(first.tool_names)
+    assert first.last_user_text() == "add, then open the readme"
+    assert second.tool_results() == ["42"]
+    assert third.tool_results() == ["42", "opened README.md"]
+    calls = list(ToolCall.objects.filter(turn_id=turn).order_by("created"))
+    assert [(c.tool_name, c.source, c.contributor_client_id, c.status) for c in calls] == [
+        ("add", "host", "", "completed"), ("ide__open_file", "client", "ide", "completed")]
+
+
+@pytest.mark.e2e
+@needs_cli
+def test_a_refused_call_reaches_the_model_as_the_refusal_sentence(acme, host, host_tools, model):
+    model.add(use_tool("add", {"a": "twenty", "b": 22}), tool_result_text(), Text("second turn"))
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        session = alice.create_session(provider="claude")
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        reply = alice.reply_to(alice.start_turn(chat, "add badly"), timeout=90)
+        assert reply == "The tool said: Invalid input for add at /a: 'twenty' is not of type 'number'"
+        # The next turn resumes the same Claude conversation.
+        assert alice.reply_to(alice.start_turn(chat, "and now?"), timeout=90) == "second turn"
+    last = model.agent_requests()[-1]
+    assert last.last_user_text() == "and now?"
+    assert "add badly" in str(last.body["messages"])
+
+
+def test_without_the_claude_cli_a_turn_fails_naming_what_to_install(acme, host, monkeypatch, tmp_path):
+    monkeypatch.setenv("AHP_CLAUDE_CLI_PATH", str(tmp_path / "missing"))
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        session = alice.create_session(provider="claude")
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        turn = alice.start_turn(chat, "hello")
+        error = alice.action("chat/error", turnId=turn, timeout=30)["action"]["error"]
+    assert error["message"] == f"Refused: {NO_CLI}"
+    assert NO_CLI == ("The claude agent cannot run on this host: the Claude Code CLI (npm @anthropic-ai/claude-code) "
+                      "is not installed. Run `make harness` (npm, into var/harness) or set AHP_CLAUDE_CLI_PATH to "
+                      "its executable.")
