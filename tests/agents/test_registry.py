@@ -23,8 +23,7 @@ def test_the_root_state_lists_every_agent_github_copilot_among_them(acme, host):
 
 @pytest.fixture
 def no_copilot_runtime(monkeypatch):
-    monkeypatch.delenv("COPILOT_CLI_PATH", raising=False)
-    monkeypatch.setattr("agents.providers.github_copilot.get_cached_cli_path", lambda: None)
+    monkeypatch.setenv("COPILOT_CLI_PATH", "/nonexistent/copilot")
 
 
 def test_without_the_copilot_cli_a_turn_on_github_copilot_fails_naming_it(acme, host, no_copilot_runtime):
@@ -35,9 +34,9 @@ def test_without_the_copilot_cli_a_turn_on_github_copilot_fails_naming_it(acme, 
         turn = alice.start_turn(chat, "hello")
         error = alice.action("chat/error", turnId=turn, timeout=30)["action"]["error"]
     assert error["message"] == f"Refused: {NO_RUNTIME}"
-    assert NO_RUNTIME == ("The github-copilot agent cannot run on this host: the GitHub Copilot CLI is not "
-                          "installed. Set COPILOT_CLI_PATH to its executable, or give the provider a runtime "
-                          "connection.")
+    assert NO_RUNTIME == ("The github-copilot agent cannot run on this host: the GitHub Copilot CLI (npm "
+                          "@github/copilot) is not installed. Run `make harness` (npm, into var/harness) or set "
+                          "COPILOT_CLI_PATH to its executable.")
 
 
 def test_a_copilot_cli_path_that_is_not_a_program_is_missing_too(monkeypatch, tmp_path):
