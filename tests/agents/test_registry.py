@@ -2,7 +2,8 @@
 turn where its runtime is missing fails with the sentence that names what is missing."""
 import pytest
 
-from agents.providers.github_copilot import NO_RUNTIME, GitHubCopilotProvider
+from agents.harness import copilot_cli
+from agents.providers.github_copilot import NO_RUNTIME
 from agents.registry import PROVIDER_CLASSES, PROVIDERS
 
 from ..ahp.protocol.harness import AhpClient, default_chat
@@ -40,9 +41,9 @@ def test_without_the_copilot_cli_a_turn_on_github_copilot_fails_naming_it(acme, 
 
 
 def test_a_copilot_cli_path_that_is_not_a_program_is_missing_too(monkeypatch, tmp_path):
-    monkeypatch.setenv("COPILOT_CLI_PATH", str(tmp_path / "copilot"))
-    assert GitHubCopilotProvider().runtime_missing() == NO_RUNTIME
     program = tmp_path / "copilot"
+    monkeypatch.setenv("COPILOT_CLI_PATH", str(program))
     program.write_text("#!/bin/sh\n")
+    assert copilot_cli() is None
     program.chmod(0o755)
-    assert GitHubCopilotProvider().runtime_missing() is None
+    assert copilot_cli() == str(program)
