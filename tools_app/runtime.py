@@ -27,7 +27,7 @@ from .catalog.loader import catalog_for_chat
 from .catalog.validation import ToolRefusal, input_problem
 from .families.mcp_servers.server_tools import runnable_session_servers
 from .actions import do_keep_full_output
-from .models import HostConfig
+from .models import AgentDefinition, HostConfig
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +74,15 @@ class ChatToolbox:
 
     async def names(self):
         return (await self.snapshot()).names
+
+    async def agent_definition(self):
+        """The tenant's agent definition the session names (its model, instructions, tools policy), or None."""
+        def load():
+            name = (self.session.config or {}).get("agentDefinition")
+            if not name or AgentDefinition.document_for_session(self.session) is None:
+                return None
+            return AgentDefinition.objects.for_tenant(self.session.tenant).get(name=name)
+        return await database_sync_to_async(load)()
 
     async def runnable_mcp_servers(self):
         """The session's MCP servers as an agent the host starts runs them, and the host

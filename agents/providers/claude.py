@@ -100,21 +100,22 @@ class ClaudeProvider:
         return {"provider": self.id, "displayName": self.display_name, "description": self.description,
                 "models": list(self.models)}
 
-    def options(self, cli, snapshot, toolbox, connection):
+    def options(self, cli, snapshot, toolbox, connection, definition):
         async def answer(name, arguments):
             return await toolbox.answer(snapshot, name, arguments)
 
         host, client = [], []
-        for definition in snapshot.definitions:
-            (client if snapshot.bindings[definition["name"]].client_id else host).append(definition)
+        for tool in snapshot.definitions:
+            (client if snapshot.bindings[tool["name"]].client_id else host).append(tool)
         instructions = "\n\n".join([f"You are the agent of AHP session {toolbox.session.uri}, run by an AHP host.",
-                                    *snapshot.instructions])
+                                    *snapshot.instructions, *([definition.instructions] if definition else [])])
         return ClaudeAgentOptions(
             cli_path=cli, tools=[], setting_sources=[], allowed_tools=[f"mcp__{HOST_SERVER}", f"mcp__{CLIENT_SERVER}"],
             mcp_servers={HOST_SERVER: tool_server(HOST_SERVER, host, answer),
                          CLIENT_SERVER: tool_server(CLIENT_SERVER, client, answer)},
             system_prompt={"type": "preset", "preset": "claude_code", "append": instructions},
-            model=connection.get("model") or None, resume=self.conversations.get(toolbox.session.id))
+            model=(definition.model if definition else "") or connection.get("model") or None,
+            resume=self.conversations.get(toolbox.session.id))
 
     async def run_turn(self, text, toolbox):
         cli = claude_cli()
@@ -122,7 +123,7 @@ class ClaudeProvider:
             raise Refused(NO_CLI, "no_agent")
         connection = model_connection()
         snapshot = await toolbox.snapshot()
-        options = self.options(cli, snapshot, toolbox, connection)
+        options = self.options(cli, snapshot, toolbox, connection, await toolbox.agent_definition())
         stderr = deque(maxlen=STDERR_LINES)
         options.stderr = stderr.append
         sandbox = session_sandbox(toolbox.session, destinations=[destination(connection["baseUrl"])])

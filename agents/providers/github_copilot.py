@@ -115,9 +115,11 @@ class GitHubCopilotProvider:
         # The SDK appends its own flags to the command line: they reach the CLI inside the sandbox.
         argv = sandbox.argv([cli])
         client = CopilotClient(connection=RuntimeConnection.for_stdio(path=argv[0], args=argv[1:]))
-        options = {"tools": tools, "available_tools": [t.name for t in tools], "provider": byok_provider(connection),
-                   "model": connection["model"], "on_permission_request": refuse_permission,
-                   "working_directory": sandbox.working_directory}
+        definition = await toolbox.agent_definition()
+        # A definition's built-in tools policy decides, as for any of its sessions; without one, only the host's tools.
+        policy = self.session_options(definition) if definition else {"available_tools": [t.name for t in tools]}
+        options = {"model": connection["model"], **policy, "tools": tools, "provider": byok_provider(connection),
+                   "on_permission_request": refuse_permission, "working_directory": sandbox.working_directory}
         conversation = self.conversations.get(toolbox.session.id)
         try:
             if conversation:

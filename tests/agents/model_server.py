@@ -8,8 +8,8 @@ the harness actually sent its model (the tool list above all).
 A step is a `Text`, a `ToolUse`, or a function of the request returning one; `use_tool` finds
 a tool by the end of its offered name (`mcp__host__add` is found by "add"), `tool_result_text`
 reads back what the harness put in the conversation from the last tool call. Requests that offer
-no tools are the harness's own side questions (a title, a topic) and get a short text without
-using up a step.
+no tools are taken for the harness's own side questions (a title, a topic) and get a short text
+without using up a step, unless `side` says otherwise (a test whose agent is offered nothing).
 """
 import itertools
 import json
@@ -96,9 +96,9 @@ def tool_result_text(prefix="The tool said: "):
 
 
 class ModelServer:
-    def __init__(self, *steps, side_text="Side answer"):
+    def __init__(self, *steps, side_text="Side answer", side=lambda request: not request.tools):
         self.steps = list(steps)
-        self.side_text = side_text
+        self.side_text, self.side = side_text, side
         self.requests = []
         self.lock = threading.Lock()
         self.ids = itertools.count(1)
@@ -133,7 +133,7 @@ class ModelServer:
     def reply_to(self, request):
         with self.lock:
             self.requests.append(request)
-            if not request.tools:
+            if self.side(request):
                 return Text(self.side_text)
             step = self.steps.pop(0) if self.steps else Text("The script has no more steps.")
         return step(request) if callable(step) else step

@@ -17,6 +17,7 @@ DEFAULT_CONFIG_SCHEMA = {
     "type": "object",
     "properties": {
         "model": {"type": "string", "title": "Model"},
+        "agentDefinition": {"type": "string", "title": "Agent definition"},
         "isolation": {"type": "string", "title": "Isolation", "enum": ["folder", "worktree"]},
     },
     "additionalProperties": False,
