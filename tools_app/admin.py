@@ -33,6 +33,8 @@ FORM_FIELDS = {
     "providers": lambda key: ProvidersField(required=False),
     "servers": lambda key: forms.JSONField(required=False, widget=forms.Textarea(attrs={"rows": 8, "cols": 80}),
                                            error_messages={"invalid": f"{key.wire} must be JSON."}),
+    "connections": lambda key: forms.JSONField(required=False, widget=forms.Textarea(attrs={"rows": 6, "cols": 80}),
+                                               error_messages={"invalid": f"{key.wire} must be JSON."}),
     "milliseconds": _ms_field,
     "choice": lambda key: forms.ChoiceField(choices=key.choices),
 }
@@ -40,6 +42,7 @@ FORM_FIELDS = {
 FORM_HINTS = {
     "providers": "Separate them with commas.",
     "servers": 'Write them as JSON {"name": {...}}.',
+    "connections": 'Write them as JSON {"claude": {...}}.',
 }
 
 

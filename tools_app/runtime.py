@@ -27,6 +27,7 @@ from .catalog.loader import catalog_for_chat
 from .catalog.validation import ToolRefusal, input_problem
 from .families.mcp_servers.server_tools import runnable_session_servers
 from .actions import do_keep_full_output
+from .agent_connections import opened_connection
 from .models import AgentDefinition, HostConfig
 
 logger = logging.getLogger(__name__)
@@ -82,6 +83,12 @@ class ChatToolbox:
             if not name or AgentDefinition.document_for_session(self.session) is None:
                 return None
             return AgentDefinition.objects.for_tenant(self.session.tenant).get(name=name)
+        return await database_sync_to_async(load)()
+
+    async def agent_connection(self, provider_id, defaults):
+        """The tenant's agentConnections entry for `provider_id` over the host's `defaults`, secrets opened."""
+        def load():
+            return opened_connection(HostConfig.for_tenant(self.session.tenant).agent_connections, provider_id, defaults)
         return await database_sync_to_async(load)()
 
     async def runnable_mcp_servers(self):

@@ -121,7 +121,7 @@ class ClaudeProvider:
         cli = claude_cli()
         if cli is None:
             raise Refused(NO_CLI, "no_agent")
-        connection = model_connection()
+        connection = await toolbox.agent_connection(self.id, model_connection())
         snapshot = await toolbox.snapshot()
         options = self.options(cli, snapshot, toolbox, connection, await toolbox.agent_definition())
         stderr = deque(maxlen=STDERR_LINES)

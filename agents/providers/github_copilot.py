@@ -34,10 +34,13 @@ logger = logging.getLogger(__name__)
 PROVIDER_ID = "github-copilot"
 
 NO_RUNTIME = not_installed("github-copilot", "the GitHub Copilot CLI (npm @github/copilot)", "COPILOT_CLI_PATH")
-NO_MODEL = ("The github-copilot agent has no model endpoint: set AHP_COPILOT_BASE_URL (and AHP_COPILOT_API_KEY) "
-            "for an OpenAI-compatible, Azure or Anthropic endpoint.")
+NO_MODEL = ("The github-copilot agent has no model endpoint: set agentConnections.github-copilot (baseUrl and "
+            "apiKey, or githubToken) or AHP_COPILOT_BASE_URL.")
 NOT_OFFERED = "The host did not offer this tool to the agent."
 TURN_TIMEOUT_SECONDS = 600
+DEFAULT_MODEL = "gpt-4.1"
+# Where a CLI signed in with a GitHub token finds its models.
+GITHUB_ENDPOINTS = (("api.github.com", 443), ("api.githubcopilot.com", 443), ("api.individual.githubcopilot.com", 443))
 
 EMPTY_MODE_NEEDS_STORAGE = (
     "client-mode empty needs storage of its own: configure a base directory or a session filesystem "
@@ -50,11 +53,12 @@ def model_connection():
     return {"type": os.environ.get("AHP_COPILOT_TYPE", "openai"), "baseUrl": os.environ.get("AHP_COPILOT_BASE_URL", ""),
             "apiKey": os.environ.get("AHP_COPILOT_API_KEY", ""),
             "wireApi": os.environ.get("AHP_COPILOT_WIRE_API", "completions"),
-            "model": os.environ.get("AHP_COPILOT_MODEL", "gpt-4.1")}
+            "model": os.environ.get("AHP_COPILOT_MODEL", "")}
 
 
 def byok_provider(connection):
-    provider = {"type": connection["type"], "base_url": connection["baseUrl"], "wire_api": connection["wireApi"]}
+    provider = {"type": connection.get("type") or "openai", "base_url": connection["baseUrl"],
+                "wire_api": connection.get("wireApi") or "completions"}
     if connection.get("apiKey"):
         provider["api_key"] = connection["apiKey"]
     return provider
@@ -106,20 +110,30 @@ class GitHubCopilotProvider:
         cli = copilot_cli()
         if cli is None:
             raise Refused(NO_RUNTIME, "no_agent")
-        connection = model_connection()
-        if not connection["baseUrl"]:
-            raise Refused(NO_MODEL, "no_agent")
+        tenant = await toolbox.agent_connection(self.id, {})
+        # A tenant's GitHub token runs on GitHub's models: the host's BYOK defaults do not apply to it.
+        connection = tenant if tenant.get("githubToken") and not tenant.get("baseUrl") else {
+            **model_connection(), **tenant}
         snapshot = await toolbox.snapshot()
         tools = custom_tools(snapshot, toolbox)
-        sandbox = session_sandbox(toolbox.session, destinations=[destination(connection["baseUrl"])])
+        if connection.get("baseUrl"):
+            reached, environment = [destination(connection["baseUrl"])], {}
+        elif connection.get("githubToken"):
+            reached, environment = GITHUB_ENDPOINTS, {"COPILOT_SDK_AUTH_TOKEN": connection["githubToken"]}
+        else:
+            raise Refused(NO_MODEL, "no_agent")
+        sandbox = session_sandbox(toolbox.session, destinations=reached)
         # The SDK appends its own flags to the command line: they reach the CLI inside the sandbox.
-        argv = sandbox.argv([cli])
-        client = CopilotClient(connection=RuntimeConnection.for_stdio(path=argv[0], args=argv[1:]))
+        argv = sandbox.argv([cli], env=environment)
+        client = CopilotClient(connection=RuntimeConnection.for_stdio(path=argv[0], args=argv[1:]),
+                               github_token=connection.get("githubToken") or None)
         definition = await toolbox.agent_definition()
         # A definition's built-in tools policy decides, as for any of its sessions; without one, only the host's tools.
         policy = self.session_options(definition) if definition else {"available_tools": [t.name for t in tools]}
-        options = {"model": connection["model"], **policy, "tools": tools, "provider": byok_provider(connection),
+        options = {"model": connection.get("model") or DEFAULT_MODEL, **policy, "tools": tools,
                    "on_permission_request": refuse_permission, "working_directory": sandbox.working_directory}
+        if connection.get("baseUrl"):
+            options["provider"] = byok_provider(connection)
         conversation = self.conversations.get(toolbox.session.id)
         try:
             if conversation:
