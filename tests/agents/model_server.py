@@ -95,6 +95,18 @@ def tool_result_text(prefix="The tool said: "):
     return step
 
 
+class Hold:
+    """A step that keeps its request waiting until the test releases it (to kill a harness mid-turn)."""
+
+    def __init__(self, then):
+        self.then, self.arrived, self.released = then, threading.Event(), threading.Event()
+
+    def __call__(self, request):
+        self.arrived.set()
+        self.released.wait(60)
+        return self.then
+
+
 class ModelServer:
     def __init__(self, *steps, side_text="Side answer", side=lambda request: not request.tools):
         self.steps = list(steps)

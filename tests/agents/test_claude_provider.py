@@ -1,5 +1,8 @@
 """The `claude` provider: the real Claude Code CLI, in the session's sandbox, against a scripted
 model, over a real socket. The model's tool list is what the CLI actually sent."""
+import os
+import signal
+
 import pytest
 
 from agents.harness import claude_cli
@@ -9,9 +12,10 @@ from tools_app.catalog.loader import catalog_for_chat
 
 from ..ahp.protocol.harness import AhpClient, default_chat
 from ..ahp.protocol.test_client_tools import announce, complete
-from .model_server import ModelServer, Text, tool_result_text, use_tool
+from .model_server import Hold, ModelServer, Text, tool_result_text, use_tool
 
 needs_cli = pytest.mark.skipif(claude_cli() is None, reason=f"needs the Claude Code CLI: {NO_CLI}")
+HARNESS_PROGRAM = os.path.realpath(claude_cli() or "claude")
 
 
 @pytest.fixture
@@ -90,3 +94,48 @@ def test_without_the_claude_cli_a_turn_fails_naming_what_to_install(acme, host, 
     assert NO_CLI == ("The claude agent cannot run on this host: the Claude Code CLI (npm @anthropic-ai/claude-code) "
                       "is not installed. Run `make harness` (npm, into var/harness) or set AHP_CLAUDE_CLI_PATH to "
                       "its executable.")
+
+
+def harness_pids(session_uri):
+    """The Claude Code processes running in the session's sandbox (below its bwrap)."""
+    session_id = session_uri.split("/")[-1]
+    parents, commands = {}, {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parents[int(entry)] = int(stat.read().rpartition(")")[2].split()[1])
+                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                    commands[int(entry)] = cmdline.read().decode(errors="replace")
+            except OSError:
+                continue
+
+    def in_session(pid):
+        while pid > 1:
+            if "bwrap" in commands.get(pid, "") and session_id in commands.get(pid, ""):
+                return True
+            pid = parents.get(pid, 0)
+        return False
+
+    return [pid for pid, command in commands.items() if command.startswith(HARNESS_PROGRAM) and in_session(pid)]
+
+
+@pytest.mark.e2e
+@needs_cli
+def test_a_killed_harness_fails_its_turn_with_a_sentence_and_the_next_turn_starts_it_again(acme, host, model):
+    hold = Hold(Text("too late"))
+    model.add(hold, Text("back again"))
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        session = alice.create_session(provider="claude")
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        turn = alice.start_turn(chat, "hello")
+        assert hold.arrived.wait(90)
+        pids = harness_pids(session)
+        assert len(pids) == 1
+        os.kill(pids[0], signal.SIGKILL)
+        error = alice.action("chat/error", turnId=turn, timeout=60)["action"]["error"]
+        hold.released.set()
+        assert error["message"].startswith("HarnessStopped: The claude harness stopped before the turn ended (")
+        assert "the next turn starts it again." in error["message"]
+        assert alice.reply_to(alice.start_turn(chat, "again"), timeout=90) == "back again"
