@@ -99,6 +99,10 @@ class ChatToolbox:
     async def call(self, name, arguments):
         return result_text(await self.execute(await self.snapshot(), name, arguments))
 
+    async def stream(self, text):
+        """A piece of the reply as the model writes it (chat/responsePart, then chat/delta)."""
+        await database_sync_to_async(actions.do_stream_reply)(self.turn.id, text)
+
     async def answer(self, snapshot, name, arguments):
         """A call made against `snapshot`, as a harness hands it back to its model: (text, failed)."""
         result = await self.execute(snapshot, name, arguments)

@@ -15,7 +15,7 @@ import os
 from collections import deque
 
 from claude_agent_sdk import (AssistantMessage, ClaudeAgentOptions, ClaudeSDKClient, ClaudeSDKError,
-                              ResultMessage, TextBlock)
+                              ResultMessage, StreamEvent, TextBlock)
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
 from mcp import types
 from mcp.server.lowlevel import Server
@@ -63,6 +63,30 @@ def tool_server(name, definitions, answer):
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=failed)
 
     return {"type": "sdk", "name": name, "instance": server}
+
+
+class Streamed:
+    """The reply's text as the model streams it into the chat; the model's messages are parted
+    by a blank line, as in the reply the turn ends with."""
+
+    def __init__(self, toolbox):
+        self.toolbox, self.pieces, self.new_message = toolbox, [], False
+
+    @property
+    def text(self):
+        return "".join(self.pieces)
+
+    async def take(self, event):
+        if event.get("type") == "message_start":
+            self.new_message = bool(self.pieces)
+            return
+        delta = event.get("delta") or {}
+        if event.get("type") != "content_block_delta" or delta.get("type") != "text_delta" or not delta.get("text"):
+            return
+        piece = ("\n\n" if self.new_message else "") + delta["text"]
+        self.new_message = False
+        self.pieces.append(piece)
+        await self.toolbox.stream(piece)
 
 
 async def no_prompt():
@@ -115,6 +139,7 @@ class ClaudeProvider:
                          CLIENT_SERVER: tool_server(CLIENT_SERVER, client, answer)},
             system_prompt={"type": "preset", "preset": "claude_code", "append": instructions},
             model=(definition.model if definition else "") or connection.get("model") or None,
+            include_partial_messages=True,
             resume=self.conversations.get(toolbox.session.id))
 
     async def run_turn(self, text, toolbox):
@@ -129,12 +154,14 @@ class ClaudeProvider:
         sandbox = session_sandbox(toolbox.session, destinations=[destination(connection["baseUrl"])])
         environment = {**CLI_ENVIRONMENT, "ANTHROPIC_BASE_URL": connection["baseUrl"],
                        "ANTHROPIC_API_KEY": connection["apiKey"]}
-        replies = []
+        replies, streamed = [], Streamed(toolbox)
         try:
             async with ClaudeSDKClient(options, transport=SandboxedCli(options, sandbox, environment)) as claude:
                 await claude.query(text)
                 async for message in claude.receive_response():
-                    if isinstance(message, AssistantMessage):
+                    if isinstance(message, StreamEvent) and message.parent_tool_use_id is None:
+                        await streamed.take(message.event)
+                    elif isinstance(message, AssistantMessage):
                         replies.extend(block.text for block in message.content if isinstance(block, TextBlock))
                     elif isinstance(message, ResultMessage):
                         self.conversations[toolbox.session.id] = message.session_id
@@ -142,4 +169,4 @@ class ClaudeProvider:
                             raise RuntimeError(message.result or f"The claude harness ended the turn: {message.subtype}.")
         except ClaudeSDKError as error:
             raise HarnessStopped(stopped_sentence(error, list(stderr))) from error
-        return "\n\n".join(reply for reply in replies if reply)
+        return streamed.text or "\n\n".join(reply for reply in replies if reply)

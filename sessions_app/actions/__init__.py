@@ -23,7 +23,7 @@ from .tool_calls import (
     do_confirm_tool_call, do_expire_tool_call, do_refuse_tool_call, failure,
 )
 from .tools_endpoints import do_open_tools_endpoint
-from .turns import do_end_turn, do_start_turn
+from .turns import do_end_turn, do_start_turn, do_stream_reply
 
 __all__ = [
     "MAX_MESSAGE_CHARS", "MAX_SPAWN_DEPTH", "ORCHESTRATION_LIMITS", "ORCHESTRATION_WINDOW", "Orchestration",

@@ -49,9 +49,46 @@ def chat_updated(chat, status, modified):
         "type": "session/chatUpdated", "chat": chat.uri, "changes": {"status": status, "modifiedAt": iso(modified)}})
 
 
+def reply_part_id(turn):
+    return f"{turn.id}-reply"
+
+
+def add_to_reply(turn, text):
+    """`text` onto the turn's reply part: the part itself when there is none yet (chat/responsePart),
+    else a chat/delta. Answers the action to publish, or None when nothing was added."""
+    part_id = reply_part_id(turn)
+    parts = [dict(p) for p in turn.response_parts]
+    existing = next((p for p in parts if p.get("id") == part_id), None)
+    if existing is None:
+        part = {"kind": "markdown", "id": part_id, "content": text}
+        turn.response_parts = [*parts, part]
+        return {"type": "chat/responsePart", "turnId": str(turn.id), "part": part}
+    if not text:
+        return None
+    existing["content"] += text
+    turn.response_parts = parts
+    return {"type": "chat/delta", "turnId": str(turn.id), "partId": part_id, "content": text}
+
+
+@transaction.atomic
+def do_stream_reply(turn_id, text):
+    """A piece of the agent's reply as the model writes it."""
+    turn = Turn.objects.select_for_update().select_related("chat__session").get(id=turn_id)
+    if turn.state != "active" or not text:
+        return
+    action = add_to_reply(turn, text)
+    turn.save(update_fields=["response_parts"])
+    publish(turn.chat.session.tenant_id, turn.chat.uri, action)
+
+
+def streamed_reply(turn):
+    return next((p["content"] for p in turn.response_parts if p.get("id") == reply_part_id(turn)), None)
+
+
 @transaction.atomic
 def do_end_turn(turn_id, response_text=None, error=None):
-    """Finish a turn with the agent's reply (a markdown part) or an error."""
+    """Finish a turn with the agent's reply (a markdown part, or the rest of the one it streamed)
+    or an error."""
     turn = Turn.objects.select_for_update().select_related("chat__session").get(id=turn_id)
     if turn.state != "active":
         return
@@ -59,9 +96,11 @@ def do_end_turn(turn_id, response_text=None, error=None):
     turn.ended = timezone.now()
     duration = int((turn.ended - turn.started).total_seconds() * 1000)
     if response_text is not None:
-        part = {"kind": "markdown", "id": f"{turn.id}-reply", "content": response_text}
-        turn.response_parts = [*turn.response_parts, part]
-        publish(session.tenant_id, chat.uri, {"type": "chat/responsePart", "turnId": str(turn.id), "part": part})
+        streamed = streamed_reply(turn)
+        rest = response_text[len(streamed):] if streamed and response_text.startswith(streamed) else response_text
+        action = add_to_reply(turn, rest) if streamed is None or rest != response_text else None
+        if action is not None:
+            publish(session.tenant_id, chat.uri, action)
     if error is None:
         turn.state = "complete"
         action = {"type": "chat/turnComplete", "turnId": str(turn.id), "duration": duration}

@@ -215,12 +215,16 @@ class ModelServer:
                 if block["type"] == "tool_use":
                     start, delta = {**block, "input": {}}, {"type": "input_json_delta",
                                                              "partial_json": json.dumps(block["input"])}
+                    deltas = [delta]
                 else:
-                    start, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": block["text"]}
+                    # The text in two pieces, as a model streams it.
+                    start, half = {"type": "text", "text": ""}, len(block["text"]) // 2
+                    deltas = [{"type": "text_delta", "text": piece}
+                              for piece in (block["text"][:half], block["text"][half:]) if piece]
                 self.send_events([
                     event("message_start", {"message": {**message, "content": [], "usage": usage}}),
                     event("content_block_start", {"index": 0, "content_block": start}),
-                    event("content_block_delta", {"index": 0, "delta": delta}),
+                    *(event("content_block_delta", {"index": 0, "delta": delta}) for delta in deltas),
                     event("content_block_stop", {"index": 0}),
                     event("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None},
                                             "usage": {"output_tokens": 5}}),

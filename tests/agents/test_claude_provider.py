@@ -139,3 +139,23 @@ def test_a_killed_harness_fails_its_turn_with_a_sentence_and_the_next_turn_start
         assert error["message"].startswith("HarnessStopped: The claude harness stopped before the turn ended (")
         assert "the next turn starts it again." in error["message"]
         assert alice.reply_to(alice.start_turn(chat, "again"), timeout=90) == "back again"
+
+
+@pytest.mark.e2e
+@needs_cli
+def test_the_reply_streams_into_the_chat_as_a_part_then_deltas(acme, host, model):
+    model.add(Text("Hello from a streaming model"))
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        chat = default_chat(alice, alice.create_session(provider="claude"))
+        alice.subscribe(chat)
+        turn = alice.start_turn(chat, "hi")
+        part = alice.action("chat/responsePart", turnId=turn, timeout=90)["action"]["part"]
+        delta = alice.action("chat/delta", turnId=turn, timeout=30)["action"]
+        alice.action("chat/turnComplete", turnId=turn, timeout=30)
+        assert (part["content"], delta["partId"], delta["content"]) == ("Hello from a s", part["id"], "treaming model")
+        # The turn's end added nothing the stream had not sent: no second reply part.
+        assert not [f for f in alice.notifications if f.get("method") == "action"
+                    and f["params"]["action"].get("turnId") == turn and f["params"]["action"]["type"] in (
+                        "chat/responsePart", "chat/delta")]
+        assert alice.subscribe(chat)["turns"][-1]["responseParts"] == [
+            {"kind": "markdown", "id": part["id"], "content": "Hello from a streaming model"}]
