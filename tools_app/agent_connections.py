@@ -11,8 +11,10 @@ from .credentials import MASK
 # provider id -> {field: allowed values (a tuple) or str}
 FIELDS = {
     "claude": {"baseUrl": str, "apiKey": str, "model": str},
+    # permissions: whether a harness's request to run one of its built-ins asks the person or is approved.
     "github-copilot": {"type": ("openai", "azure", "anthropic"), "baseUrl": str, "apiKey": str,
-                       "wireApi": ("completions", "responses"), "model": str, "githubToken": str},
+                       "wireApi": ("completions", "responses"), "model": str, "githubToken": str,
+                       "permissions": ("ask", "approve-all")},
     "acp": {"agent": str},
 }
 SECRETS = ("apiKey", "githubToken")

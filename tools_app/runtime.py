@@ -103,6 +103,13 @@ class ChatToolbox:
         """A piece of the reply as the model writes it (chat/responsePart, then chat/delta)."""
         await database_sync_to_async(actions.do_stream_reply)(self.turn.id, text)
 
+    async def ask_permission(self, tool_name, arguments, title):
+        """None when the person lets the harness run its own `tool_name` (an AHP tool confirmation),
+        else the refusal sentence for the harness to hand its model."""
+        from .harness_permissions import ask_permission
+
+        return await ask_permission(self.turn, tool_name, arguments, title)
+
     async def answer(self, snapshot, name, arguments):
         """A call made against `snapshot`, as a harness hands it back to its model: (text, failed)."""
         result = await self.execute(snapshot, name, arguments)

@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 
 from copilot import CopilotClient, RuntimeConnection
-from copilot.generated.rpc import PermissionDecisionReject
+from copilot.generated.rpc import PermissionDecisionApproveOnce, PermissionDecisionReject
 from copilot.tools import Tool, ToolResult
 
 from kernel.refusals import Refused
@@ -85,6 +85,26 @@ def refuse_permission(request, invocation):
     return PermissionDecisionReject(feedback=NOT_OFFERED)
 
 
+# The built-in a permission request is for, by its kind.
+BUILTIN_OF_KIND = {"shell": "bash", "write": "edit", "read": "view", "url": "web_fetch"}
+
+
+def permission_handler(toolbox, approve_all):
+    """A permission request for one of the CLI's built-ins: the person's call (an AHP tool
+    confirmation), unless the tenant approves all."""
+    async def handle(request, invocation):
+        if approve_all:
+            return PermissionDecisionApproveOnce()
+        kind = getattr(request, "kind", "tool")
+        name = BUILTIN_OF_KIND.get(kind, kind)
+        command = getattr(request, "full_command_text", None)
+        arguments = {"command": command} if command else {}
+        title = f"Allow the agent to run `{command}`?" if command else f"Allow the agent's {name}?"
+        refusal = await toolbox.ask_permission(name, arguments, title)
+        return PermissionDecisionApproveOnce() if refusal is None else PermissionDecisionReject(feedback=refusal)
+    return handle
+
+
 class GitHubCopilotProvider:
     id = PROVIDER_ID
     display_name = "GitHub Copilot"
@@ -131,7 +151,8 @@ class GitHubCopilotProvider:
         # A definition's built-in tools policy decides, as for any of its sessions; without one, only the host's tools.
         policy = self.session_options(definition) if definition else {"available_tools": [t.name for t in tools]}
         options = {"model": connection.get("model") or DEFAULT_MODEL, **policy, "tools": tools,
-                   "on_permission_request": refuse_permission, "working_directory": sandbox.working_directory}
+                   "on_permission_request": permission_handler(toolbox, connection.get("permissions") == "approve-all"),
+                   "working_directory": sandbox.working_directory}
         if connection.get("baseUrl"):
             options["provider"] = byok_provider(connection)
         conversation = self.conversations.get(toolbox.session.id)
