@@ -5,7 +5,12 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test install bench
+# The agent harnesses' CLIs, pinned exactly and installed once, never fetched while the host runs.
+HARNESS := var/harness
+CLAUDE_CODE := @anthropic-ai/claude-code@2.1.332
+COPILOT_CLI := @github/copilot@1.0.102
+
+.PHONY: run test install bench harness
 
 $(BIN)/.installed: pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -13,7 +18,17 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
-install: $(BIN)/.installed
+$(HARNESS)/.installed: Makefile
+	@if ! command -v npm >/dev/null 2>&1; then \
+		echo "npm not found: the claude and github-copilot agents stay unavailable until \`make harness\` runs with npm"; \
+	else \
+		npm install --prefix $(HARNESS) --no-fund --no-audit --save-exact $(CLAUDE_CODE) $(COPILOT_CLI) && touch $@ \
+			|| echo "npm could not install the harness CLIs: the claude and github-copilot agents stay unavailable"; \
+	fi
+
+harness: $(HARNESS)/.installed
+
+install: $(BIN)/.installed harness
 
 run: install
 	$(BIN)/python manage.py migrate --no-input

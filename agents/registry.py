@@ -1,10 +1,11 @@
 """The agents this host offers, by provider id, built once at start from one listed tuple."""
 from .providers.acp import AcpProvider
+from .providers.claude import ClaudeProvider
 from .providers.echo import EchoProvider
 from .providers.github_copilot import GitHubCopilotProvider
 
 # In the order clients list them; the first is the default agent.
-PROVIDER_CLASSES = (EchoProvider, AcpProvider, GitHubCopilotProvider)
+PROVIDER_CLASSES = (EchoProvider, AcpProvider, GitHubCopilotProvider, ClaudeProvider)
 
 PROVIDERS = {}
 

@@ -266,3 +266,8 @@ AHP_OUTBOUND_ALLOW = os.environ.get("AHP_OUTBOUND_ALLOW", "")
 AHP_WORKSPACE_ROOT = os.environ.get("AHP_WORKSPACE_ROOT") or str(VAR_DIR / "workspaces")
 AHP_SECRETS_KEY = os.environ.get("AHP_SECRETS_KEY", "")
 ENVIRONMENT_KEYS += ("AHP_OUTBOUND_ALLOW", "AHP_WORKSPACE_ROOT", "AHP_SECRETS_KEY")
+# The agents' host-wide defaults (agents/): each tenant's agentConnections overrides them.
+ENVIRONMENT_KEYS += ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "AHP_CLAUDE_MODEL", "AHP_CLAUDE_CLI_PATH",
+                     "AHP_COPILOT_TYPE", "AHP_COPILOT_BASE_URL", "AHP_COPILOT_API_KEY", "AHP_COPILOT_WIRE_API",
+                     "AHP_COPILOT_MODEL", "COPILOT_CLI_PATH", "AHP_HARNESS_DIR", "AHP_ACP_AGENT_COMMAND",
+                     "AHP_ACP_AGENT_READ_ONLY_PATHS", "AHP_ACP_AGENTS")

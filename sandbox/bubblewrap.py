@@ -158,7 +158,8 @@ class Sandbox:
                 args.extend(["--symlink", os.readlink(path), path])
             elif os.path.isdir(path):
                 mount("--ro-bind", path)
-        args.extend(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"])
+        # /tmp is everyone's, as on any host: the sandbox's user (after setpriv) writes there too.
+        args.extend(["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"])
         python = bridge_python()
         # An interpreter outside /usr (pyenv, nvm, an operator's /opt) is bound with its prefix.
         for program in (python, os.path.realpath(shutil.which(command[0]) or command[0])):

@@ -46,6 +46,7 @@ def do_change_host_config(principal, changes, replace=False, origin=None):
     from sessions_app.channels import ROOT
 
     from .config import ConfigInvalid, HostConfig, checked_changes, wire_values
+    from .agent_connections import stored_agent_connections
     from .credentials import stored_mcp_servers
     from .live import refresh_live_sessions
 
@@ -59,6 +60,8 @@ def do_change_host_config(principal, changes, replace=False, origin=None):
         config = HostConfig.objects.select_for_update().get(tenant=principal.tenant)
         if "mcp_servers" in fields:
             fields["mcp_servers"] = stored_mcp_servers(fields["mcp_servers"], config.mcp_servers)
+        if "agent_connections" in fields:
+            fields["agent_connections"] = stored_agent_connections(fields["agent_connections"], config.agent_connections)
         for field, value in fields.items():
             setattr(config, field, value)
         config.save()

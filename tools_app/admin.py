@@ -32,6 +32,8 @@ FORM_FIELDS = {
     "providers": lambda key: forms.MultipleChoiceField(choices=provider_choices, required=False,
                                                        widget=forms.CheckboxSelectMultiple),
     "servers": lambda key: RowsField(ServerRowFormSet, to_rows, from_rows),
+    "connections": lambda key: forms.JSONField(required=False, widget=forms.Textarea(attrs={"rows": 6, "cols": 80}),
+                                               error_messages={"invalid": f"{key.wire} must be JSON."}),
     "milliseconds": _ms_field,
     "choice": lambda key: forms.ChoiceField(choices=key.choices),
 }
@@ -40,6 +42,7 @@ FORM_HINTS = {
     "providers": "Tick none for every provider.",
     "servers": "One row per server; tick Delete to remove one, fill the empty row to add one. "
                "A saved server's check link lists its tools as a new session would.",
+    "connections": 'Write them as JSON {"claude": {...}}.',
 }
 
 

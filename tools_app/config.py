@@ -11,6 +11,7 @@ from django.db import models
 
 from grants.models import Tenant, TenantScopedManager
 
+from .agent_connections import check_agent_connections, masked_agent_connections
 from .credentials import masked_mcp_servers
 
 TENANT_COMMAND = ("a tenant cannot name a command for the host to run; pick one of the operator's stdio servers "
@@ -71,6 +72,11 @@ KEYS = (
         "Orchestration limits scope", "tree: counts are kept per session tree; session: per session.",
         choices=(("tree", "per session tree"), ("session", "per session"))),
     Key("chatMoves.enabled", "chat_moves_enabled", "boolean", True, "Chat moves", "Allow moving chats and sessions."),
+    Key("agentConnections", "agent_connections", "connections", None, "Agent connections",
+        'Per provider, its model endpoint: {"claude": {"baseUrl", "apiKey", "model"}, "github-copilot": {"type", '
+        '"baseUrl", "apiKey", "wireApi", "model"} or {"githubToken"}, "acp": {"agent": "<an operator\'s ACP agent>"}}. '
+        'The host\'s environment applies where a tenant sets nothing. Credentials read "<set>"; sent back so, they '
+        "keep their stored values."),
 )
 BY_WIRE = {key.wire: key for key in KEYS}
 
@@ -93,6 +99,13 @@ def _servers(key, value):
     for name, entry in (value or {}).items():
         if entry.get("type", "stdio") == "stdio" and {"command", "args", "cwd"} & set(entry):
             raise ConfigInvalid(f"{key.wire}.{name}: {TENANT_COMMAND}.")
+    return value
+
+
+def _connections(key, value):
+    problem = check_agent_connections(key.wire, value)
+    if problem:
+        raise ConfigInvalid(problem)
     return value
 
 
@@ -131,6 +144,9 @@ KINDS = {
                       lambda key: {"type": "array", "items": {"type": "string", "title": "Provider id"}}),
     "servers": Kind(_servers, lambda key: models.JSONField(null=True, blank=True, help_text=key.help),
                     lambda key: {"type": "object", "additionalProperties": {"type": "object", "title": "MCP server"}}),
+    "connections": Kind(_connections, lambda key: models.JSONField(null=True, blank=True, help_text=key.help),
+                        lambda key: {"type": "object", "additionalProperties": {"type": "object",
+                                                                                "title": "Agent connection"}}),
     "milliseconds": Kind(_milliseconds,
                          lambda key: models.PositiveIntegerField(default=key.default, help_text=key.help),
                          lambda key: {"type": "number"}),
@@ -179,6 +195,7 @@ def wire_values(config):
     """`config` under its wire keys, as root subscribers, REST and the admin see it: credentials masked."""
     values = {key.wire: getattr(config, key.field) for key in KEYS}
     values["mcpServers"] = masked_mcp_servers(values["mcpServers"])
+    values["agentConnections"] = masked_agent_connections(values["agentConnections"])
     return values
 
 

@@ -27,7 +27,8 @@ from .catalog.loader import catalog_for_chat
 from .catalog.validation import ToolRefusal, input_problem
 from .families.mcp_servers.server_tools import runnable_session_servers
 from .actions import do_keep_full_output
-from .models import HostConfig
+from .agent_connections import opened_connection
+from .models import AgentDefinition, HostConfig
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +77,21 @@ class ChatToolbox:
     async def names(self):
         return (await self.snapshot()).names
 
+    async def agent_definition(self):
+        """The tenant's agent definition the session names (its model, instructions, tools policy), or None."""
+        def load():
+            name = (self.session.config or {}).get("agentDefinition")
+            if not name or AgentDefinition.document_for_session(self.session) is None:
+                return None
+            return AgentDefinition.objects.for_tenant(self.session.tenant).get(name=name)
+        return await database_sync_to_async(load)()
+
+    async def agent_connection(self, provider_id, defaults):
+        """The tenant's agentConnections entry for `provider_id` over the host's `defaults`, secrets opened."""
+        def load():
+            return opened_connection(HostConfig.for_tenant(self.session.tenant).agent_connections, provider_id, defaults)
+        return await database_sync_to_async(load)()
+
     async def runnable_mcp_servers(self):
         """The session's MCP servers as an agent the host starts runs them, and the host
         folders their commands read."""
@@ -83,6 +99,22 @@ class ChatToolbox:
 
     async def call(self, name, arguments):
         return result_text(await self.execute(await self.snapshot(), name, arguments))
+
+    async def stream(self, text):
+        """A piece of the reply as the model writes it (chat/responsePart, then chat/delta)."""
+        await database_sync_to_async(actions.do_stream_reply)(self.turn.id, text)
+
+    async def ask_permission(self, tool_name, arguments, title):
+        """None when the person lets the harness run its own `tool_name` (an AHP tool confirmation),
+        else the refusal sentence for the harness to hand its model."""
+        from .harness_permissions import ask_permission
+
+        return await ask_permission(self.turn, tool_name, arguments, title)
+
+    async def answer(self, snapshot, name, arguments):
+        """A call made against `snapshot`, as a harness hands it back to its model: (text, failed)."""
+        result = await self.execute(snapshot, name, arguments)
+        return result_text(result), not result.get("success")
 
     async def execute(self, snapshot, name, arguments):
         # A cancelled (or truncated) turn begins no more calls, whatever its agent still tries.

@@ -11,6 +11,7 @@ from sessions_app import actions
 
 from .families.mcp_servers.actions import do_capture_mcp_servers
 from .families.mcp_servers.server_tools import OFFERS, list_in_background
+from .models import AgentDefinition
 
 
 def check_agent(provider):
@@ -18,10 +19,24 @@ def check_agent(provider):
         raise Refused(f"No agent for provider {provider}.", "no_agent")
 
 
+def check_definition(tenant, provider, config):
+    """The agent definition `config.agentDefinition` names must be the tenant's and run on `provider`."""
+    name = (config or {}).get("agentDefinition")
+    if name is None:
+        return
+    definition = AgentDefinition.objects.for_tenant(tenant).filter(name=name).first() if isinstance(name, str) else None
+    if definition is None:
+        raise Refused(f'No agent definition "{name}" in this tenant.', "invalid")
+    if definition.provider != provider:
+        raise Refused(f'Agent definition "{name}" runs on provider {definition.provider}, not on {provider}.',
+                      "invalid")
+
+
 @transaction.atomic
 def do_start_session(principal, session_id, provider="echo", working_directories=(), config=None):
     """createSession: the session, its default chat, and its MCP servers captured."""
     check_agent(provider)
+    check_definition(principal.tenant, provider, config)
     session = actions.do_create_session(principal, session_id, provider, working_directories, config)
     capture_servers(session)
     return session

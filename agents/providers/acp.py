@@ -15,10 +15,10 @@ in its session's sandbox, reaching only the host's tools endpoint and the sessio
 """
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import shlex
-from urllib.parse import urlparse
 
 import acp
 from acp import schema
@@ -30,6 +30,8 @@ from sandbox.bubblewrap import session_sandbox
 from sessions_app import actions
 from sessions_app.models import Session
 
+from ..harness import destination
+
 logger = logging.getLogger(__name__)
 
 ENDPOINT_SERVER_NAME = "ahp"
@@ -37,6 +39,26 @@ NO_COMMAND = "The acp provider has no agent to run: set AHP_ACP_AGENT_COMMAND."
 # How an agent may name a tool it called on the endpoint server.
 ENDPOINT_PREFIXES = (f"mcp__{ENDPOINT_SERVER_NAME}__", f"{ENDPOINT_SERVER_NAME}__", f"{ENDPOINT_SERVER_NAME}/",
                      f"{ENDPOINT_SERVER_NAME}.")
+
+
+def no_such_agent(name):
+    return f'The acp provider has no agent named "{name}": the operator defines them in AHP_ACP_AGENTS.'
+
+
+def operator_agents():
+    """The operator's ACP agents by name: AHP_ACP_AGENTS, a JSON object of command lines (a
+    string split like a shell, or a list). A tenant picks one by name and never names a command."""
+    try:
+        configured = json.loads(os.environ.get("AHP_ACP_AGENTS") or "{}")
+    except ValueError:
+        logger.warning("AHP_ACP_AGENTS is not JSON: no named ACP agent is offered.")
+        return {}
+    agents = {}
+    for name, command in configured.items() if isinstance(configured, dict) else ():
+        line = shlex.split(command) if isinstance(command, str) else command
+        if isinstance(line, list) and line and all(isinstance(part, str) for part in line):
+            agents[name] = line
+    return agents
 
 
 def host_instructions(session, snapshot):
@@ -68,11 +90,6 @@ def acp_servers(endpoint_url, token, servers):
                 type="http", name=name, url=entry["url"],
                 headers=[schema.HttpHeader(name=k, value=v) for k, v in (entry.get("headers") or {}).items()]))
     return handed
-
-
-def destination(url):
-    parts = urlparse(url)
-    return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
 
 
 def agent_sandbox(session, endpoint_url, servers, read_only):
@@ -185,7 +202,13 @@ class AcpProvider:
         return {"provider": self.id, "displayName": self.display_name, "description": self.description,
                 "models": list(self.models)}
 
-    def command_line(self):
+    def command_line(self, agent_name=None):
+        """The operator's agent named by the tenant's agentConnections.acp.agent, else the default one."""
+        if agent_name:
+            entry = operator_agents().get(agent_name)
+            if entry is None:
+                raise Refused(no_such_agent(agent_name), "no_agent")
+            return entry
         if self.command:
             return list(self.command)
         configured = os.environ.get("AHP_ACP_AGENT_COMMAND", "")
@@ -197,7 +220,7 @@ class AcpProvider:
         return [*self.read_only_paths, *(p for p in configured.split(os.pathsep) if p)]
 
     async def start_agent(self, toolbox):
-        command = self.command_line()
+        command = self.command_line((await toolbox.agent_connection(self.id, {})).get("agent"))
         if not command:
             raise Refused(NO_COMMAND, "no_agent")
         session, endpoint = await database_sync_to_async(agent_endpoint)(toolbox.session.id)

@@ -1,34 +1,108 @@
-"""The `github-copilot` provider: runs an AgentDefinition on the GitHub Copilot SDK.
+"""The `github-copilot` provider: the GitHub Copilot CLI, through its SDK, answers the turns;
+and AgentDefinitions run on the same SDK.
 
-The definition's `github-cli-builtin-tools` entry becomes two things here: the session's
-`available_tools` / `excluded_tools` (passed identically to create and resume) and the
-client's `mode`, which the SDK fixes when a client is constructed. Clients are therefore
-pooled by (mode, storage): an empty-mode agent never shares a client with a copilot-cli one,
-and tenants never share storage.
+A turn starts the Copilot CLI inside the session's sandbox (only the session's folders, no host
+environment, only the model endpoint reachable), on a BYOK provider (an OpenAI-compatible, Azure
+or Anthropic endpoint the operator configures), and resumes the session's Copilot conversation,
+which the CLI keeps in the sandbox's home. The chat's catalog snapshot at the turn's start is
+handed over as SDK custom tools whose handlers call the toolbox: every call shows in the chat
+with its catalog name and source, client tools go to their client while the CLI waits, and a
+refused call goes back to the model as the refusal sentence. `available_tools` names exactly
+those tools, so none of the CLI's built-ins is offered.
 
-As an agent of its own (a session on `github-copilot`), a turn runs on the SDK's runtime with
-none of the CLI's built-in tools, so nothing runs on the host outside a sandbox. Where that
-runtime is missing, the turn fails with NO_RUNTIME.
+For AgentDefinitions, the `github-cli-builtin-tools` entry becomes two things: the session's
+`available_tools` / `excluded_tools` (passed identically to create and resume) and the client's
+`mode`, which the SDK fixes when a client is constructed. Clients are therefore pooled by
+(mode, storage): an empty-mode agent never shares a client with a copilot-cli one, and tenants
+never share storage.
 """
+import logging
 import os
 from pathlib import Path
 
-from copilot import CopilotClient
-from copilot._cli_download import get_cached_cli_path
+from copilot import CopilotClient, RuntimeConnection
+from copilot.generated.rpc import PermissionDecisionApproveOnce, PermissionDecisionReject
+from copilot.tools import Tool, ToolResult
 
 from kernel.refusals import Refused
+from sandbox.bubblewrap import session_sandbox
+
+from ..harness import copilot_cli, destination, not_installed
+
+logger = logging.getLogger(__name__)
 
 PROVIDER_ID = "github-copilot"
 
-NO_RUNTIME = (
-    "The github-copilot agent cannot run on this host: the GitHub Copilot CLI is not installed. "
-    "Set COPILOT_CLI_PATH to its executable, or give the provider a runtime connection."
-)
+NO_RUNTIME = not_installed("github-copilot", "the GitHub Copilot CLI (npm @github/copilot)", "COPILOT_CLI_PATH")
+NO_MODEL = ("The github-copilot agent has no model endpoint: set agentConnections.github-copilot (baseUrl and "
+            "apiKey, or githubToken) or AHP_COPILOT_BASE_URL.")
+NOT_OFFERED = "The host did not offer this tool to the agent."
+TURN_TIMEOUT_SECONDS = 600
+DEFAULT_MODEL = "gpt-4.1"
+# Where a CLI signed in with a GitHub token finds its models.
+GITHUB_ENDPOINTS = (("api.github.com", 443), ("api.githubcopilot.com", 443), ("api.individual.githubcopilot.com", 443))
 
 EMPTY_MODE_NEEDS_STORAGE = (
     "client-mode empty needs storage of its own: configure a base directory or a session filesystem "
     "for the github-copilot provider."
 )
+
+
+def model_connection():
+    """The BYOK provider from the host's environment (AHP_COPILOT_*)."""
+    return {"type": os.environ.get("AHP_COPILOT_TYPE", "openai"), "baseUrl": os.environ.get("AHP_COPILOT_BASE_URL", ""),
+            "apiKey": os.environ.get("AHP_COPILOT_API_KEY", ""),
+            "wireApi": os.environ.get("AHP_COPILOT_WIRE_API", "completions"),
+            "model": os.environ.get("AHP_COPILOT_MODEL", "")}
+
+
+def byok_provider(connection):
+    provider = {"type": connection.get("type") or "openai", "base_url": connection["baseUrl"],
+                "wire_api": connection.get("wireApi") or "completions"}
+    if connection.get("apiKey"):
+        provider["api_key"] = connection["apiKey"]
+    return provider
+
+
+def custom_tools(snapshot, toolbox):
+    """The snapshot's tools as SDK custom tools, each answered through the toolbox."""
+    def handler_for(name):
+        async def handler(invocation):
+            arguments = invocation.arguments if invocation.arguments is not None else {}
+            text, failed = await toolbox.answer(snapshot, name, arguments)
+            return ToolResult(text_result_for_llm=text, result_type="failure" if failed else "success",
+                              error=text if failed else None)
+        return handler
+
+    return [Tool(name=d["name"], description=d.get("description") or d["name"], handler=handler_for(d["name"]),
+                 parameters=d.get("inputSchema") or {"type": "object", "properties": {}}, skip_permission=True,
+                 overrides_built_in_tool=True)  # a host tool named like a built-in (list_agents) is the one offered
+            for d in snapshot.definitions]
+
+
+def refuse_permission(request, invocation):
+    # Only the host's tools are offered, and they need no permission of the CLI's.
+    return PermissionDecisionReject(feedback=NOT_OFFERED)
+
+
+# The built-in a permission request is for, by its kind.
+BUILTIN_OF_KIND = {"shell": "bash", "write": "edit", "read": "view", "url": "web_fetch"}
+
+
+def permission_handler(toolbox, approve_all):
+    """A permission request for one of the CLI's built-ins: the person's call (an AHP tool
+    confirmation), unless the tenant approves all."""
+    async def handle(request, invocation):
+        if approve_all:
+            return PermissionDecisionApproveOnce()
+        kind = getattr(request, "kind", "tool")
+        name = BUILTIN_OF_KIND.get(kind, kind)
+        command = getattr(request, "full_command_text", None)
+        arguments = {"command": command} if command else {}
+        title = f"Allow the agent to run `{command}`?" if command else f"Allow the agent's {name}?"
+        refusal = await toolbox.ask_permission(name, arguments, title)
+        return PermissionDecisionApproveOnce() if refusal is None else PermissionDecisionReject(feedback=refusal)
+    return handle
 
 
 class GitHubCopilotProvider:
@@ -46,33 +120,54 @@ class GitHubCopilotProvider:
         self.session_fs = session_fs
         self.github_token = github_token
         self._clients = {}
+        self.conversations = {}  # AHP session id -> the Copilot session id its turns resume
 
     def agent_info(self):
         return {"provider": self.id, "displayName": self.display_name, "description": self.description,
                 "models": list(self.models)}
 
-    def runtime_missing(self):
-        """NO_RUNTIME when neither a connection, COPILOT_CLI_PATH nor the SDK's own bundle is there."""
-        if self.connection is not None:
-            return None
-        configured = os.environ.get("COPILOT_CLI_PATH")
-        if configured:
-            return None if os.access(configured, os.X_OK) else NO_RUNTIME
-        # The SDK would download its bundle on first use; the host never fetches programs at a turn.
-        return None if get_cached_cli_path() else NO_RUNTIME
-
     async def run_turn(self, text, toolbox):
-        missing = self.runtime_missing()
-        if missing:
-            raise Refused(missing, "no_agent")
-        key = ("agent", None)
-        if key not in self._clients:
-            self._clients[key] = CopilotClient(connection=self.connection, github_token=self.github_token)
-        session = await self._clients[key].create_session(available_tools=[])
+        cli = copilot_cli()
+        if cli is None:
+            raise Refused(NO_RUNTIME, "no_agent")
+        tenant = await toolbox.agent_connection(self.id, {})
+        # A tenant's GitHub token runs on GitHub's models: the host's BYOK defaults do not apply to it.
+        connection = tenant if tenant.get("githubToken") and not tenant.get("baseUrl") else {
+            **model_connection(), **tenant}
+        snapshot = await toolbox.snapshot()
+        tools = custom_tools(snapshot, toolbox)
+        if connection.get("baseUrl"):
+            reached, environment = [destination(connection["baseUrl"])], {}
+        elif connection.get("githubToken"):
+            reached, environment = GITHUB_ENDPOINTS, {"COPILOT_SDK_AUTH_TOKEN": connection["githubToken"]}
+        else:
+            raise Refused(NO_MODEL, "no_agent")
+        sandbox = session_sandbox(toolbox.session, destinations=reached)
+        # The SDK appends its own flags to the command line: they reach the CLI inside the sandbox.
+        argv = sandbox.argv([cli], env=environment)
+        client = CopilotClient(connection=RuntimeConnection.for_stdio(path=argv[0], args=argv[1:]),
+                               github_token=connection.get("githubToken") or None)
+        definition = await toolbox.agent_definition()
+        # A definition's built-in tools policy decides, as for any of its sessions; without one, only the host's tools.
+        policy = self.session_options(definition) if definition else {"available_tools": [t.name for t in tools]}
+        options = {"model": connection.get("model") or DEFAULT_MODEL, **policy, "tools": tools,
+                   "on_permission_request": permission_handler(toolbox, connection.get("permissions") == "approve-all"),
+                   "working_directory": sandbox.working_directory}
+        if connection.get("baseUrl"):
+            options["provider"] = byok_provider(connection)
+        conversation = self.conversations.get(toolbox.session.id)
         try:
-            answer = await session.send_and_wait(text)
+            if conversation:
+                session = await client.resume_session(conversation, **options)
+            else:
+                session = await client.create_session(**options)
+            self.conversations[toolbox.session.id] = session.session_id
+            try:
+                answer = await session.send_and_wait(text, timeout=TURN_TIMEOUT_SECONDS)
+            finally:
+                await session.disconnect()
         finally:
-            await session.disconnect()
+            await client.stop()
         return getattr(getattr(answer, "data", None), "content", "") or ""
 
     def storage_for(self, definition):

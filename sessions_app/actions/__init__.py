@@ -27,7 +27,7 @@ from .tool_calls import (
     do_confirm_tool_call, do_expire_tool_call, do_refuse_tool_call, failure,
 )
 from .tools_endpoints import do_open_tools_endpoint
-from .turns import do_cancel_turn, do_end_turn, do_start_turn, do_truncate_chat
+from .turns import do_cancel_turn, do_end_turn, do_start_turn, do_stream_reply, do_truncate_chat
 
 __all__ = [
     "MAX_MESSAGE_CHARS", "MAX_SPAWN_DEPTH", "ORCHESTRATION_LIMITS", "ORCHESTRATION_WINDOW", "Orchestration",
@@ -38,6 +38,6 @@ __all__ = [
     "do_remove_pending_message", "do_rename_chat", "do_reorder_queued_messages", "do_send_message",
     "do_set_pending_message", "do_set_active_client", "do_set_chat_folder", "do_set_default_chat", "do_set_flag",
     "do_set_server_tools", "do_set_session_workspace", "do_set_subscriptions", "do_set_title",
-    "do_start_queued_turn", "do_start_turn", "do_tool_create_chat", "do_tool_create_session",
+    "do_start_queued_turn", "do_start_turn", "do_stream_reply", "do_tool_create_chat", "do_tool_create_session",
     "do_tool_send_message", "do_truncate_chat", "drop_turn_effect", "failure", "pending_turn_effects", "require",
 ]

@@ -47,18 +47,57 @@ def begin_turn(chat, turn_id, text, sender, client_id="", origin=None, origin_ki
     return turn
 
 
+def reply_part_id(turn):
+    return f"{turn.id}-reply"
+
+
+def add_to_reply(turn, text):
+    """`text` onto the turn's reply part: the part itself when there is none yet (chat/responsePart),
+    else a chat/delta. Answers the action to publish, or None when nothing was added."""
+    part_id = reply_part_id(turn)
+    parts = [dict(p) for p in turn.response_parts]
+    existing = next((p for p in parts if p.get("id") == part_id), None)
+    if existing is None:
+        part = {"kind": "markdown", "id": part_id, "content": text}
+        turn.response_parts = [*parts, part]
+        return {"type": "chat/responsePart", "turnId": str(turn.id), "part": part}
+    if not text:
+        return None
+    existing["content"] += text
+    turn.response_parts = parts
+    return {"type": "chat/delta", "turnId": str(turn.id), "partId": part_id, "content": text}
+
+
+@transaction.atomic
+def do_stream_reply(turn_id, text):
+    """A piece of the agent's reply as the model writes it (dropped once the turn was cancelled)."""
+    turn = Turn.objects.select_for_update().select_related("chat__session").filter(id=turn_id).first()
+    if turn is None or turn.state != "active" or not text:
+        return
+    action = add_to_reply(turn, text)
+    turn.save(update_fields=["response_parts"])
+    publish(turn.chat.session.tenant_id, turn.chat.uri, action)
+
+
+def streamed_reply(turn):
+    return next((p["content"] for p in turn.response_parts if p.get("id") == reply_part_id(turn)), None)
+
+
 @transaction.atomic
 def do_end_turn(turn_id, response_text=None, error=None):
-    """Finish a turn with the agent's reply (a markdown part) or an error. A turn no longer
-    active (cancelled or truncated meanwhile) keeps its end: the agent's late answer is dropped."""
+    """Finish a turn with the agent's reply (a markdown part, or the rest of the one it streamed)
+    or an error. A turn no longer active (cancelled or truncated meanwhile) keeps its end: the
+    agent's late answer is dropped."""
     turn = Turn.objects.select_for_update().select_related("chat__session").filter(id=turn_id).first()
     if turn is None or turn.state != "active":  # truncated away, or cancelled
         return
     chat, session = turn.chat, turn.chat.session
     if response_text is not None:
-        part = {"kind": "markdown", "id": f"{turn.id}-reply", "content": response_text}
-        turn.response_parts = [*turn.response_parts, part]
-        publish(session.tenant_id, chat.uri, {"type": "chat/responsePart", "turnId": str(turn.id), "part": part})
+        streamed = streamed_reply(turn)
+        rest = response_text[len(streamed):] if streamed and response_text.startswith(streamed) else response_text
+        action = add_to_reply(turn, rest) if streamed is None or rest != response_text else None
+        if action is not None:
+            publish(session.tenant_id, chat.uri, action)
     if error is None:
         finish_turn(turn, "complete", "chat/turnComplete")
     else:

@@ -23,7 +23,8 @@ def test_it_reads_the_callers_tenant_config_under_wire_keys(acme, globex):
     assert response.json() == {
         "sessionTools": True, "sessionToolsProviders": [], "advancedTools": False, "mcpServers": None,
         "clientToolTimeoutMs": 600000, "clientToolCallDisconnectTimeoutMs": 30000,
-        "agentOrchestrationLimits": "on", "agentOrchestrationLimitsScope": "tree", "chatMoves.enabled": True}
+        "agentOrchestrationLimits": "on", "agentOrchestrationLimitsScope": "tree", "chatMoves.enabled": True,
+            "agentConnections": None}
     assert api(globex.tokens["root"]).get("/api/v1/config").json()["advancedTools"] is True
 
 

@@ -140,10 +140,15 @@ class AhpClient:
         return turn_id
 
     def reply_to(self, turn_id, timeout=20):
-        """The agent's reply text for `turn_id` once the turn completes."""
-        part = self.action("chat/responsePart", timeout, turnId=turn_id)
+        """The agent's reply text for `turn_id` once the turn completes: its part and the deltas
+        a streaming agent added to it."""
+        part = self.action("chat/responsePart", timeout, turnId=turn_id)["action"]["part"]
         self.action("chat/turnComplete", timeout, turnId=turn_id)
-        return part["action"]["part"]["content"]
+        deltas = [f for f in self.notifications if f.get("method") == "action" and f["params"]["action"].get("type")
+                  == "chat/delta" and f["params"]["action"].get("partId") == part["id"]]
+        for frame in deltas:
+            self.notifications.remove(frame)
+        return part["content"] + "".join(f["params"]["action"]["content"] for f in deltas)
 
 
 def default_chat(client, session_uri):

@@ -40,16 +40,21 @@ def test_a_tool_the_builtin_entry_excludes_as_custom_is_hidden(acme, host):
         _, plain_chat = open_chat(alice)
         everything = offered_tools(alice, plain_chat)
         hidden = everything[0]
-        AgentDefinition.objects.create(tenant=acme.tenant, name="copilot", provider="github-copilot", tools=[
+        # On echo, whose /tools shows the catalog: a session's definition runs on its provider.
+        AgentDefinition.objects.create(tenant=acme.tenant, name="copilot", provider="echo", tools=[
             {"kind": "github-cli-builtin-tools", "excluded-tools": {"tools": [f"custom:{hidden}"]}}])
         _, chat = open_chat(alice, config={"agentDefinition": "copilot"})
         assert offered_tools(alice, chat) == everything[1:]
 
 
-def test_a_session_naming_a_missing_definition_is_offered_what_it_would_be_without_one(acme, host):
+def test_a_session_whose_definition_is_gone_is_offered_what_it_would_be_without_one(acme, host):
+    AgentDefinition.objects.create(tenant=acme.tenant, name="short-lived", provider="echo", tools=[
+        {"kind": "github-cli-builtin-tools", "excluded-tools": {"tools": ["custom:*"]}}])
     with AhpClient(host.port, acme.tokens["member"], "alice") as alice:
         _, plain_chat = open_chat(alice)
-        _, chat = open_chat(alice, config={"agentDefinition": "nobody-made-this"})
+        _, chat = open_chat(alice, config={"agentDefinition": "short-lived"})
+        assert offered_tools(alice, chat) == [""]
+        AgentDefinition.objects.filter(name="short-lived").delete()
         assert offered_tools(alice, chat) == offered_tools(alice, plain_chat)
 
 

@@ -18,6 +18,7 @@ DEFAULT_CONFIG_SCHEMA = {
     "type": "object",
     "properties": {
         "model": {"type": "string", "title": "Model", "sessionMutable": True},
+        "agentDefinition": {"type": "string", "title": "Agent definition"},
         "isolation": {"type": "string", "title": "Isolation", "enum": ["folder", "worktree"]},
     },
     "additionalProperties": False,

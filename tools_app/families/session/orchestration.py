@@ -14,7 +14,7 @@ from sessions_app.actions import Orchestration, require
 from sessions_app.models import ChatBackend, Session
 
 from ...models import HostConfig
-from ...sessions import capture_servers, do_end_session
+from ...sessions import capture_servers, check_definition, do_end_session
 from .links import open_link, require_write, resolve
 from .listing import config_schema
 
@@ -202,6 +202,7 @@ def archive_chat(context, arguments):
 @transaction.atomic
 def do_tool_start_session(principal, orchestration, agent, title, prompt, folders, config):
     """create_session (independent), with the new session's MCP servers captured."""
+    check_definition(principal.tenant, agent, config)
     session, chat, started = actions.do_tool_create_session(principal, orchestration, agent, title, prompt, folders,
                                                             config)
     capture_servers(session)

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0007_17_pending_position'),
+        ('sessions_app', '0007_pending_position'),
         ('tools_app', '0006_host_config_key_table'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

@@ -1,0 +1,47 @@
+"""The harness CLIs the project installs (`make harness`: npm, pinned, under var/harness) and the
+model endpoint each provider talks to. Nothing here downloads anything: a missing CLI is a
+sentence naming the command that installs it."""
+import os
+import platform
+from pathlib import Path
+from urllib.parse import urlparse
+
+from django.conf import settings
+
+INSTALL = "make harness"
+
+
+def harness_dir():
+    return Path(os.environ.get("AHP_HARNESS_DIR") or Path(settings.BASE_DIR) / "var" / "harness")
+
+
+def executable(path):
+    return str(path) if path and os.path.isfile(path) and os.access(path, os.X_OK) else None
+
+
+def claude_cli():
+    """Claude Code's native executable, or None."""
+    configured = os.environ.get("AHP_CLAUDE_CLI_PATH")
+    if configured:
+        return executable(configured)
+    return executable(harness_dir() / "node_modules" / "@anthropic-ai" / "claude-code" / "bin" / "claude.exe")
+
+
+def copilot_cli():
+    """The GitHub Copilot CLI's native executable (the npm loader needs a newer Node), or None."""
+    configured = os.environ.get("COPILOT_CLI_PATH")
+    if configured:
+        return executable(configured)
+    machine = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64"}.get(platform.machine().lower(), platform.machine())
+    return executable(harness_dir() / "node_modules" / "@github" / f"copilot-linux-{machine}" / "copilot")
+
+
+def not_installed(agent, package, variable):
+    return (f"The {agent} agent cannot run on this host: {package} is not installed. "
+            f"Run `{INSTALL}` (npm, into var/harness) or set {variable} to its executable.")
+
+
+def destination(url):
+    """The (host, port) a sandbox must reach for `url`."""
+    parts = urlparse(url)
+    return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)

@@ -1,0 +1,172 @@
+"""The `claude` provider: Claude Code, through the Claude Agent SDK, answers the turns.
+
+Each turn starts the Claude Code CLI inside the session's sandbox (only the session's folders,
+no host environment, and only the model endpoint reachable) and resumes the session's Claude
+conversation, which the CLI keeps in the sandbox's home. The model is offered exactly the
+chat's catalog snapshot at the turn's start, as two in-process SDK MCP servers: `host` (the
+host's, plugins' and configured servers' tools, run by the host) and `client` (tools of
+connected clients, named `<clientId>__<name>`, which their client runs while the harness
+waits), so it sees `mcp__host__<name>` and `mcp__client__<clientId>__<name>`. Every call goes
+through the toolbox: it shows in the chat with its catalog name and source, and a refused call
+goes back to the model as the refusal sentence. None of the CLI's own built-in tools is offered.
+"""
+import logging
+import os
+from collections import deque
+
+from claude_agent_sdk import (AssistantMessage, ClaudeAgentOptions, ClaudeSDKClient, ClaudeSDKError,
+                              ResultMessage, StreamEvent, TextBlock)
+from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
+from mcp import types
+from mcp.server.lowlevel import Server
+
+from kernel.refusals import Refused
+from sandbox.bubblewrap import session_sandbox
+
+from ..harness import claude_cli, destination, not_installed
+
+logger = logging.getLogger(__name__)
+
+PROVIDER_ID = "claude"
+HOST_SERVER, CLIENT_SERVER = "host", "client"
+NO_CLI = not_installed("claude", "the Claude Code CLI (npm @anthropic-ai/claude-code)", "AHP_CLAUDE_CLI_PATH")
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+# What the CLI needs besides its model connection; no telemetry, no update checks.
+CLI_ENVIRONMENT = {"CLAUDE_CODE_ENTRYPOINT": "sdk-py", "CLAUDE_CODE_SDK_READS_SESSION_STATE": "1",
+                   "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
+STDERR_LINES = 20
+
+
+class HarnessStopped(RuntimeError):
+    """The harness process ended before the turn did."""
+
+
+def stopped_sentence(error, stderr):
+    last = f" Its last words: {' | '.join(stderr)}" if stderr else ""
+    return (f"The claude harness stopped before the turn ended ({error}); the next turn starts it again.{last}")
+
+
+def tool_server(name, definitions, answer):
+    """An in-process MCP server offering `definitions`, each call answered by `answer`."""
+    server = Server(name)
+    tools = [types.Tool(name=d["name"], title=d.get("title"), description=d.get("description") or d["name"],
+                        inputSchema=d.get("inputSchema") or {"type": "object"}) for d in definitions]
+
+    @server.list_tools()
+    async def list_tools():
+        return tools
+
+    # The host checks inputs itself, so a bad one is refused with the host's sentence.
+    @server.call_tool(validate_input=False)
+    async def call_tool(tool_name, arguments):
+        text, failed = await answer(tool_name, arguments or {})
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=failed)
+
+    return {"type": "sdk", "name": name, "instance": server}
+
+
+class Streamed:
+    """The reply's text as the model streams it into the chat; the model's messages are parted
+    by a blank line, as in the reply the turn ends with."""
+
+    def __init__(self, toolbox):
+        self.toolbox, self.pieces, self.new_message = toolbox, [], False
+
+    @property
+    def text(self):
+        return "".join(self.pieces)
+
+    async def take(self, event):
+        if event.get("type") == "message_start":
+            self.new_message = bool(self.pieces)
+            return
+        delta = event.get("delta") or {}
+        if event.get("type") != "content_block_delta" or delta.get("type") != "text_delta" or not delta.get("text"):
+            return
+        piece = ("\n\n" if self.new_message else "") + delta["text"]
+        self.new_message = False
+        self.pieces.append(piece)
+        await self.toolbox.stream(piece)
+
+
+async def no_prompt():
+    return
+    yield
+
+
+class SandboxedCli(SubprocessCLITransport):
+    """The SDK's transport, with the CLI's command line wrapped in the session's sandbox."""
+
+    def __init__(self, options, sandbox, environment):
+        super().__init__(prompt=no_prompt(), options=options)
+        self.sandbox, self.environment = sandbox, environment
+
+    def _build_command(self):
+        return self.sandbox.argv(super()._build_command(), env=self.environment)
+
+
+def model_connection():
+    """Where the CLI finds its model: the host's environment (ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY)."""
+    return {"baseUrl": os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL,
+            "apiKey": os.environ.get("ANTHROPIC_API_KEY", ""), "model": os.environ.get("AHP_CLAUDE_MODEL", "")}
+
+
+class ClaudeProvider:
+    id = PROVIDER_ID
+    display_name = "Claude"
+    description = "Claude Code, through the Claude Agent SDK, on the session's tools."
+    models = ({"id": "claude", "provider": PROVIDER_ID, "name": "Claude Code"},)
+
+    def __init__(self):
+        self.conversations = {}  # AHP session id -> the Claude session id its turns resume
+
+    def agent_info(self):
+        return {"provider": self.id, "displayName": self.display_name, "description": self.description,
+                "models": list(self.models)}
+
+    def options(self, cli, snapshot, toolbox, connection, definition):
+        async def answer(name, arguments):
+            return await toolbox.answer(snapshot, name, arguments)
+
+        host, client = [], []
+        for tool in snapshot.definitions:
+            (client if snapshot.bindings[tool["name"]].client_id else host).append(tool)
+        instructions = "\n\n".join([f"You are the agent of AHP session {toolbox.session.uri}, run by an AHP host.",
+                                    *snapshot.instructions, *([definition.instructions] if definition else [])])
+        return ClaudeAgentOptions(
+            cli_path=cli, tools=[], setting_sources=[], allowed_tools=[f"mcp__{HOST_SERVER}", f"mcp__{CLIENT_SERVER}"],
+            mcp_servers={HOST_SERVER: tool_server(HOST_SERVER, host, answer),
+                         CLIENT_SERVER: tool_server(CLIENT_SERVER, client, answer)},
+            system_prompt={"type": "preset", "preset": "claude_code", "append": instructions},
+            model=(definition.model if definition else "") or connection.get("model") or None,
+            include_partial_messages=True,
+            resume=self.conversations.get(toolbox.session.id))
+
+    async def run_turn(self, text, toolbox):
+        cli = claude_cli()
+        if cli is None:
+            raise Refused(NO_CLI, "no_agent")
+        connection = await toolbox.agent_connection(self.id, model_connection())
+        snapshot = await toolbox.snapshot()
+        options = self.options(cli, snapshot, toolbox, connection, await toolbox.agent_definition())
+        stderr = deque(maxlen=STDERR_LINES)
+        options.stderr = stderr.append
+        sandbox = session_sandbox(toolbox.session, destinations=[destination(connection["baseUrl"])])
+        environment = {**CLI_ENVIRONMENT, "ANTHROPIC_BASE_URL": connection["baseUrl"],
+                       "ANTHROPIC_API_KEY": connection["apiKey"]}
+        replies, streamed = [], Streamed(toolbox)
+        try:
+            async with ClaudeSDKClient(options, transport=SandboxedCli(options, sandbox, environment)) as claude:
+                await claude.query(text)
+                async for message in claude.receive_response():
+                    if isinstance(message, StreamEvent) and message.parent_tool_use_id is None:
+                        await streamed.take(message.event)
+                    elif isinstance(message, AssistantMessage):
+                        replies.extend(block.text for block in message.content if isinstance(block, TextBlock))
+                    elif isinstance(message, ResultMessage):
+                        self.conversations[toolbox.session.id] = message.session_id
+                        if message.is_error:
+                            raise RuntimeError(message.result or f"The claude harness ended the turn: {message.subtype}.")
+        except ClaudeSDKError as error:
+            raise HarnessStopped(stopped_sentence(error, list(stderr))) from error
+        return streamed.text or "\n\n".join(reply for reply in replies if reply)

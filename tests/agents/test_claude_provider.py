@@ -1,0 +1,161 @@
+"""The `claude` provider: the real Claude Code CLI, in the session's sandbox, against a scripted
+model, over a real socket. The model's tool list is what the CLI actually sent."""
+import os
+import signal
+
+import pytest
+
+from agents.harness import claude_cli
+from agents.providers.claude import NO_CLI
+from sessions_app.models import Chat, ToolCall
+from tools_app.catalog.loader import catalog_for_chat
+
+from ..ahp.protocol.harness import AhpClient, default_chat
+from ..ahp.protocol.test_client_tools import announce, complete
+from .model_server import Hold, ModelServer, Text, tool_result_text, use_tool
+
+needs_cli = pytest.mark.skipif(claude_cli() is None, reason=f"needs the Claude Code CLI: {NO_CLI}")
+HARNESS_PROGRAM = os.path.realpath(claude_cli() or "claude")
+
+
+@pytest.fixture
+def model(monkeypatch, settings):
+    with ModelServer() as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        settings.AHP_OUTBOUND_ALLOW = "127.0.0.1"  # the scripted model is on loopback: allow-listed here only
+        yield server
+
+
+def offered(chat_uri):
+    """The chat's catalog snapshot under the names the model sees."""
+    snapshot = catalog_for_chat(Chat.objects.get(id=chat_uri.split("/")[-1]))
+    return sorted(f"mcp__client__{name}" if snapshot.bindings[name].client_id else f"mcp__host__{name}"
+                  for name in snapshot.names)
+
+
+@pytest.mark.e2e
+@needs_cli
+def test_a_claude_turn_calls_a_host_tool_and_a_client_tool_and_reads_their_results(acme, host, host_tools, model):
+    model.add(use_tool("add", {"a": 20, "b": 22}), use_tool("ide__open_file", {"path": "README.md"}),
+              tool_result_text("Both done; the last said: "))
+    with AhpClient(host.port, acme.tokens["member"], "alice") as alice, \
+            AhpClient(host.port, acme.tokens["member"], "ide") as ide:
+        session = alice.create_session(provider="claude")
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        announce(ide, session)
+        turn = alice.start_turn(chat, "add, then open the readme")
+        start = alice.action("chat/toolCallStart", turnId=turn, timeout=90)["action"]
+        assert start["toolName"] == "add"
+        request = ide.action("session/inputNeededSet", timeout=90)["action"]["request"]
+        assert request["toolCall"]["toolName"] == "ide__open_file"
+        complete(ide, chat, turn, request["toolCall"]["toolCallId"], text="opened README.md")
+        assert alice.reply_to(turn, timeout=90) == "Both done; the last said: opened README.md"
+
+    first, second, third = model.agent_requests()
+    # Exactly the chat's snapshot, none of the CLI's built-ins.
+    assert sorted(first.tool_names) == offered(chat)
+    assert {"mcp__host__add", "mcp__client__ide__open_file"} <= set(first.tool_names)
+    assert first.last_user_text() == "add, then open the readme"
+    assert second.tool_results() == ["42"]
+    assert third.tool_results() == ["42", "opened README.md"]
+    calls = list(ToolCall.objects.filter(turn_id=turn).order_by("created"))
+    assert [(c.tool_name, c.source, c.contributor_client_id, c.status) for c in calls] == [
+        ("add", "host", "", "completed"), ("ide__open_file", "client", "ide", "completed")]
+
+
+@pytest.mark.e2e
+@needs_cli
+def test_a_refused_call_reaches_the_model_as_the_refusal_sentence(acme, host, host_tools, model):
+    model.add(use_tool("add", {"a": "twenty", "b": 22}), tool_result_text(), Text("second turn"))
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        session = alice.create_session(provider="claude")
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        reply = alice.reply_to(alice.start_turn(chat, "add badly"), timeout=90)
+        assert reply == "The tool said: Invalid input for add at /a: 'twenty' is not of type 'number'"
+        # The next turn resumes the same Claude conversation.
+        assert alice.reply_to(alice.start_turn(chat, "and now?"), timeout=90) == "second turn"
+    last = model.agent_requests()[-1]
+    assert last.last_user_text() == "and now?"
+    assert "add badly" in str(last.body["messages"])
+
+
+def test_without_the_claude_cli_a_turn_fails_naming_what_to_install(acme, host, monkeypatch, tmp_path):
+    monkeypatch.setenv("AHP_CLAUDE_CLI_PATH", str(tmp_path / "missing"))
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        session = alice.create_session(provider="claude")
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        turn = alice.start_turn(chat, "hello")
+        error = alice.action("chat/error", turnId=turn, timeout=30)["action"]["error"]
+    assert error["message"] == f"Refused: {NO_CLI}"
+    assert NO_CLI == ("The claude agent cannot run on this host: the Claude Code CLI (npm @anthropic-ai/claude-code) "
+                      "is not installed. Run `make harness` (npm, into var/harness) or set AHP_CLAUDE_CLI_PATH to "
+                      "its executable.")
+
+
+def harness_pids(session_uri):
+    """The Claude Code processes running in the session's sandbox (below its bwrap)."""
+    session_id = session_uri.split("/")[-1]
+    parents, commands = {}, {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parents[int(entry)] = int(stat.read().rpartition(")")[2].split()[1])
+                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                    commands[int(entry)] = cmdline.read().decode(errors="replace")
+            except OSError:
+                continue
+
+    def in_session(pid):
+        while pid > 1:
+            if "bwrap" in commands.get(pid, "") and session_id in commands.get(pid, ""):
+                return True
+            pid = parents.get(pid, 0)
+        return False
+
+    return [pid for pid, command in commands.items() if command.startswith(HARNESS_PROGRAM) and in_session(pid)]
+
+
+@pytest.mark.e2e
+@needs_cli
+def test_a_killed_harness_fails_its_turn_with_a_sentence_and_the_next_turn_starts_it_again(acme, host, model):
+    hold = Hold(Text("too late"))
+    model.add(hold, Text("back again"))
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        session = alice.create_session(provider="claude")
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        turn = alice.start_turn(chat, "hello")
+        assert hold.arrived.wait(90)
+        pids = harness_pids(session)
+        assert len(pids) == 1
+        os.kill(pids[0], signal.SIGKILL)
+        error = alice.action("chat/error", turnId=turn, timeout=60)["action"]["error"]
+        hold.released.set()
+        assert error["message"].startswith("HarnessStopped: The claude harness stopped before the turn ended (")
+        assert "the next turn starts it again." in error["message"]
+        assert alice.reply_to(alice.start_turn(chat, "again"), timeout=90) == "back again"
+
+
+@pytest.mark.e2e
+@needs_cli
+def test_the_reply_streams_into_the_chat_as_a_part_then_deltas(acme, host, model):
+    model.add(Text("Hello from a streaming model"))
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        chat = default_chat(alice, alice.create_session(provider="claude"))
+        alice.subscribe(chat)
+        turn = alice.start_turn(chat, "hi")
+        part = alice.action("chat/responsePart", turnId=turn, timeout=90)["action"]["part"]
+        delta = alice.action("chat/delta", turnId=turn, timeout=30)["action"]
+        alice.action("chat/turnComplete", turnId=turn, timeout=30)
+        assert (part["content"], delta["partId"], delta["content"]) == ("Hello from a s", part["id"], "treaming model")
+        # The turn's end added nothing the stream had not sent: no second reply part.
+        assert not [f for f in alice.notifications if f.get("method") == "action"
+                    and f["params"]["action"].get("turnId") == turn and f["params"]["action"]["type"] in (
+                        "chat/responsePart", "chat/delta")]
+        assert alice.subscribe(chat)["turns"][-1]["responseParts"] == [
+            {"kind": "markdown", "id": part["id"], "content": "Hello from a streaming model"}]

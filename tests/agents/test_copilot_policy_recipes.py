@@ -1,0 +1,115 @@
+"""The built-in tool policy recipes, proven on the tool list the Copilot CLI actually sends its
+model: a session names an agent definition whose `github-cli-builtin-tools` entry decides which
+of the CLI's built-ins the model sees; the host's own tools are the chat's catalog snapshot."""
+import os
+
+import pytest
+from copilot import BUILTIN_TOOLS_ISOLATED
+from django.conf import settings
+
+from agents.harness import copilot_cli
+from agents.providers.github_copilot import NO_RUNTIME
+from sandbox.bubblewrap import sandbox_root
+from sessions_app.models import ToolCall
+from tools_app.models import AgentDefinition
+
+from ..ahp.protocol.harness import AhpClient, default_chat, set_config
+from .model_server import ModelServer, Text, tool_result_text, use_tool
+from .test_claude_provider import offered
+
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.skipif(copilot_cli() is None, reason=f"needs the Copilot CLI: {NO_RUNTIME}")]
+BUILTIN = "github-cli-builtin-tools"
+
+
+@pytest.fixture
+def model(monkeypatch, settings):
+    # An agent offered no tool at all still asks its model: no request is a side question here.
+    with ModelServer(side=lambda request: False) as server:
+        monkeypatch.setenv("AHP_COPILOT_BASE_URL", f"{server.url}/v1")
+        monkeypatch.setenv("AHP_COPILOT_API_KEY", "test-key")
+        settings.AHP_OUTBOUND_ALLOW = "127.0.0.1"
+        yield server
+
+
+def offered_to_model(host, acme, model, name, *entries):
+    """The tools the CLI's first model request offered, in a session on definition `name`, and
+    the host tools of that session's snapshot."""
+    AgentDefinition.objects.create(tenant=acme.tenant, name=name, provider="github-copilot", tools=list(entries))
+    model.add(Text("ok"))
+    before = len(model.requests)
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        session = alice.create_session(provider="github-copilot", config={"agentDefinition": name})
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        assert alice.reply_to(alice.start_turn(chat, f"hello {name}"), timeout=90) == "ok"
+    request = next(r for r in model.requests[before:] if f"hello {name}" in str(r.body["messages"]))
+    return set(request.tool_names), {n.split("__", 2)[-1] for n in offered(chat)}
+
+
+def test_without_a_policy_the_model_sees_the_builtins_and_the_host_tools(acme, host, model):
+    seen, host_tools = offered_to_model(host, acme, model, "plain")
+    assert host_tools <= seen
+    assert {"view", "bash", "task"} <= seen - host_tools  # the CLI's own
+
+
+def test_excluding_the_isolated_tools_removes_exactly_the_isolated_builtins(acme, host, model):
+    plain, host_tools = offered_to_model(host, acme, model, "plain")
+    isolated, _ = offered_to_model(host, acme, model, "isolated", {"kind": BUILTIN, "excluded-tools": {"isolated": True}})
+    # list_agents is a host tool too: the host's, which overrides the built-in, stays.
+    assert plain - isolated == (set(BUILTIN_TOOLS_ISOLATED) & plain) - host_tools != set()
+
+
+def test_only_mcp_tools_leaves_the_model_no_builtin_and_no_host_tool(acme, host, model):
+    seen, _ = offered_to_model(host, acme, model, "mcp-only", {"kind": BUILTIN, "available-tools": {"tools": ["mcp:*"]}})
+    assert seen == set()  # the CLI has no MCP server of its own: the host's tools are custom tools
+
+
+def test_naming_builtins_only_keeps_the_host_tools(acme, host, model):
+    seen, host_tools = offered_to_model(host, acme, model, "viewer", {"kind": BUILTIN, "available-tools": {"tools": ["view"]}})
+    assert seen == host_tools | {"view"}
+
+
+def test_excluding_custom_tools_leaves_only_builtins(acme, host, model):
+    seen, host_tools = offered_to_model(host, acme, model, "no-host", {"kind": BUILTIN, "excluded-tools": {"tools": ["custom:*"]}})
+    assert host_tools == set() and seen and "view" in seen
+
+
+def test_a_builtin_the_person_denies_does_not_run_and_the_model_reads_why(acme, host, model):
+    AgentDefinition.objects.create(tenant=acme.tenant, name="sheller", provider="github-copilot", tools=[
+        {"kind": BUILTIN, "available-tools": {"tools": ["bash"]}}])
+    model.add(use_tool("bash", {"command": "touch denied-marker", "description": "make a file"}),
+              tool_result_text("The shell said: "))
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        session = alice.create_session(provider="github-copilot", config={"agentDefinition": "sheller"})
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        turn = alice.start_turn(chat, "make a file")
+        ready = alice.wait_for(lambda f: f.get("method") == "action" and "confirmationTitle" in f["params"]["action"],
+                               timeout=90)["params"]["action"]
+        assert ready["confirmationTitle"] == "Allow the agent to run `touch denied-marker`?"
+        alice.dispatch(chat, {"type": "chat/toolCallConfirmed", "turnId": turn, "toolCallId": ready["toolCallId"],
+                              "approved": False})
+        reply = alice.reply_to(turn, timeout=90)
+    assert reply.startswith("The shell said: ") and "The person did not allow bash." in reply
+    assert not list((sandbox_root() / session.split("/")[-1]).rglob("denied-marker"))  # it never ran
+    call = ToolCall.objects.get(id=ready["toolCallId"])
+    assert (call.tool_name, call.status, call.result["error"]["message"]) == (
+        "bash", "completed", "The person did not allow bash.")
+
+
+def test_a_tenant_approving_all_lets_the_builtin_run_in_the_sandbox(acme, host, model):
+    AgentDefinition.objects.create(tenant=acme.tenant, name="sheller", provider="github-copilot", tools=[
+        {"kind": BUILTIN, "available-tools": {"tools": ["bash"]}}])
+    set_config(host.port, acme.tokens["root"], agentConnections={"github-copilot": {"permissions": "approve-all"}})
+    model.add(use_tool("bash", {"command": "touch allowed-marker && id -u", "description": "make a file"}),
+              tool_result_text("The shell said: "))
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        session = alice.create_session(provider="github-copilot", config={"agentDefinition": "sheller"})
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        reply = alice.reply_to(alice.start_turn(chat, "make a file"), timeout=90)
+    assert reply.startswith("The shell said: ")
+    assert list((sandbox_root() / session.split("/")[-1]).rglob("allowed-marker"))  # in the sandbox's home
+    if os.geteuid() == 0:  # as the sandbox's user, not the host's
+        assert str(settings.AHP_SANDBOX_UID) in reply
