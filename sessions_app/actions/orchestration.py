@@ -95,11 +95,12 @@ def do_tool_create_session(principal, orchestration, provider, title, prompt, wo
 
 
 @transaction.atomic
-def do_tool_create_chat(principal, orchestration, session, title, prompt=None, provider=""):
+def do_tool_create_chat(principal, orchestration, session, title, prompt=None, provider="", origin=None):
     """create_chat, or create_session with currentSession: a chat in `session`, on `provider`
-    when that is not the session's own, its first turn the prompt. Charged once it exists."""
+    when that is not the session's own, its first turn the prompt. Charged once it exists.
+    `origin` names the calling chat and tool call: the new chat is a worker chat."""
     _check_budget(orchestration, "chat")
-    chat = do_create_chat(principal, session, uuid.uuid4(), title)
+    chat = do_create_chat(principal, session, uuid.uuid4(), title, origin)
     if provider and provider != session.provider:
         ChatBackend.objects.create(chat=chat, provider=provider)
     started = None

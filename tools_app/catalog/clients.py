@@ -2,7 +2,7 @@
 import logging
 import re
 
-from .registry import NAME_PATTERN, Binding, Tool
+from .registry import AVAILABILITIES, NAME_PATTERN, Binding, Tool
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +26,11 @@ def client_tools(active_clients):
             if not isinstance(name, str) or not CLIENT_TOOL_NAME.match(name) or not NAME_PATTERN.match(full_name):
                 logger.warning("Dropped client %s's tool %r: not a valid tool name", client_id, name)
                 continue
+            availability = definition.get("availability", "session")
+            if availability not in AVAILABILITIES:
+                logger.warning("Dropped client %s's tool %s: availability %r is not one of %s",
+                               client_id, name, availability, ", ".join(AVAILABILITIES))
+                continue
             tool = Tool(
                 name=full_name,
                 description=definition.get("description", ""),
@@ -33,7 +38,7 @@ def client_tools(active_clients):
                 input_schema=definition.get("inputSchema") or {"type": "object", "properties": {}},
                 output_schema=definition.get("outputSchema"),
                 annotations=definition.get("annotations"),
-                availability=definition.get("availability", "session"),
+                availability=availability,
                 source="client",
             )
             entries.append(Binding(full_name, tool, client_id=client_id, client_tool_name=name))

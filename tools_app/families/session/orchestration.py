@@ -92,6 +92,15 @@ def session_config(context, arguments, agent):
     return {**inherited_settings(context, agent), **config, **host}
 
 
+def worker_origin(context):
+    """A chat a tool call makes is that call's worker chat (origin kind `tool`), so what only
+    chats a person started may use (userChats tools, isolate_session) is not offered in it. A
+    sessionless call has no calling chat: its chat is an ordinary one."""
+    if context.chat is None:
+        return None
+    return {"kind": "tool", "chat_id": context.chat.pk, "tool_call_id": context.tool_call_id}
+
+
 def _folder_uri(text):
     return text if "://" in text else f"file://{text}"
 
@@ -107,7 +116,8 @@ def create_session(context, arguments):
         if context.session is None:
             raise Refused("currentSession needs a calling session; use independent", "invalid")
         chat, started = actions.do_tool_create_chat(principal, orchestration, context.session, arguments["title"],
-                                                    arguments["prompt"], provider=agent)
+                                                    arguments["prompt"], provider=agent,
+                                                    origin=worker_origin(context))
         launch_after_commit(started)
         return json.dumps({"relationship": relationship, "chat": chat.uri,
                            "openLink": open_link(context.session, chat), "agent": agent})
@@ -135,7 +145,8 @@ def create_chat(context, arguments):
     if agent and agent not in PROVIDERS:
         raise Refused(f'No agent "{agent}" to start; choose one of: {", ".join(PROVIDERS)}.', "invalid")
     chat, started = actions.do_tool_create_chat(principal, orchestration_of(context), session, arguments["title"],
-                                                arguments.get("prompt"), provider=agent)
+                                                arguments.get("prompt"), provider=agent,
+                                                origin=worker_origin(context))
     launch_after_commit(started)
     return json.dumps({"chat": chat.uri, "openLink": open_link(session, chat)})
 
