@@ -5,6 +5,7 @@ from sessions_app.models import ActiveClient
 
 from ..definitions.agent_definitions import catalog_allowlist
 from ..definitions.copilot_policy import excluded_host_tools
+from ..families.mcp_servers.server_tools import session_server_tools
 from ..models import AgentDefinition, HostConfig
 from .catalog import CatalogInputs, HostSwitches, PermissionRule, assemble_catalog
 from .client_rules import published_rules
@@ -27,10 +28,19 @@ def _bindings_of(active_client):
     return bindings
 
 
+def with_server_tools(registry_tools, server_tools):
+    """The registry's tools, then the session's MCP servers' tools; a host or plugin tool of the
+    same name wins (a plugin may override an MCP tool)."""
+    if not server_tools:
+        return registry_tools
+    taken = {t.effective_name for t in registry_tools}
+    return registry_tools + tuple(t for t in server_tools if t.effective_name not in taken)
+
+
 def catalog_inputs(session, chat_origin_kind="user", host_config=None):
     config = host_config or HostConfig.for_tenant(session.tenant)
     clients = ActiveClient.objects.filter(session=session).order_by("id")
-    tools = REGISTRY.tools
+    tools = with_server_tools(REGISTRY.tools, session_server_tools(session))
     document = AgentDefinition.document_for_session(session)
     return CatalogInputs(
         switches=HostSwitches.of(config),
