@@ -230,8 +230,9 @@ def delete_session(context, arguments):
     require_write(principal, session)
     if context.session is not None and session.pk == context.session.pk:
         raise Refused("delete_session cannot delete the session it runs in.", "conflict")
+    uri = session.uri  # gone with its row's id once deleted
     do_end_session(principal, session)
-    return json.dumps({"deleted": session.uri})
+    return json.dumps({"deleted": uri})
 
 
 def move_session(context, arguments):

@@ -136,7 +136,7 @@ def test_delete_session_only_by_the_owner_and_never_its_own(acme, place):
     assert refusal(place, "delete_session", session=place.session.uri) == (
         "delete_session cannot delete the session it runs in.")
     assert refusal(place, "delete_session", session=theirs.session.uri) == "Only the session's owner can delete it."
-    place.call("delete_session", session=mine.session.uri)
+    assert place.call("delete_session", session=mine.session.uri) == {"deleted": mine.session.uri}
     assert not Session.objects.filter(pk=mine.session.pk).exists()
     theirs.call("delete_session", session=place.session.uri)  # admin holds session:*
     assert not Session.objects.filter(pk=place.session.pk).exists()
