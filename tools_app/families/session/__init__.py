@@ -84,9 +84,20 @@ def create_session_wording(session):
     return {"inputSchema": schema}
 
 
+def title_strategy(session):
+    """How the session's chats get their titles: `deferred` (the default: the host names a chat
+    itself once it has something to go on), `utility` (a utility model does, and the agent
+    never renames), or a strategy that reminds the agent to rename (`automatic`)."""
+    return ((session.config or {}).get("titleStrategy") if session is not None else None) or "deferred"
+
+
+def rename_chat_enabled(session):
+    return title_strategy(session) != "utility"
+
+
 def rename_chat_wording(session):
-    """Under the deferred title strategy the host names chats itself: no `automatic`."""
-    if session is None or (session.config or {}).get("titleStrategy") != "deferred":
+    """Under the deferred title strategy no reminder comes: no `automatic`."""
+    if title_strategy(session) != "deferred":
         return None
     properties = {k: v for k, v in RENAME_CHAT_SCHEMA["properties"].items() if k != "automatic"}
     return {"inputSchema": {**RENAME_CHAT_SCHEMA, "properties": properties}}
@@ -137,7 +148,7 @@ SESSION_TOOLS = (
                  "Rename one chat. Renaming a session's main chat also names the session. Omit `chat` to "
                  "rename the chat this runs in.",
                  orchestration.rename_chat, RENAME_CHAT_SCHEMA, sessionless=True, grant="session:write",
-                 for_session=rename_chat_wording),
+                 for_session=rename_chat_wording, is_enabled_for_session=rename_chat_enabled),
     session_tool("archive_chat", "Archive Chat",
                  "Archive a nested chat, or a whole session by its main chat or session link.",
                  orchestration.archive_chat, ARCHIVE_CHAT_SCHEMA, sessionless=True, grant="session:write",
