@@ -124,8 +124,10 @@ class ChatToolbox:
         from sessions_app.tasks import expire_tool_call
 
         timeout_ms = HostConfig.for_tenant(self.session.tenant).client_tool_timeout_ms
+        # Drawn under the name the client announced, as the reference host does; the model
+        # called it by its catalog name `<clientId>__<name>`.
         call = actions.do_begin_tool_call(
-            self.turn, binding.name, arguments, display_name=binding.tool.title or binding.client_tool_name,
+            self.turn, binding.client_tool_name, arguments, display_name=binding.tool.title or binding.client_tool_name,
             client_id=binding.client_id, timeout_ms=timeout_ms, call_id=call_id)
         if call.deadline is not None:
             expire_tool_call.apply_async((str(call.id),), eta=call.deadline)
