@@ -62,7 +62,11 @@ def turn_started_fields(action):
     turn_id = parse_uuid(action.get("turnId"))
     if turn_id is None:
         raise Refused("chat/turnStarted needs a turnId that is a UUID.", "invalid")
-    return {"turn_id": turn_id, "text": message["text"]}
+    model = message.get("model")
+    model = model.get("id") if isinstance(model, dict) else model
+    if model is not None and (not isinstance(model, str) or len(model) > 200):
+        raise Refused("message.model must be a model id or {id}.", "invalid")
+    return {"turn_id": turn_id, "text": message["text"], "model": model or ""}
 
 
 def tool_call_fields(action):
@@ -141,7 +145,7 @@ CLIENT_ACTIONS = {
     "chat/turnStarted": ClientAction(
         "chat", "session:read", turn_started_fields,
         lambda p, client, chat, a, f, origin: actions.do_start_turn(
-            p, chat, f["turn_id"], f["text"], client, origin),
+            p, chat, f["turn_id"], f["text"], client, origin, f["model"]),
         then=run_the_turn),
     "chat/toolCallComplete": ClientAction("chat", "session:read", tool_call_fields, complete_tool_call),
     # Only a host tool that asked the person (viewUnreviewedComments) waits for an answer.

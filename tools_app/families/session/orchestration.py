@@ -11,7 +11,7 @@ from grants.models import Principal
 from kernel.refusals import Refused
 from sessions_app import actions
 from sessions_app.actions import Orchestration, require
-from sessions_app.models import ChatBackend, Session
+from sessions_app.models import ChatBackend, Session, Turn
 
 from ...models import HostConfig
 from ...sessions import capture_servers, do_end_session
@@ -65,15 +65,29 @@ def choose_agent(context, arguments):
     return agent
 
 
+def calling_model(context):
+    """The calling chat's model: its running turn's, else its last turn's that named one. (The
+    host keeps no drafts, so a draft's model is never the one.)"""
+    if context.turn is not None and getattr(context.turn, "model", ""):
+        return context.turn.model
+    if context.chat is None:
+        return None
+    return (Turn.objects.filter(chat=context.chat).exclude(model="").order_by("-started")
+            .values_list("model", flat=True).first())
+
+
 def inherited_settings(context, agent):
     """Settings the call leaves unnamed come from the calling session, where the new agent's
-    schema accepts them; its model only when both run one backend."""
+    schema accepts them; its model (the calling chat's, else the session's) only when both run
+    one backend."""
     if context.session is None:
         return {}
     accepted = config_schema(PROVIDERS[agent]).get("properties", {})
     settings = {k: v for k, v in (context.session.config or {}).items() if k in accepted}
-    if agent != _chat_provider(context.chat):
-        settings.pop("model", None)
+    model = calling_model(context) or settings.get("model")
+    settings.pop("model", None)
+    if model and agent == _chat_provider(context.chat):
+        settings["model"] = model
     return settings
 
 
@@ -117,7 +131,7 @@ def create_session(context, arguments):
             raise Refused("currentSession needs a calling session; use independent", "invalid")
         chat, started = actions.do_tool_create_chat(principal, orchestration, context.session, arguments["title"],
                                                     arguments["prompt"], provider=agent,
-                                                    origin=worker_origin(context))
+                                                    origin=worker_origin(context), config=config)
         launch_after_commit(started)
         return json.dumps({"relationship": relationship, "chat": chat.uri,
                            "openLink": open_link(context.session, chat), "agent": agent})

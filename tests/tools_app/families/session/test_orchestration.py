@@ -1,7 +1,9 @@
 """send_message, create_session, create_chat, rename_chat, archive_chat, delete_session, move_session."""
+import uuid
+
 import pytest
 
-from sessions_app import actions
+from sessions_app import actions, state
 from kernel.refusals import Refused
 from sessions_app.models import ChatBackend, Chat, PendingMessage, Session, Turn
 from tools_app.families.session.links import open_link
@@ -189,3 +191,33 @@ def test_move_session_refusals(acme, place):
     HostConfig.objects.filter(tenant=acme.tenant).update(chat_moves_enabled=False)
     assert refusal(place, "move_session", session=a.session.uri, independent=True) == (
         "Moving chats and sessions is turned off (chatMoves.enabled is false).")
+
+
+def test_the_new_work_takes_the_calling_chats_model_running_turn_first(make_place, worktree_agent):
+    caller = make_place(provider=worktree_agent)
+    Session.objects.filter(pk=caller.session.pk).update(config={"model": "wt-1"})
+    caller.refresh()
+    actions.do_end_turn(caller.turn.id, response_text="done")
+    actions.do_start_turn(caller.principal, caller.chat, uuid.uuid4(), "older", model="wt-2")
+    Turn.objects.filter(text="older").update(state="complete")
+    caller.turn = actions.do_start_turn(caller.principal, caller.chat, uuid.uuid4(), "now", model="wt-3")
+    made = caller.call("create_session", relationship="independent", prompt="p", title="t")
+    session = Session.objects.get(pk=made["session"].split("/")[-1])
+    assert session.config == {"model": "wt-3"}
+    assert state.chat_state(session.chats.get())["activeTurn"]["message"]["model"] == {"id": "wt-3"}
+    Turn.objects.filter(pk=caller.turn.pk).update(model="")
+    caller.turn.model = ""
+    made = caller.call("create_session", relationship="independent", prompt="p", title="t")
+    assert Session.objects.get(pk=made["session"].split("/")[-1]).config == {"model": "wt-2"}
+
+
+def test_create_session_current_session_applies_its_config_to_the_new_chat(make_place, worktree_agent):
+    caller = make_place(provider=worktree_agent)
+    Turn.objects.filter(pk=caller.turn.pk).update(model="wt-4")
+    caller.turn.model = "wt-4"
+    made = caller.call("create_session", relationship="currentSession", prompt="help", title="Helper",
+                       config={"effort": "high"})
+    chat = Chat.objects.get(pk=made["chat"].split("/")[-1])
+    assert ChatBackend.objects.get(chat=chat).config == {"effort": "high", "model": "wt-4"}
+    first = Turn.objects.get(chat=chat)
+    assert state.chat_state(chat)["activeTurn"]["message"]["model"] == {"id": "wt-4"} and first.model == "wt-4"
