@@ -69,9 +69,11 @@ ARCHIVE_CHAT_SCHEMA = {"type": "object", "properties": {
 }}
 MOVE_SESSION_SCHEMA = {"type": "object", "properties": {
     "session": {"type": "string", "description": f"The session to move ({SESSION_REF})."},
+    "relationship": {"type": "string", "enum": ["currentSession", "independent"],
+                     "description": "`currentSession`: nest it into this session; `independent`: make it a "
+                                    "session of its own. Omit to nest it `into` another session or reorder it."},
     "into": {"type": "string", "description": "Nest it into this session."},
     "after": {"type": "string", "description": "Place it right after this nested session."},
-    "independent": {"type": "boolean", "description": "Make it a session of its own."},
 }, "required": ["session"]}
 LIST_MODELS_SCHEMA = {"type": "object", "properties": {
     "agent": {"type": "string", "description": "Only this agent's models (provider id)."}}}

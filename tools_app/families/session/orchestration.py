@@ -254,10 +254,17 @@ def move_session(context, arguments):
     require_write(principal, context.session)
     config = HostConfig.for_tenant(principal.tenant)
     session, _ = resolve(principal, arguments["session"])
+    relationship = arguments.get("relationship")
     into = resolve(principal, arguments["into"])[0] if arguments.get("into") else None
+    if relationship == "currentSession":  # the words create_session uses for "here"
+        if context.session is None:
+            raise Refused("currentSession needs a calling session; name one with into", "invalid")
+        if into is not None:
+            raise Refused('relationship "currentSession" nests it into this session; leave out into.', "invalid")
+        into = context.session
     after = resolve(principal, arguments["after"])[0] if arguments.get("after") else None
     moved = actions.do_move_session(principal, session, into=into, after=after,
-                                    independent=bool(arguments.get("independent")),
+                                    independent=relationship == "independent",
                                     moves_enabled=config.chat_moves_enabled)
     answer = {"session": moved.uri, "openLink": open_link(moved)}
     if moved.parent_id:

@@ -158,7 +158,7 @@ def test_delete_session_without_a_turn_acts_as_the_calling_sessions_owner(acme, 
 def test_move_session_nests_reorders_and_frees(acme, place):
     a, b, c = (Place(acme) for _ in range(3))
     place.call("move_session", session=a.session.uri, into=place.session.uri)
-    place.call("move_session", session=b.session.uri, into=place.session.uri)
+    place.call("move_session", session=b.session.uri, relationship="currentSession")
     moved = place.call("move_session", session=c.session.uri, into=place.session.uri, after=a.session.uri)
     assert moved["parent"] == place.session.uri
     order = sorted(Session.objects.filter(parent=place.session), key=lambda s: s.placement.position)
@@ -169,7 +169,7 @@ def test_move_session_nests_reorders_and_frees(acme, place):
     grandchild = Place(acme)
     place.call("move_session", session=grandchild.session.uri, into=a.session.uri)
     assert Session.objects.get(pk=grandchild.session.pk).depth == 2
-    place.call("move_session", session=a.session.uri, independent=True)
+    place.call("move_session", session=a.session.uri, relationship="independent")
     freed = Session.objects.get(pk=a.session.pk)
     assert (freed.parent, freed.depth, freed.root_id) == (None, 0, a.session.pk)
     assert Session.objects.get(pk=grandchild.session.pk).root_id == a.session.pk
@@ -185,11 +185,18 @@ def test_move_session_refusals(acme, place):
     assert refusal(place, "move_session", session=a.session.uri, into=place.session.uri, after=b.session.uri) == (
         f"{b.session.uri} is not nested in the session this one moves into.")
     assert refusal(place, "move_session", session=a.session.uri) == (
-        "Say where the session goes: into, after, or independent.")
+        'Say where the session goes: into, after, or relationship "independent".')
+    assert refusal(place, "move_session", session=b.session.uri, relationship="currentSession",
+                   into=a.session.uri) == 'relationship "currentSession" nests it into this session; leave out into.'
+    assert refusal(place, "move_session", session=b.session.uri, relationship="independent",
+                   into=a.session.uri) == "A session made independent has no place to go into or after."
+    # The boolean `independent` of old is no shape the tool knows: it moves nothing.
+    assert refusal(place, "move_session", session=b.session.uri, independent=True) == (
+        'Say where the session goes: into, after, or relationship "independent".')
     HostConfig.objects.filter(tenant=acme.tenant).update(chat_moves_enabled=False)
     HostConfig.for_tenant(acme.tenant)
     HostConfig.objects.filter(tenant=acme.tenant).update(chat_moves_enabled=False)
-    assert refusal(place, "move_session", session=a.session.uri, independent=True) == (
+    assert refusal(place, "move_session", session=a.session.uri, relationship="independent") == (
         "Moving chats and sessions is turned off (chatMoves.enabled is false).")
 
 
