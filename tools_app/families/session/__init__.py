@@ -80,9 +80,12 @@ LIST_MODELS_SCHEMA = {"type": "object", "properties": {
 
 
 def create_session_wording(session):
-    """`agent` is an enum of the agents there are to start."""
+    """`agent` is an enum of the agents the host can start, each named in its description."""
+    agents = listing.startable_agents()
     schema = {**CREATE_SESSION_SCHEMA, "properties": {**CREATE_SESSION_SCHEMA["properties"]}}
-    schema["properties"]["agent"] = {**schema["properties"]["agent"], "enum": list(listing.PROVIDERS)}
+    named = ", ".join(f"`{p.id}` ({getattr(p, 'display_name', p.id)})" for p in agents)
+    schema["properties"]["agent"] = {"type": "string", "enum": [p.id for p in agents],
+                                     "description": f"The agent (provider id) to start: {named}; see list_agents."}
     return {"inputSchema": schema}
 
 

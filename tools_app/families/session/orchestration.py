@@ -16,7 +16,7 @@ from sessions_app.models import ChatBackend, Session, Turn
 from ...models import HostConfig
 from ...sessions import capture_servers, do_end_session
 from .links import open_link, require_write, resolve
-from .listing import config_schema
+from .listing import agents_for, config_schema
 
 # The settings the host decides for a new session: they win over same-name keys of `config`.
 HOST_OWNED_SETTINGS = ("isolation", "model")
@@ -60,8 +60,9 @@ def choose_agent(context, arguments):
         agent = _model_provider(arguments["model"])
     if agent is None:
         agent = _chat_provider(context.chat) or next(iter(PROVIDERS))
-    if agent not in PROVIDERS:
-        raise Refused(f'No agent "{agent}" to start; choose one of: {", ".join(PROVIDERS)}.', "invalid")
+    startable = [p.id for p in agents_for(context.principal)]
+    if agent not in startable:
+        raise Refused(f'No agent "{agent}" to start; choose one of: {", ".join(startable)}.', "invalid")
     return agent
 
 
@@ -156,8 +157,9 @@ def create_chat(context, arguments):
     session = _target_session(context, arguments, "create_chat")
     require_write(principal, session)
     agent = arguments.get("agent") or ""
-    if agent and agent not in PROVIDERS:
-        raise Refused(f'No agent "{agent}" to start; choose one of: {", ".join(PROVIDERS)}.', "invalid")
+    startable = [p.id for p in agents_for(principal)]
+    if agent and agent not in startable:
+        raise Refused(f'No agent "{agent}" to start; choose one of: {", ".join(startable)}.', "invalid")
     chat, started = actions.do_tool_create_chat(principal, orchestration_of(context), session, arguments["title"],
                                                 arguments.get("prompt"), provider=agent,
                                                 origin=worker_origin(context))
