@@ -10,6 +10,7 @@ from sandbox.bubblewrap import end_sandbox
 from sessions_app import actions
 
 from .families.mcp_servers.actions import do_capture_mcp_servers
+from .families.computers.tools import end_session_computers
 from .families.mcp_servers.pool import POOL
 from .families.mcp_servers.server_tools import list_in_background
 
@@ -47,6 +48,7 @@ def do_end_session(principal, session):
 def forget_session(session_id):
     POOL.close_session(session_id)
     end_sandbox(session_id)
+    end_session_computers(session_id)
     for provider in PROVIDERS.values():
         forget = getattr(provider, "forget", None)
         if forget is not None:

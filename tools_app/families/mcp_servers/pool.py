@@ -9,6 +9,7 @@ import asyncio
 import logging
 import threading
 
+from sandbox.outbound import acheck_url
 from tools_app.credentials import scrubbed, secret_values
 
 from . import client
@@ -55,6 +56,9 @@ class ClientPool:
     async def _use(self, session, name, entry, work, timeout):
         pooled = await self._connection(session, name, entry)
         try:
+            if entry.get("type") == "http":
+                # Each use, as the allow-list says now: a kept connection outlives a withdrawal.
+                await acheck_url(entry["url"])
             return await asyncio.wait_for(work(await pooled.ready), timeout)
         except Exception as failure:
             # Tool errors come back as results: a raise is the connection's (closed, hung), so
