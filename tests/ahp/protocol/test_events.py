@@ -243,7 +243,7 @@ def ask_a_question(member, session):
     chat = default_chat(member, session)
     channel = f"{session}/annotations"
     member.subscribe(channel)
-    waiting = {**annotation("c1"), "_meta": {FEEDBACK_KEY: {"kind": "user", "state": "created",
+    waiting = {**annotation("c1"), "_meta": {FEEDBACK_KEY: {"kind": "codeReview", "state": "created",
                                                            "sessionResource": session}}}
     member.dispatch(channel, {"type": "annotations/set", "annotation": waiting})
     member.action("annotations/set")
