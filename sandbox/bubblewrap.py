@@ -94,6 +94,7 @@ class Sandbox:
     destinations: tuple = ()  # (host, port) pairs the proxy forwards to, each under the outbound rule
     host_destinations: tuple = ()  # the host's own listeners (its tools endpoint)
     check: object = field(default=check_destination, compare=False)  # the outbound rule for `destinations`
+    limit_overrides: tuple = ()  # (name, value) pairs tighter than the host's limits (a disposable computer's)
 
     @property
     def reaches_out(self):
@@ -194,7 +195,7 @@ class Sandbox:
         args.extend([python, "-I", "-S", "/.bridge.py", "--alive", f"{CONTROL}/alive"])
         if self.reaches_out:
             args.extend(["--proxy", f"{CONTROL}/proxy.sock", "--port", str(PROXY_PORT)])
-        for name, value in limits().items():
+        for name, value in {**limits(), **dict(self.limit_overrides)}.items():
             args.extend(["--limit", f"{name}={value}"])
         return [*args, "--", *command]
 

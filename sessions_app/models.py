@@ -171,6 +171,7 @@ class Turn(models.Model):
     text = models.TextField(blank=True)
     origin_kind = models.CharField(max_length=24, default="user", help_text="AHP message origin kind.")
     client_id = models.CharField(max_length=128, blank=True, help_text="The client that started the turn.")
+    model = models.CharField(max_length=200, blank=True, help_text="The model its message selected (its id).")
     response_parts = models.JSONField(
         default=list, blank=True, help_text="Markdown parts ({kind, id, content}) and tool call ids, in order."
     )
@@ -184,6 +185,13 @@ class Turn(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["chat", "started"], name="turn_chat_started")]
+
+    def message(self):
+        """The wire Message that started it."""
+        message = {"text": self.text, "origin": {"kind": self.origin_kind}}
+        if self.model:
+            message["model"] = {"id": self.model}
+        return message
 
 
 class PendingMessage(models.Model):
@@ -402,6 +410,7 @@ class ChatBackend(models.Model):
     chat = models.OneToOneField(Chat, on_delete=models.CASCADE, primary_key=True, related_name="backend")
     provider = models.CharField(max_length=64, blank=True, help_text="Empty: the session's provider.")
     working_directory = models.CharField(max_length=1000, blank=True, help_text="Empty: the session's first.")
+    config = models.JSONField(default=dict, blank=True, help_text="The chat's own agent settings (create_session).")
 
     tenant_path = "chat__session__tenant"
     objects = TenantScopedManager()

@@ -85,7 +85,7 @@ def turn_parts(turn, calls):
 
 def wire_turn(turn, calls):
     wire = {"id": str(turn.id), "startedAt": iso(turn.started),
-            "message": {"text": turn.text, "origin": {"kind": turn.origin_kind}}, "responseParts": turn_parts(turn, calls)}
+            "message": turn.message(), "responseParts": turn_parts(turn, calls)}
     if turn.state != "active":
         wire["state"] = turn.state
         if turn.ended:

@@ -16,6 +16,7 @@ class ToolsAppConfig(AppConfig):
         from .families.agent_merge.tools import AGENT_MERGE_TOOLS
         from .families.artifacts.tools import ARTIFACT_TOOLS
         from .families.comments.tools import COMMENT_TOOLS
+        from .families.computers.tools import register_computer_plugin
         from .families.resources import RESOURCE_TOOLS
         from .families.session import SESSION_TOOLS
         from .families.terminals import TERMINAL_TOOLS
@@ -25,6 +26,7 @@ class ToolsAppConfig(AppConfig):
         # The host's own tools, in the order the model sees them.
         build_host_tools((*SESSION_TOOLS, *ARTIFACT_TOOLS, *COMMENT_TOOLS, *RESOURCE_TOOLS, *TERMINAL_TOOLS,
                           *WAKEUP_TOOLS, *AGENT_MERGE_TOOLS))
+        register_computer_plugin(REGISTRY)
         # Only changes after start reach running sessions: while apps load there is no session
         # to tell, and the database must not be touched (it may not even have its tables yet).
         REGISTRY.on_change(refresh_after_registry_change)

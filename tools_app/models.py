@@ -120,6 +120,7 @@ class FullToolOutput(models.Model):
 # The tool families' rows, models of this app kept beside the family they serve.
 from .families.agent_merge.models import AgentMergeConfig, AgentMergeRepair, CIEvidence, DeferredRerun  # noqa: E402,F401
 from .families.comments.models import Annotation, Question  # noqa: E402,F401
+from .families.computers.models import Computer  # noqa: E402,F401
 from .families.mcp_servers.models import SessionMcpServers, StdioServer  # noqa: E402,F401
 from .families.wakeups.models import Wakeup  # noqa: E402,F401
 from .families.terminals.models import Terminal  # noqa: E402,F401

@@ -6,11 +6,12 @@ any worker process: the row is the truth, the channel layer only wakes the waite
 """
 import asyncio
 import logging
+import os
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import SyncToAsync, sync_to_async
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.db import transaction
@@ -160,8 +161,10 @@ class ChatToolbox:
         from sessions_app.tasks import expire_tool_call
 
         timeout_ms = HostConfig.for_tenant(self.session.tenant).client_tool_timeout_ms
+        # Drawn under the name the client announced, as the reference host does; the model
+        # called it by its catalog name `<clientId>__<name>`.
         call = actions.do_begin_tool_call(
-            self.turn, binding.name, arguments, display_name=binding.tool.title or binding.client_tool_name,
+            self.turn, binding.client_tool_name, arguments, display_name=binding.tool.title or binding.client_tool_name,
             client_id=binding.client_id, timeout_ms=timeout_ms, call_id=call_id)
         if call.deadline is not None:
             expire_tool_call.apply_async((str(call.id),), eta=call.deadline)
@@ -305,10 +308,22 @@ def provider_of(chat):
     return backend or chat.session.provider
 
 
+def calling_server_loop():
+    """The ASGI server's loop when this thread is a sync view's (asgiref records it there)."""
+    local = SyncToAsync.threadlocal
+    if getattr(local, "main_event_loop_pid", None) != os.getpid():
+        return None
+    return getattr(local, "main_event_loop", None)
+
+
 def launch_turn(turn_id):
     """Run a turn the host began (a message a tool sent, a wakeup): on this process's running
-    event loop when called from one of its threads, otherwise here, to the end."""
+    event loop when called from one of its threads, otherwise here, to the end. A sync view's
+    thread (the sessionless door) hands it to the server's loop even before any turn ran there:
+    run here, the turn's database calls would wait on this very thread."""
     loop = _LOOP.get("loop")
+    if loop is None or not loop.is_running():
+        loop = calling_server_loop()
     try:
         running = asyncio.get_running_loop()
     except RuntimeError:

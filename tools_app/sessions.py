@@ -1,6 +1,6 @@
 """A session's start and end as the doors above tools_app make them: the agent must exist, a
 new session keeps the tenant's MCP servers as they are at its start, and an ended one is
-forgotten by what the host holds for it outside the database (listed tools, its sandbox, the
+forgotten by what the host holds for it outside the database (its MCP servers' connections, its sandbox, the
 agent process running for it)."""
 from django.db import transaction
 
@@ -10,7 +10,9 @@ from sandbox.bubblewrap import end_sandbox
 from sessions_app import actions
 
 from .families.mcp_servers.actions import do_capture_mcp_servers
-from .families.mcp_servers.server_tools import OFFERS, list_in_background
+from .families.computers.tools import end_session_computers
+from .families.mcp_servers.pool import POOL
+from .families.mcp_servers.server_tools import list_in_background
 from .models import AgentDefinition
 
 
@@ -59,8 +61,9 @@ def do_end_session(principal, session):
 
 
 def forget_session(session_id):
-    OFFERS.forget_session(session_id)
+    POOL.close_session(session_id)
     end_sandbox(session_id)
+    end_session_computers(session_id)
     for provider in PROVIDERS.values():
         forget = getattr(provider, "forget", None)
         if forget is not None:

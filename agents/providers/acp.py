@@ -214,6 +214,10 @@ class AcpProvider:
         configured = os.environ.get("AHP_ACP_AGENT_COMMAND", "")
         return shlex.split(configured) if configured.strip() else None
 
+    def runtime_missing(self):
+        """NO_COMMAND while the operator names no agent command: no turn could start."""
+        return None if self.command_line() else NO_COMMAND
+
     def agent_read_only_paths(self):
         """Host folders the agent's program needs (its script, a virtualenv): the operator's."""
         configured = os.environ.get("AHP_ACP_AGENT_READ_ONLY_PATHS", "")

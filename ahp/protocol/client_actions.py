@@ -76,7 +76,11 @@ def turn_started_fields(action):
     turn_id = parse_uuid(action.get("turnId"))
     if turn_id is None:
         raise Refused("chat/turnStarted needs a turnId that is a UUID.", "invalid")
-    return {"turn_id": turn_id, "text": text}
+    model = (action.get("message") or {}).get("model")
+    model = model.get("id") if isinstance(model, dict) else model
+    if model is not None and (not isinstance(model, str) or len(model) > 200):
+        raise Refused("message.model must be a model id or {id}.", "invalid")
+    return {"turn_id": turn_id, "text": text, "model": model or ""}
 
 
 def pending_message_fields(action):
@@ -194,7 +198,7 @@ CLIENT_ACTIONS = {
     "chat/turnStarted": ClientAction(
         "chat", "session:read", turn_started_fields,
         lambda p, client, chat, a, f, origin: actions.do_start_turn(
-            p, chat, f["turn_id"], f["text"], client, origin),
+            p, chat, f["turn_id"], f["text"], client, origin, f["model"]),
         then=run_the_turn),
     "chat/turnCancelled": ClientAction(
         "chat", "session:read", turn_fields,

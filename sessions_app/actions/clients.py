@@ -87,7 +87,7 @@ def do_release_client(active_client_pk, origin=None, only_if_due=False):
         turn__chat__session=session, contributor_client_id=row.client_id, completed__isnull=True
     ).select_related("turn")
     for call in owed:
-        announced = call.tool_name.split("__", 1)[-1]
+        announced = call.tool_name  # a client's call carries the name it announced
         message = f"Client {row.client_id} disconnected before completing {call.tool_name}"
         text = message
         if announced in alternatives:

@@ -91,22 +91,26 @@ def do_tool_create_session(principal, orchestration, provider, title, prompt, wo
     chat.modified = timezone.now()
     Chat.objects.filter(pk=chat.pk).update(title=title, modified=chat.modified)
     chat_updated(chat, chat.modified, title=title)
-    turn, pending = do_send_message(principal, chat, prompt)
+    turn, pending = do_send_message(principal, chat, prompt, model=(config or {}).get("model", ""))
     _charge(orchestration, "session")
     return session, chat, turn or pending
 
 
 @transaction.atomic
-def do_tool_create_chat(principal, orchestration, session, title, prompt=None, provider=""):
+def do_tool_create_chat(principal, orchestration, session, title, prompt=None, provider="", origin=None,
+                        config=None):
     """create_chat, or create_session with currentSession: a chat in `session`, on `provider`
-    when that is not the session's own, its first turn the prompt. Charged once it exists."""
+    when that is not the session's own, with `config` as its own settings (its first turn on
+    their model), its first turn the prompt. Charged once it exists. `origin` names the calling
+    chat and tool call: the new chat is a worker chat."""
     _check_budget(orchestration, "chat")
-    chat = do_create_chat(principal, session, uuid.uuid4(), title)
-    if provider and provider != session.provider:
-        ChatBackend.objects.create(chat=chat, provider=provider)
+    chat = do_create_chat(principal, session, uuid.uuid4(), title, origin)
+    if (provider and provider != session.provider) or config:
+        ChatBackend.objects.create(chat=chat, provider=provider if provider != session.provider else "",
+                                   config=config or {})
     started = None
     if prompt:
-        turn, pending = do_send_message(principal, chat, prompt)
+        turn, pending = do_send_message(principal, chat, prompt, model=(config or {}).get("model", ""))
         started = turn or pending
     _charge(orchestration, "chat")
     return chat, started

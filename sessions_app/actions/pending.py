@@ -24,14 +24,14 @@ def pending_set_action(pending):
 
 
 @transaction.atomic
-def do_send_message(principal, chat, text, sender_chat=None, origin_kind="user", delivery="queue"):
+def do_send_message(principal, chat, text, sender_chat=None, origin_kind="user", delivery="queue", model=""):
     """Deliver `text` into `chat` for the person `principal`: a turn at once when the chat is free,
     otherwise a queued message the chat takes as its next turn. Answers (turn, pending message),
     one of them None. Whoever gets a turn back runs it (tools_app.runtime.launch_turn)."""
     require(principal, "chat:send", chat.session)
     check_message_text(text)
     if not chat_busy(chat):
-        return begin_turn(chat, uuid.uuid4(), text, principal.person, origin_kind=origin_kind), None
+        return begin_turn(chat, uuid.uuid4(), text, principal.person, origin_kind=origin_kind, model=model), None
     pending = PendingMessage.objects.create(chat=chat, sender=principal.person, sender_chat=sender_chat, text=text,
                                             origin_kind=origin_kind, delivery=delivery, position=next_position(chat))
     publish(chat.session.tenant_id, chat.uri, pending_set_action(pending))

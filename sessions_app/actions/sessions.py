@@ -139,7 +139,7 @@ def do_move_session(principal, session, into=None, after=None, independent=False
     if independent and (into is not None or after is not None):
         raise Refused("A session made independent has no place to go into or after.", "invalid")
     if not independent and into is None and after is None:
-        raise Refused("Say where the session goes: into, after, or independent.", "invalid")
+        raise Refused('Say where the session goes: into, after, or relationship "independent".', "invalid")
     if not independent and into is None and session.parent_id is None:
         raise Refused("Only a nested session can be reordered; name a session to move it into.", "conflict")
     subtree = _subtree(session)

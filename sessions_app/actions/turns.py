@@ -14,7 +14,7 @@ from .tool_calls import cancel_open_calls
 
 
 @transaction.atomic
-def do_start_turn(principal, chat, turn_id, text, client_id="", origin=None):
+def do_start_turn(principal, chat, turn_id, text, client_id="", origin=None, model=""):
     require(principal, "chat:send", chat.session)
     if not isinstance(text, str):
         raise Refused("message.text must be a string.", "invalid")
@@ -23,22 +23,23 @@ def do_start_turn(principal, chat, turn_id, text, client_id="", origin=None):
         raise Refused(f"Turn {turn_id} already exists.", "exists")
     if chat_busy(chat):
         raise Refused("A turn is already running in this chat.", "conflict")
-    return begin_turn(chat, turn_id, text, principal.person, client_id=client_id, origin=origin)
+    return begin_turn(chat, turn_id, text, principal.person, client_id=client_id, origin=origin, model=model)
 
 
 def chat_busy(chat):
     return Turn.objects.select_for_update().filter(chat=chat, state="active").exists()
 
 
-def begin_turn(chat, turn_id, text, sender, client_id="", origin=None, origin_kind="user", queued_message_id=None):
+def begin_turn(chat, turn_id, text, sender, client_id="", origin=None, origin_kind="user", queued_message_id=None,
+               model=""):
     session = chat.session
     turn = Turn.objects.create(id=turn_id, chat=chat, sender=sender, text=text, client_id=client_id,
-                               origin_kind=origin_kind)
+                               origin_kind=origin_kind, model=model)
     session.status = Session.IN_PROGRESS
     touch(session, "status")
     Chat.objects.filter(pk=chat.pk).update(modified=session.modified)
     action = {"type": "chat/turnStarted", "turnId": str(turn.id), "startedAt": iso(turn.started),
-              "message": {"text": text, "origin": {"kind": origin_kind}}}
+              "message": turn.message()}
     if queued_message_id:
         action["queuedMessageId"] = queued_message_id
     publish(session.tenant_id, chat.uri, action, origin)

@@ -10,6 +10,7 @@ from selenium.webdriver.common.by import By
 from tools_app.catalog.host_tools import PLUGINS
 from tools_app.models import HostConfig
 from tools_app.catalog.registry import Tool
+from tools_app.families.computers.tools import COMPUTER_TOOLS
 
 from ..ahp.protocol.harness import AhpClient
 from .browser import chromium, log_in
@@ -49,7 +50,7 @@ def test_an_operator_toggles_advanced_tools_in_chromium_and_a_client_hears_it(ac
         browser.find_element(By.NAME, "_save").click()
         assert "was changed successfully" in browser.find_element(By.CSS_SELECTOR, ".messagelist").text
         tools = client.action("session/serverToolsChanged")["action"]["tools"]
-        assert [t["name"] for t in tools] == [*before, "deploy"]
+        assert [t["name"] for t in tools] == [*before, "deploy", *(t.name for t in COMPUTER_TOOLS)]
     assert HostConfig.for_tenant(acme.tenant).advanced_tools is True
 
 

@@ -6,6 +6,7 @@ from tools_app.families.mcp_servers.servers import revealed
 from tools_app.catalog.host_tools import PLUGINS
 from tools_app.models import HostConfig
 from tools_app.catalog.registry import Tool
+from tools_app.families.computers.tools import COMPUTER_TOOLS
 
 from ..ahp.protocol.harness import AhpClient
 
@@ -83,7 +84,7 @@ def test_a_patch_reaches_running_sessions_as_server_tools_changed(acme, host):
             before = [t["name"] for t in client.subscribe(session)["serverTools"]]
             assert "deploy" not in before
             api(acme.tokens["root"]).patch("/api/v1/config", {"advancedTools": True}, format="json")
-            assert [t["name"] for t in client.action("session/serverToolsChanged")["action"]["tools"]] == [*before, "deploy"]
+            assert [t["name"] for t in client.action("session/serverToolsChanged")["action"]["tools"]] == [*before, "deploy", *(t.name for t in COMPUTER_TOOLS)]
     finally:
         PLUGINS.set_tools([])
 

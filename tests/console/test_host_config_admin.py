@@ -9,6 +9,7 @@ from tools_app.config import wire_values
 from tools_app.families.mcp_servers.servers import revealed
 from tools_app.models import HostConfig, StdioServer
 from tools_app.catalog.registry import Tool
+from tools_app.families.computers.tools import COMPUTER_TOOLS
 
 from ..ahp.protocol.harness import AhpClient
 from .conftest import change_url, host_config_form, server_rows
@@ -131,7 +132,7 @@ def test_an_admin_save_reaches_running_sessions_as_server_tools_changed(acme, ho
         response = tenant_admin.post(change_url(acme.tenant), host_config_form(acme.tenant, advancedTools=True))
         assert response.status_code == 302
         tools = client.action("session/serverToolsChanged")["action"]["tools"]
-        assert [t["name"] for t in tools] == [*before, "deploy"]
+        assert [t["name"] for t in tools] == [*before, "deploy", *(t.name for t in COMPUTER_TOOLS)]
 
 
 TINY_SERVER = '''

@@ -48,10 +48,10 @@ def test_killing_a_clients_process_loses_nothing_on_the_survivor(acme, two_serve
         assert bob.reply_to(bob.start_turn(other_chat, "unaffected")) == "unaffected"
         time.sleep(2)
         sweep_due_work(stale_after_seconds=1.5)
-        assert alice.reply_to(turn) == "Client ide disconnected before completing ide__open_file"
+        assert alice.reply_to(turn) == "Client ide disconnected before completing open_file"
         # Another subscriber on the survivor saw the same ending, once.
         done = bob.action("chat/toolCallComplete", toolCallId=start["toolCallId"])["action"]["result"]
-        assert done["error"]["message"] == "Client ide disconnected before completing ide__open_file"
+        assert done["error"]["message"] == "Client ide disconnected before completing open_file"
         assert bob.reply_to(bob.start_turn(other_chat, "still here")) == "still here"
     assert not ToolCall.objects.filter(completed__isnull=True).exists()
     assert completions_per_call(before) == {start["toolCallId"]: 1}

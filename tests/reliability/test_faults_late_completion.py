@@ -16,12 +16,12 @@ def test_a_completion_after_the_timeout_fired_is_rejected_and_the_timeout_stands
     with alice, ide:
         turn = alice.start_turn(chat, '/call ide__open_file {"path": "README.md"}')
         call_id = alice.action("chat/toolCallStart", turnId=turn)["action"]["toolCallId"]
-        assert alice.reply_to(turn) == "ide__open_file got no answer from ide in 1 s"
+        assert alice.reply_to(turn) == "open_file got no answer from ide in 1 s"
         complete(ide, chat, turn, call_id, text="too late")
         late = ide.action("chat/toolCallComplete", rejected=True, toolCallId=call_id)
         assert late["rejectionReason"] == f"Tool call {call_id} is already complete."
         stands = alice.subscribe(chat)["turns"][-1]["responseParts"][0]["toolCall"]
-        assert stands["success"] is False and stands["error"]["message"] == "ide__open_file got no answer from ide in 1 s"
+        assert stands["success"] is False and stands["error"]["message"] == "open_file got no answer from ide in 1 s"
     assert completions_per_call() == {call_id: 1}
 
 
@@ -35,13 +35,13 @@ def test_a_completion_after_the_deadline_is_rejected_even_before_anyone_expired_
         ide.subscribe(chat_uri)
         chat = Chat.objects.get(id=chat_uri.split("/")[-1])
         turn = actions.do_start_turn(acme.principal("member"), chat, uuid.uuid4(), "open it")
-        call = actions.do_begin_tool_call(Turn.objects.get(id=turn.id), "ide__open_file", {"path": "README.md"},
+        call = actions.do_begin_tool_call(Turn.objects.get(id=turn.id), "open_file", {"path": "README.md"},
                                           client_id="ide", timeout_ms=50)
         time.sleep(0.1)
         complete(ide, chat_uri, str(turn.id), str(call.id), text="too late")
         late = ide.action("chat/toolCallComplete", rejected=True, toolCallId=str(call.id))
         assert late["rejectionReason"] == f"Tool call {call.id} timed out before this result came."
         expired = ide.action("chat/toolCallComplete", toolCallId=str(call.id))["action"]["result"]
-        assert expired["error"]["message"] == "ide__open_file got no answer from ide in 0.05 s"
+        assert expired["error"]["message"] == "open_file got no answer from ide in 0.05 s"
     assert ToolCall.objects.get(id=call.id).result == expired
     assert completions_per_call() == {str(call.id): 1}

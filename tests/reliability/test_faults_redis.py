@@ -88,7 +88,7 @@ def test_a_redis_restart_closes_sockets_to_reconnect_and_loses_no_call(acme, glo
             assert kinds.count(("chat/toolCallComplete", start_b["toolCallId"])) == 1
             assert ("chat/turnComplete", None) in kinds
             done = next(a for a in replay["actions"] if a["action"]["type"] == "chat/toolCallComplete")
-            assert done["action"]["result"]["error"]["message"] == "ide__open_file got no answer from ide in 1 s"
+            assert done["action"]["result"]["error"]["message"] == "open_file got no answer from ide in 1 s"
 
         ide, replay = reconnect(port, acme.tokens["member"], "ide", last_seen_ide, [session_a])
         alice, _ = reconnect(port, acme.tokens["member"], "alice", last_seen_alice, [chat_a, session_a])

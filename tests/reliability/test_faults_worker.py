@@ -97,7 +97,7 @@ def test_a_killed_worker_started_again_fires_each_wakeup_and_timeout_exactly_onc
         for chat in chats[WAKEUPS:]:
             # A client's call whose agent is gone with its process: only the worker can end it.
             turn = session_actions.do_start_turn(member, chat, uuid.uuid4(), "open it")
-            call = session_actions.do_begin_tool_call(turn, "ide__open_file", {"path": "README.md"}, client_id="ide",
+            call = session_actions.do_begin_tool_call(turn, "open_file", {"path": "README.md"}, client_id="ide",
                                                       timeout_ms=int(DUE_IN.total_seconds() * 1000))
             sender.send_task("sessions_app.tasks.expire_tool_call", (str(call.id),), eta=call.deadline)
             calls.append(call)
@@ -136,6 +136,6 @@ def test_a_killed_worker_started_again_fires_each_wakeup_and_timeout_exactly_onc
     assert not Wakeup.objects.filter(pk__in=[w.pk for w in wakeups]).exists()
     assert completions_per_call(before) == {str(c.id): 1 for c in calls}
     for call in ToolCall.objects.filter(id__in=[c.id for c in calls]):
-        assert call.result["error"]["message"] == "ide__open_file got no answer from ide in 3 s"
+        assert call.result["error"]["message"] == "open_file got no answer from ide in 3 s"
     assert_log_gap_free(before)
     print(f"\nworker restart: everything fired {caught_up:.1f}s after the second worker was started")

@@ -14,7 +14,7 @@ def open_client_call(people, deadline_in):
     actions.do_set_active_client(people.principal("member"), session, "ide",
                                  {"clientId": "ide", "tools": [{"name": "open_file"}]})
     turn = actions.do_start_turn(people.principal("member"), chat, "0b3cbd5c-1b53-4bd8-8b62-8f2a0f8f0a11", "go")
-    call = actions.do_begin_tool_call(turn, "ide__open_file", {}, client_id="ide", timeout_ms=1000)
+    call = actions.do_begin_tool_call(turn, "open_file", {}, client_id="ide", timeout_ms=1000)
     ToolCall.objects.filter(pk=call.pk).update(deadline=timezone.now() + deadline_in)
     return session, call
 
@@ -31,7 +31,7 @@ def test_the_sweep_fails_a_call_past_its_deadline_exactly_once(acme):
     sweep_due_work()
     expire_tool_call(str(call.id))
     call.refresh_from_db()
-    assert call.result["error"]["message"] == "ide__open_file got no answer from ide in 1 s"
+    assert call.result["error"]["message"] == "open_file got no answer from ide in 1 s"
     completes = [row for row in ActionLog.objects.all() if row.envelope["action"]["type"] == "chat/toolCallComplete"]
     assert len(completes) == 1
 
@@ -47,7 +47,7 @@ def test_a_release_fires_only_when_due_and_only_once(acme):
     release_client(row.pk)
     call.refresh_from_db()
     assert not ActiveClient.objects.filter(pk=row.pk).exists()
-    assert call.result["error"]["message"] == "Client ide disconnected before completing ide__open_file"
+    assert call.result["error"]["message"] == "Client ide disconnected before completing open_file"
 
 
 def test_connections_of_a_dead_process_are_closed_by_the_sweep(acme):
@@ -60,6 +60,6 @@ def test_connections_of_a_dead_process_are_closed_by_the_sweep(acme):
     sweep_due_work()
     assert not ClientConnection.objects.exists()
     call.refresh_from_db()
-    assert call.result["error"]["message"] == "Client ide disconnected before completing ide__open_file"
+    assert call.result["error"]["message"] == "Client ide disconnected before completing open_file"
     assert Session.objects.get(pk=session.pk).status == Session.IN_PROGRESS
     assert Turn.objects.get().state == "active"  # the agent, not the sweep, ends its turn

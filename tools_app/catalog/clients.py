@@ -3,7 +3,7 @@ import logging
 import re
 
 from .hidden import HiddenTool
-from .registry import NAME_PATTERN, Binding, Tool
+from .registry import AVAILABILITIES, NAME_PATTERN, Binding, Tool
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +33,13 @@ def client_tool_entries(active_clients):
                 logger.warning("Dropped client %s's tool %r: not a valid tool name", client_id, name)
                 entries.append(HiddenTool(full_name, "client", "invalid", f"{name!r} is not a valid tool name"))
                 continue
+            availability = definition.get("availability", "session")
+            if availability not in AVAILABILITIES:
+                logger.warning("Dropped client %s's tool %s: availability %r is not one of %s",
+                               client_id, name, availability, ", ".join(AVAILABILITIES))
+                entries.append(HiddenTool(full_name, "client", "invalid",
+                                          f"its availability {availability!r} is not one of {', '.join(AVAILABILITIES)}"))
+                continue
             tool = Tool(
                 name=full_name,
                 description=definition.get("description", ""),
@@ -40,7 +47,7 @@ def client_tool_entries(active_clients):
                 input_schema=definition.get("inputSchema") or {"type": "object", "properties": {}},
                 output_schema=definition.get("outputSchema"),
                 annotations=definition.get("annotations"),
-                availability=definition.get("availability", "session"),
+                availability=availability,
                 source="client",
             )
             entries.append(Binding(full_name, tool, client_id=client_id, client_tool_name=name))

@@ -1,6 +1,6 @@
 """The process-wide tool registry and its sources, in the order the model sees them: the
-host's own tools, then plugins, then MCP servers' tools."""
-from .registry import McpTools, PluginTools, ToolRegistry
+host's own tools, then plugins (a session's MCP servers' tools are its own: loader.py)."""
+from .registry import PluginTools, ToolRegistry
 
 REGISTRY = ToolRegistry()
 _HOST_TOOLS = []
@@ -13,7 +13,6 @@ def _host_transform(editor):
 
 REGISTRY.register(_host_transform, label="host")
 PLUGINS = PluginTools(REGISTRY)
-MCP = McpTools(REGISTRY)
 
 
 def build_host_tools(tools):

@@ -5,6 +5,7 @@ from sessions_app.models import ActiveClient
 
 from ..definitions.agent_definitions import catalog_allowlist
 from ..definitions.copilot_policy import excluded_host_tools
+from ..families.mcp_servers.server_tools import session_server_tools
 from ..models import AgentDefinition, HostConfig
 from .catalog import CatalogInputs, HostSwitches, PermissionRule, assemble_catalog
 from .client_rules import published_rules
@@ -29,11 +30,20 @@ def _entries_of(active_client):
     return entries
 
 
+def with_server_tools(registry_tools, server_tools):
+    """The registry's tools, then the session's MCP servers' tools; a host or plugin tool of the
+    same name wins (a plugin may override an MCP tool)."""
+    if not server_tools:
+        return registry_tools
+    taken = {t.effective_name for t in registry_tools}
+    return registry_tools + tuple(t for t in server_tools if t.effective_name not in taken)
+
+
 def catalog_inputs(session, chat_origin_kind="user", host_config=None):
     config = host_config or HostConfig.for_tenant(session.tenant)
     # A session not yet created (the explainer's preview) has no clients yet.
     clients = () if session._state.adding else ActiveClient.objects.filter(session=session).order_by("id")
-    tools = REGISTRY.tools
+    tools = with_server_tools(REGISTRY.tools, () if session._state.adding else session_server_tools(session))
     entries = [entry for client in clients for entry in _entries_of(client)]
     document = AgentDefinition.document_for_session(session)
     return CatalogInputs(

@@ -248,27 +248,3 @@ class PluginTools:
     def set_tools(self, tools):
         self._tools = list(tools)
         self._registry.reload()
-
-
-class McpTools:
-    """MCP owns one stable transform reading its latest discovered tools, so a refresh keeps
-    the precedence of later plugin overrides."""
-
-    def __init__(self, registry):
-        self._by_server = {}
-        self._registry = registry
-        self.handle = registry.register(self._transform, label="mcp")
-
-    def _transform(self, editor):
-        for server, tools in self._by_server.items():
-            editor.namespace(server, f"Tools of the MCP server {server}")
-            for tool in tools:
-                editor.add(replace(tool, namespace=server, source="mcp"))
-
-    def set_server_tools(self, server, tools):
-        self._by_server[server] = list(tools)
-        self._registry.reload()
-
-    def drop_server(self, server):
-        if self._by_server.pop(server, None) is not None:
-            self._registry.reload()

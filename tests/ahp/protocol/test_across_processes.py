@@ -72,6 +72,6 @@ def test_killing_the_clients_process_mid_call_fails_the_call_by_the_disconnect_r
         process_a.wait()
         time.sleep(2)
         sweep_due_work(stale_after_seconds=1.5)
-        assert alice.reply_to(turn) == "Client ide disconnected before completing ide__open_file"
+        assert alice.reply_to(turn) == "Client ide disconnected before completing open_file"
         # The surviving process still serves everything else.
         assert alice.call("ping", {"channel": "ahp-root://"}) is None

@@ -114,3 +114,21 @@ def test_registering_and_disposing_tools_reaches_running_sessions(acme, host):
         finally:
             PLUGINS.set_tools([])
         assert names(a.action("session/serverToolsChanged")["action"]["tools"]) == offered
+
+
+def test_a_turns_model_is_kept_and_shown_with_its_message(acme, host):
+    from .harness import default_chat
+
+    with AhpClient(host.port, acme.tokens["member"], "alice") as alice:
+        chat = default_chat(alice, alice.create_session())
+        alice.subscribe(chat)
+        alice.dispatch(chat, {"type": "chat/turnStarted", "turnId": "0b1e5a8e-4c3f-4f7e-9d2a-5b6c7d8e9f01",
+                              "message": {"text": "hi", "origin": {"kind": "user"}, "model": {"id": "echo-1"}}})
+        started = alice.action("chat/turnStarted")["action"]
+        assert started["message"]["model"] == {"id": "echo-1"}
+        alice.action("chat/turnComplete")
+        assert alice.subscribe(chat)["turns"][-1]["message"]["model"] == {"id": "echo-1"}
+        alice.dispatch(chat, {"type": "chat/turnStarted", "turnId": "0b1e5a8e-4c3f-4f7e-9d2a-5b6c7d8e9f02",
+                              "message": {"text": "hi", "model": 7}})
+        assert alice.action("chat/turnStarted", rejected=True)["rejectionReason"] == (
+            "message.model must be a model id or {id}.")

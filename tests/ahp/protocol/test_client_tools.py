@@ -59,6 +59,8 @@ def test_a_client_tool_call_round_trip(acme, host):
     alice, ide, session, chat = setup(host, acme)
     with alice, ide:
         turn, start = call_open_file(alice, chat)
+        # Drawn under the name the client announced; the model called ide__open_file.
+        assert (start["toolName"], start["displayName"]) == ("open_file", "open_file")
         assert start["contributor"] == {"kind": "client", "clientId": "ide"}
         ready = alice.action("chat/toolCallReady", toolCallId=start["toolCallId"])["action"]
         assert ready["confirmed"] == "not-needed" and ready["contributor"] == {"kind": "client", "clientId": "ide"}
@@ -103,9 +105,9 @@ def test_a_call_with_no_answer_fails_at_the_client_tool_timeout(acme, host):
     alice, ide, session, chat = setup(host, acme, timeout_ms=1000)
     with alice, ide:
         turn, start = call_open_file(alice, chat)
-        assert alice.reply_to(turn) == "ide__open_file got no answer from ide in 1 s"
+        assert alice.reply_to(turn) == "open_file got no answer from ide in 1 s"
         result = alice.subscribe(chat)["turns"][-1]["responseParts"][0]["toolCall"]
-        assert result["success"] is False and result["pastTenseMessage"] == "ide__open_file failed"
+        assert result["success"] is False and result["pastTenseMessage"] == "open_file failed"
 
 
 def test_a_vanished_client_with_no_grace_fails_its_calls_at_once(acme, host):
@@ -115,10 +117,10 @@ def test_a_vanished_client_with_no_grace_fails_its_calls_at_once(acme, host):
         turn, start = call_open_file(alice, chat)
         ide.close()
         done = alice.action("chat/toolCallComplete", toolCallId=start["toolCallId"])["action"]["result"]
-        assert done["success"] is False and done["pastTenseMessage"] == "ide__open_file failed"
-        assert done["error"]["message"] == "Client ide disconnected before completing ide__open_file"
+        assert done["success"] is False and done["pastTenseMessage"] == "open_file failed"
+        assert done["error"]["message"] == "Client ide disconnected before completing open_file"
         assert alice.action("session/activeClientRemoved")["action"]["clientId"] == "ide"
-        assert alice.reply_to(turn) == "Client ide disconnected before completing ide__open_file"
+        assert alice.reply_to(turn) == "Client ide disconnected before completing open_file"
         assert "ide__open_file" not in alice.reply_to(alice.start_turn(chat, "/tools"))
 
 
@@ -143,7 +145,7 @@ def test_when_the_grace_runs_out_the_model_is_told_another_client_has_the_tool(a
         time.sleep(0.5)
         sweep_due_work()
         assert alice.reply_to(turn) == (
-            "Client ide disconnected before completing ide__open_file. Client cli provides the same tool as "
+            "Client ide disconnected before completing open_file. Client cli provides the same tool as "
             "cli__open_file; you may try the call again with it."
         )
 
@@ -153,7 +155,7 @@ def test_unsubscribing_from_the_session_releases_the_client_at_once(acme, host):
     with alice, ide:
         turn, start = call_open_file(alice, chat)
         ide.call("unsubscribe", {"channel": session})
-        assert alice.reply_to(turn) == "Client ide disconnected before completing ide__open_file"
+        assert alice.reply_to(turn) == "Client ide disconnected before completing open_file"
 
 
 def test_a_user_chats_tool_called_in_a_tool_started_chat_is_failed_by_the_host(acme, host):

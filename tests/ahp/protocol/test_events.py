@@ -177,8 +177,8 @@ FAMILY_CALLS = [
     ("artifacts", "add_artifact_or_reference",
      {"items": [{"type": "pullRequest", "label": "Fix login", "isArtifact": True,
                  "link": "https://github.com/acme/app/pull/7"}]}),
-    ("comments", "addComment", {"resource": "file:///work/app.py", "range": {"startLine": 3, "endLine": 5},
-                                "text": "Off by one"}),
+    ("comments", "addComment", {"resourceUri": "file:///work/app.py", "text": "Off by one",
+                                "range": {"startLineNumber": 3, "startColumn": 1, "endLineNumber": 5, "endColumn": 1}}),
     ("wakeups", "schedule_wakeup", {"delaySeconds": 3600, "prompt": "check CI"}),
     ("resources", "ahp_resource", {"uri": "SESSION"}),
     ("agent_merge", "setAgentMergeEnabled", {"enabled": True, "mergePullRequest": "ifUnchanged"}),
@@ -249,7 +249,7 @@ def ask_a_question(member, session):
     chat = default_chat(member, session)
     channel = f"{session}/annotations"
     member.subscribe(channel)
-    waiting = {**annotation("c1"), "_meta": {FEEDBACK_KEY: {"kind": "user", "state": "created",
+    waiting = {**annotation("c1"), "_meta": {FEEDBACK_KEY: {"kind": "codeReview", "state": "created",
                                                            "sessionResource": session}}}
     member.dispatch(channel, {"type": "annotations/set", "annotation": waiting})
     member.action("annotations/set")

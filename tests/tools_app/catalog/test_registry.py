@@ -1,6 +1,6 @@
 import logging
 
-from tools_app.catalog.registry import McpTools, PluginTools, Tool, ToolRegistry
+from tools_app.catalog.registry import PluginTools, Tool, ToolRegistry
 
 
 def names(registry):
@@ -116,17 +116,6 @@ def test_plugins_append_with_register_tool_and_replace_with_set_tools():
     plugins.set_tools([Tool("p3")])
     assert names(registry) == ["host_tool", "p3"]
     assert registry.get("p3").source == "plugin"
-
-
-def test_an_mcp_refresh_keeps_the_precedence_of_a_later_plugin_override():
-    registry = ToolRegistry()
-    mcp = McpTools(registry)
-    plugins = PluginTools(registry)
-    mcp.set_server_tools("gh", [Tool("issues", description="from mcp")])
-    plugins.register_tool(Tool("gh_issues", description="plugin override"))
-    mcp.set_server_tools("gh", [Tool("issues", description="refreshed"), Tool("pulls")])
-    assert registry.get("gh_issues").description == "plugin override"
-    assert registry.get("gh_pulls").source == "mcp"
 
 
 def test_listeners_hear_every_change_and_only_changes():

@@ -84,6 +84,24 @@ def test_set_agent_merge_enabled_answers_the_configuration_in_force(acme, host, 
         assert AgentMergeConfig.objects.get(session=desk.session).enabled is False
 
 
+@pytest.mark.django_db(transaction=True)
+def test_set_agent_merge_enabled_asks_no_grant_of_a_turn_nobody_sent(acme, hub):
+    """A wakeup's or Agent Merge's own turn holds only session:read, and still configures it."""
+    import asyncio
+
+    from sessions_app.models import Turn
+    from tools_app.runtime import ChatToolbox
+
+    from .session.conftest import Place
+
+    place = Place(acme)
+    Turn.objects.filter(pk=place.turn.pk).update(sender=None)
+    turn = Turn.objects.select_related("chat__session__tenant", "sender").get(pk=place.turn.pk)
+    answer = json.loads(asyncio.run(ChatToolbox(turn).call("setAgentMergeEnabled", {"enabled": True})))
+    assert answer["enabled"] is True
+    assert AgentMergeConfig.objects.get(session=place.session).enabled is True
+
+
 @pytest.mark.parametrize("tool, arguments", [
     ("readAgentMergeCI", {}), ("replyToAgentMergeReviewThread", {"threadId": "PRRT_1", "body": "Done"}),
     ("rerunAgentMergeWorkflow", {"runId": "501"})])

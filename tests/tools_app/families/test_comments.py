@@ -1,5 +1,7 @@
 """Comments: agent feedback as annotations on the session's annotations channel, written by the
 tools and by clients' annotations/* actions through the same writers."""
+import json
+
 import pytest
 
 from kernel.refusals import Refused
@@ -28,31 +30,62 @@ def client_sets(desk, annotation):
     return desk.client.action("annotations/set")
 
 
+RANGE = {"startLineNumber": 3, "startColumn": 1, "endLineNumber": 5, "endColumn": 7}
+
+
+def listed(desk):
+    return json.loads(desk.call("listComments"))
+
+
+def one_based(comment_id, text, kind="user", resolved=False, **extra):
+    """A comment as the tools answer it; `comment()` puts it on lines 3-4."""
+    return {"id": comment_id, "resourceUri": FILE, "text": text, "kind": kind, "resolved": resolved,
+            "range": {"startLineNumber": 3, "startColumn": 1, "endLineNumber": 4, "endColumn": 1}, **extra}
+
+
 def test_add_comment_proposes_a_code_review_comment_with_a_zero_based_range(acme, host):
     with Desk(host, acme) as desk:
         assert desk.client.subscribe(annotations_of(desk)) == {"annotations": []}
-        reply = desk.call("addComment", {"resource": FILE, "range": {"startLine": 3, "endLine": 5}, "text": "Off by one"})
+        assert desk.call("addComment", {"resourceUri": FILE, "range": RANGE, "text": "Off by one"}) == "Comment added."
         made = desk.client.action("annotations/set")["action"]["annotation"]
-        assert reply == f"Added comment {made['id']}. It is a proposal: listComments shows it once the person accepts it."
-        assert made["range"] == {"start": {"line": 2, "character": 0}, "end": {"line": 4, "character": 0}}
+        assert made["range"] == {"start": {"line": 2, "character": 0}, "end": {"line": 4, "character": 6}}
         assert made["_meta"][FEEDBACK_KEY] == {"kind": "codeReview", "state": "created",
                                                "sessionResource": desk.session_uri}
         assert made["entries"][0]["_meta"][FEEDBACK_KEY] == {"author": "agent"}
         assert desk.client.subscribe(annotations_of(desk))["annotations"] == [made]
 
 
-def test_list_comments_shows_accepted_ones_and_counts_those_waiting(acme, host):
+def test_add_comment_refuses_as_the_reference_host_does(acme, host):
+    with Desk(host, acme) as desk:
+        assert desk.call("addComment", {"resourceUri": FILE, "range": {**RANGE, "startColumn": 0}, "text": "x"}) == (
+            "Invalid addComment input: range.startColumn must be a positive integer.")
+        assert desk.call("addComment", {"resourceUri": "", "range": RANGE, "text": "x"}) == (
+            "Invalid addComment input: resourceUri must be a non-empty string.")
+        assert desk.call("addComment", {"resourceUri": FILE, "text": "x"}) == (
+            "Invalid input for addComment at /: 'range' is a required property")
+        assert desk.call("deleteComments", {"commentIds": []}) == (
+            "Invalid deleteComments input: commentIds must be a non-empty string array.")
+
+
+def test_add_comment_offers_the_reference_schema(acme, host):
+    from tools_app.catalog.host_tools import REGISTRY
+
+    schema = REGISTRY.get("addComment").input_schema
+    assert schema["required"] == ["resourceUri", "range", "text"]
+    assert schema["properties"]["range"]["required"] == ["startLineNumber", "startColumn", "endLineNumber",
+                                                         "endColumn"]
+
+
+def test_list_comments_shows_accepted_and_resolved_ones_and_notes_those_waiting(acme, host):
     with Desk(host, acme) as desk:
         desk.client.subscribe(annotations_of(desk))
-        client_sets(desk, comment(desk, "c1", "Rename this", line=3))
+        client_sets(desk, comment(desk, "c1", "Rename this"))
         client_sets(desk, comment(desk, "c2", "Done already", resolved=True, state="resolved"))
-        desk.call("addComment", {"resource": FILE, "text": "A proposal"})
-        assert desk.call("listComments") == (
-            f"- c1 [user] {FILE} lines 3-4\n  opened by user: Rename this\n"
-            "1 comment waits for review; call viewUnreviewedComments to see it.")
-        assert desk.call("listComments", {"includeResolved": True}).split("\n")[:4] == [
-            f"- c1 [user] {FILE} lines 3-4", "  opened by user: Rename this",
-            f"- c2 [user] {FILE} lines 3-4 (resolved)", "  opened by user: Done already"]
+        desk.call("addComment", {"resourceUri": FILE, "range": RANGE, "text": "A proposal"})
+        assert listed(desk) == {
+            "comments": [one_based("c1", "Rename this"), one_based("c2", "Done already", resolved=True)],
+            "note": ("There is 1 code review comment which the user has not reviewed yet. If the user wants you to "
+                     "tackle them, call the `viewUnreviewedComments` tool to view them.")}
 
 
 def test_annotations_without_feedback_meta_are_someone_elses(acme, host):
@@ -64,51 +97,57 @@ def test_annotations_without_feedback_meta_are_someone_elses(acme, host):
         other_session = comment(desk, "x2", "Another session's")
         other_session["_meta"][FEEDBACK_KEY]["sessionResource"] = "ahp-session:/00000000-0000-0000-0000-000000000000"
         client_sets(desk, other_session)
-        assert desk.call("listComments", {"includeResolved": True}) == "No comments."
+        assert listed(desk) == {"comments": []}
         assert desk.call("replyToComment", {"commentId": "x1", "text": "hi"}) == "No comment x1 in this session."
-        assert desk.call("deleteComments", {"commentIds": ["x1", "x2"]}) == "Deleted: none.\nNot found: x1, x2."
-        assert desk.call("resolveComments", {"commentIds": ["x1"]}) == "Resolved: none.\nNot found: x1."
+        assert json.loads(desk.call("deleteComments", {"commentIds": ["x1", "x2"]})) == {
+            "deletedCommentIds": [], "notFoundCommentIds": ["x1", "x2"], "remainingComments": []}
+        assert json.loads(desk.call("resolveComments", {"commentIds": ["x1"]}))["notFoundCommentIds"] == ["x1"]
         assert Annotation.objects.filter(annotation_id__in=["x1", "x2"]).count() == 2
 
 
-def test_reply_adds_an_agent_entry_and_list_names_the_authors(acme, host):
+def test_reply_adds_an_agent_entry_listed_as_a_reply(acme, host):
     with Desk(host, acme) as desk:
         desk.client.subscribe(annotations_of(desk))
         client_sets(desk, comment(desk, "c1", "Why?"))
-        assert desk.call("replyToComment", {"commentId": "c1", "text": "Because."}) == "Replied to comment c1."
+        assert json.loads(desk.call("replyToComment", {"commentId": "c1", "text": "Because."})) == {
+            "repliedCommentId": "c1"}
         entry = desk.client.action("annotations/entrySet", annotationId="c1")["action"]["entry"]
         assert entry["text"] == "Because." and entry["_meta"][FEEDBACK_KEY] == {"author": "agent"}
-        assert desk.call("listComments") == f"- c1 [user] {FILE} lines 3-4\n  opened by user: Why?\n  reply from agent: Because."
+        assert listed(desk) == {"comments": [one_based("c1", "Why?", replies=["Because."])]}
 
 
 def test_resolve_and_submit_again(acme, host):
     with Desk(host, acme) as desk:
         desk.client.subscribe(annotations_of(desk))
         client_sets(desk, comment(desk, "c1", "Fix"))
-        assert desk.call("resolveComments", {"commentIds": ["c1", "zz"]}) == "Resolved: c1.\nNot found: zz."
+        assert json.loads(desk.call("resolveComments", {"commentIds": ["c1", "zz"]})) == {
+            "resolved": True, "updatedCommentIds": ["c1"], "notFoundCommentIds": ["zz"],
+            "comments": [one_based("c1", "Fix", resolved=True)]}
         resolved = desk.client.action("annotations/set")["action"]["annotation"]
         assert resolved["resolved"] is True and resolved["_meta"][FEEDBACK_KEY]["state"] == "resolved"
-        assert desk.call("listComments") == "No comments."
-        assert desk.call("resolveComments", {"commentIds": ["c1"], "resolved": False}) == "Submitted again: c1."
+        assert json.loads(desk.call("resolveComments", {"commentIds": ["c1"], "resolved": False}))["resolved"] is False
         again = desk.client.action("annotations/set")["action"]["annotation"]
         assert again["resolved"] is False and again["_meta"][FEEDBACK_KEY]["state"] == "submitted"
 
 
-def test_delete_answers_what_it_deleted_and_what_it_did_not_find(acme, host):
+def test_delete_answers_what_it_deleted_what_it_did_not_find_and_what_remains(acme, host):
     with Desk(host, acme) as desk:
         desk.client.subscribe(annotations_of(desk))
         client_sets(desk, comment(desk, "c1", "One"))
         client_sets(desk, comment(desk, "c2", "Two"))
-        assert desk.call("deleteComments", {"commentIds": ["c1", "c9", "c2"]}) == "Deleted: c1, c2.\nNot found: c9."
+        client_sets(desk, comment(desk, "c3", "Three"))
+        assert json.loads(desk.call("deleteComments", {"commentIds": ["c1", "c9", "c2", "c1"]})) == {
+            "deletedCommentIds": ["c1", "c2"], "notFoundCommentIds": ["c9"],
+            "remainingComments": [one_based("c3", "Three")]}
         assert desk.client.action("annotations/removed")["action"]["annotationId"] == "c1"
-        assert desk.client.subscribe(annotations_of(desk)) == {"annotations": []}
+        assert [a["id"] for a in desk.client.subscribe(annotations_of(desk))["annotations"]] == ["c3"]
 
 
 def test_view_unreviewed_comments_asks_first_and_reading_accepts(acme, host):
     with Desk(host, acme) as desk:
         desk.client.subscribe(desk.session_uri)
         desk.client.subscribe(annotations_of(desk))
-        client_sets(desk, comment(desk, "c1", "Waiting one", state="created"))
+        client_sets(desk, comment(desk, "c1", "Waiting one", state="created", kind="prReview"))
         turn = desk.start("viewUnreviewedComments")
         request = desk.client.action("session/inputNeededSet")["action"]["request"]
         assert (request["kind"], request["toolCall"]["status"]) == ("toolConfirmation", "pending-confirmation")
@@ -117,17 +156,18 @@ def test_view_unreviewed_comments_asks_first_and_reading_accepts(acme, host):
                                              "toolCallId": request["id"], "approved": True, "confirmed": "user-action"})
         assert desk.client.action("chat/toolCallConfirmed")["origin"]["clientId"] == "alice"
         assert desk.client.action("session/inputNeededRemoved")["action"]["id"] == request["id"]
-        assert desk.client.reply_to(turn) == f"- c1 [user] {FILE} lines 3-4\n  opened by user: Waiting one"
+        shown = {"comments": [one_based("c1", "Waiting one", kind="prReview")]}
+        assert json.loads(desk.client.reply_to(turn)) == shown
         accepted = desk.client.action("annotations/set")["action"]["annotation"]
         assert accepted["_meta"][FEEDBACK_KEY]["state"] == "submitted"
-        assert desk.call("listComments") == f"- c1 [user] {FILE} lines 3-4\n  opened by user: Waiting one"
+        assert listed(desk) == shown
 
 
 def test_view_unreviewed_comments_declined_shows_nothing(acme, host):
     with Desk(host, acme) as desk:
         desk.client.subscribe(desk.session_uri)
         desk.client.subscribe(annotations_of(desk))
-        client_sets(desk, comment(desk, "c1", "Private", state="created"))
+        client_sets(desk, comment(desk, "c1", "Private", state="created", kind="codeReview"))
         turn = desk.start("viewUnreviewedComments")
         request = desk.client.action("session/inputNeededSet")["action"]["request"]
         desk.client.dispatch(desk.chat_uri, {"type": "chat/toolCallConfirmed", "turnId": turn,

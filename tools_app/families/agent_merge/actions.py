@@ -6,7 +6,6 @@ from django.utils import timezone
 
 from kernel.refusals import Refused
 from sessions_app import actions as session_actions
-from sessions_app.actions import require
 
 from .models import AgentMergeConfig, AgentMergeRepair, CIEvidence, DeferredRerun
 
@@ -15,8 +14,9 @@ AGENT_MERGE_OPTIONS = {"addressReviews": "address_reviews", "fixCI": "fix_ci", "
 
 
 @transaction.atomic
-def do_set_agent_merge(principal, session, folder, enabled, options):
-    require(principal, "session:configure", session)
+def do_set_agent_merge(session, folder, enabled, options):
+    """No grant of its own, as in the reference host: it is offered to the session's agent,
+    and whoever's turn calls it was already let into the chat."""
     config, _ = AgentMergeConfig.objects.select_for_update().get_or_create(session=session, folder=folder)
     config.enabled = enabled
     for wire, column in AGENT_MERGE_OPTIONS.items():

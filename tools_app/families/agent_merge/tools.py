@@ -20,7 +20,7 @@ def folder_of(session):
 
 def set_agent_merge_enabled(context, arguments):
     options = {k: v for k, v in arguments.items() if k != "enabled"}
-    config = actions.do_set_agent_merge(context.principal, context.session, folder_of(context.session),
+    config = actions.do_set_agent_merge(context.session, folder_of(context.session),
                                         arguments["enabled"], options)
     return json.dumps(config.to_wire())
 

@@ -1,5 +1,8 @@
 """The comment tools: agent feedback kept as annotations on the session's annotations channel.
-Ranges are one-based lines and columns here, zero-based on the channel."""
+Names, input schemas, answers and refusals follow the reference host's (VS Code's agent host,
+`agentFeedbackServerTools.ts`): ranges are one-based lines and columns here, zero-based on the
+channel; answers are JSON. `replyToComment` is this host's own."""
+import json
 import time
 import uuid
 
@@ -12,24 +15,46 @@ from .models import FEEDBACK_KEY, Annotation
 
 QUESTION_SECONDS = 600
 QUESTION_POLL_SECONDS = 0.2
-OPENING_AUTHOR = {"user": "user", "codeReview": "agent", "prReview": "prReviewer"}
+# Kinds a review produced (not the person): still `created`, they wait for the person's review.
+REVIEWABLE_KINDS = ("prReview", "codeReview")
+
+
+def invalid(tool_name, problem):
+    return Refused(f"Invalid {tool_name} input: {problem}", "invalid")
+
+
+def required_string(value, field, tool_name):
+    if not isinstance(value, str) or not value:
+        raise invalid(tool_name, f"{field} must be a non-empty string.")
+    return value
+
+
+def positive_integer(value, field, tool_name):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 1:
+        raise invalid(tool_name, f"{field} must be a positive integer.")
+    return int(value)
+
+
+def comment_ids(arguments, tool_name):
+    value = arguments.get("commentIds")
+    if not isinstance(value, list) or not value:
+        raise invalid(tool_name, "commentIds must be a non-empty string array.")
+    return list(dict.fromkeys(required_string(item, "commentIds[]", tool_name) for item in value))
 
 
 def to_channel_range(value):
+    names = ("startLineNumber", "startColumn", "endLineNumber", "endColumn")
+    start_line, start_column, end_line, end_column = (
+        positive_integer(value.get(n), f"range.{n}", "addComment") for n in names)
+    return {"start": {"line": start_line - 1, "character": start_column - 1},
+            "end": {"line": end_line - 1, "character": end_column - 1}}
+
+
+def from_channel_range(value):
     if not value:
-        return None
-    start_line, end_line = value["startLine"], value.get("endLine", value["startLine"])
-    if end_line < start_line:
-        raise Refused("range.endLine must not come before range.startLine.")
-    return {"start": {"line": start_line - 1, "character": value.get("startColumn", 1) - 1},
-            "end": {"line": end_line - 1, "character": value["endColumn"] - 1 if "endColumn" in value else 0}}
-
-
-def where(row):
-    if not row.range:
-        return row.resource
-    start, end = row.range["start"]["line"] + 1, row.range["end"]["line"] + 1
-    return f"{row.resource} line {start}" if start == end else f"{row.resource} lines {start}-{end}"
+        return {"startLineNumber": 1, "startColumn": 1, "endLineNumber": 1, "endColumn": 1}
+    return {"startLineNumber": value["start"]["line"] + 1, "startColumn": value["start"]["character"] + 1,
+            "endLineNumber": value["end"]["line"] + 1, "endColumn": value["end"]["character"] + 1}
 
 
 def text_of(entry):
@@ -37,34 +62,47 @@ def text_of(entry):
     return text.get("markdown", "") if isinstance(text, dict) else str(text)
 
 
-def author_of(entry, index, kind):
-    slot = (entry.get("_meta") or {}).get(FEEDBACK_KEY)
-    if isinstance(slot, dict) and slot.get("author") in ("user", "agent", "prReviewer", "unknown"):
-        return slot["author"]
-    return OPENING_AUTHOR.get(kind, "unknown") if index == 0 else "user"
+def serialized(row, resolved=None):
+    comment = {"id": row.annotation_id, "resourceUri": row.resource, "range": from_channel_range(row.range),
+               "text": text_of(row.entries[0]), "kind": row.feedback["kind"],
+               "resolved": row.resolved if resolved is None else resolved}
+    replies = [text_of(entry) for entry in row.entries[1:]]
+    if replies:
+        comment["replies"] = replies
+    return comment
 
 
-def describe(row):
-    kind = row.feedback["kind"]
-    lines = [f"- {row.annotation_id} [{kind}] {where(row)}{' (resolved)' if is_resolved(row) else ''}"]
-    for index, entry in enumerate(row.entries):
-        label = "opened by" if index == 0 else "reply from"
-        lines.append(f"  {label} {author_of(entry, index, kind)}: {text_of(entry)}")
-    return "\n".join(lines)
-
-
-def is_resolved(row):
-    return row.resolved or row.feedback["state"] == "resolved"
+def answer(payload):
+    return json.dumps(payload, indent=2)
 
 
 def comments_of(session):
     """This session's feedback comments; annotations without feedback meta are someone else's."""
     rows = Annotation.objects.filter(session=session).select_related("session").order_by("created", "pk")
-    return [row for row in rows if row.feedback is not None]
+    return [row for row in rows if row.feedback is not None and row.entries]
+
+
+def listable(session):
+    """What the agent sees: every comment except those still `created` (not yet accepted)."""
+    return [row for row in comments_of(session) if row.resolved or row.feedback["state"] != "created"]
 
 
 def waiting(session):
-    return [row for row in comments_of(session) if row.feedback["state"] == "created"]
+    """Review comments the person has not reviewed yet."""
+    return [row for row in comments_of(session) if row.feedback["kind"] in REVIEWABLE_KINDS and not row.resolved
+            and row.feedback["state"] == "created"]
+
+
+def unreviewed_note(session):
+    rows = waiting(session)
+    if not rows:
+        return None
+    counts = {kind: sum(1 for r in rows if r.feedback["kind"] == kind) for kind in REVIEWABLE_KINDS}
+    clauses = [f"{n} {label} comment{'' if n == 1 else 's'}" for label, n in
+               (("pull request", counts["prReview"]), ("code review", counts["codeReview"])) if n]
+    verb = "is" if len(rows) == 1 else "are"
+    return (f"There {verb} {' and '.join(clauses)} which the user has not reviewed yet. If the user wants you to "
+            "tackle them, call the `viewUnreviewedComments` tool to view them.")
 
 
 def with_feedback_state(row, state, resolved=None):
@@ -75,79 +113,77 @@ def with_feedback_state(row, state, resolved=None):
     return wire
 
 
-def find_own(session, ids):
-    mine = {row.annotation_id: row for row in comments_of(session)}
-    return [mine[i] for i in ids if i in mine], [i for i in ids if i not in mine]
-
-
 def add_comment(context, arguments):
     require(context.principal, "session:review", context.session)
+    resource = required_string(arguments.get("resourceUri"), "resourceUri", "addComment")
+    text = required_string(arguments.get("text"), "text", "addComment")
+    if not isinstance(arguments.get("range"), dict):
+        raise invalid("addComment", "range must be an object.")
     comment_id = str(uuid.uuid4())
-    annotation = {
-        "id": comment_id, "turnId": str(context.turn.id), "resource": arguments["resource"], "resolved": False,
-        "entries": [{"id": f"{comment_id}:0", "text": arguments["text"], "_meta": {FEEDBACK_KEY: {"author": "agent"}}}],
+    # Proposed (`created`): the person accepts it before it is acted upon.
+    actions.do_set_annotation(context.principal, context.session, {
+        "id": comment_id, "turnId": str(context.turn.id), "resource": resource, "resolved": False,
+        "range": to_channel_range(arguments["range"]),
+        "entries": [{"id": f"{comment_id}:0", "text": text, "_meta": {FEEDBACK_KEY: {"author": "agent"}}}],
         "_meta": {FEEDBACK_KEY: {"kind": "codeReview", "state": "created", "sessionResource": context.session.uri}},
-    }
-    channel_range = to_channel_range(arguments.get("range"))
-    if channel_range:
-        annotation["range"] = channel_range
-    actions.do_set_annotation(context.principal, context.session, annotation)
-    return (f"Added comment {comment_id}. It is a proposal: listComments shows it once the person accepts it.")
+    })
+    return "Comment added."
 
 
 def list_comments(context, arguments):
-    include_resolved = bool(arguments.get("includeResolved"))
-    rows = comments_of(context.session)
-    shown = [r for r in rows if r.feedback["state"] != "created" and (include_resolved or not is_resolved(r))]
-    text = "\n".join(describe(r) for r in shown) if shown else "No comments."
-    count = sum(1 for r in rows if r.feedback["state"] == "created")
-    if count:
-        text += (f"\n{count} comment{'s' if count != 1 else ''} wait{'s' if count == 1 else ''} for review; "
-                 f"call viewUnreviewedComments to see {'them' if count != 1 else 'it'}.")
-    return text
+    payload = {"comments": [serialized(row) for row in listable(context.session)]}
+    note = unreviewed_note(context.session)
+    if note:
+        payload["note"] = note
+    return answer(payload)
 
 
 def reply_to_comment(context, arguments):
     require(context.principal, "session:review", context.session)
-    found, missing = find_own(context.session, [arguments["commentId"]])
-    if missing:
-        raise Refused(f"No comment {arguments['commentId']} in this session.")
-    entry = {"id": f"{found[0].annotation_id}:{uuid.uuid4().hex[:8]}", "text": arguments["text"],
+    comment_id = required_string(arguments.get("commentId"), "commentId", "replyToComment")
+    row = next((r for r in listable(context.session) if r.annotation_id == comment_id), None)
+    if row is None:
+        raise Refused(f"No comment {comment_id} in this session.", "not_found")
+    entry = {"id": f"{row.annotation_id}:{uuid.uuid4().hex[:8]}",
+             "text": required_string(arguments.get("text"), "text", "replyToComment"),
              "_meta": {FEEDBACK_KEY: {"author": "agent"}}}
-    actions.do_set_annotation_entry(context.principal, context.session, found[0].annotation_id, entry)
-    return f"Replied to comment {found[0].annotation_id}."
-
-
-def outcome(done_label, done, missing):
-    parts = [f"{done_label}: {', '.join(done) if done else 'none'}."]
-    if missing:
-        parts.append(f"Not found: {', '.join(missing)}.")
-    return "\n".join(parts)
+    actions.do_set_annotation_entry(context.principal, context.session, row.annotation_id, entry)
+    return answer({"repliedCommentId": row.annotation_id})
 
 
 def delete_comments(context, arguments):
     require(context.principal, "session:review", context.session)
-    found, missing = find_own(context.session, arguments["commentIds"])
-    for row in found:
-        actions.do_remove_annotation(context.principal, context.session, row.annotation_id)
-    return outcome("Deleted", [r.annotation_id for r in found], missing)
+    ids = comment_ids(arguments, "deleteComments")
+    rows = {row.annotation_id: row for row in listable(context.session)}
+    deleted = [i for i in ids if i in rows]
+    for comment_id in deleted:
+        actions.do_remove_annotation(context.principal, context.session, comment_id)
+    return answer({"deletedCommentIds": deleted, "notFoundCommentIds": [i for i in ids if i not in rows],
+                   "remainingComments": [serialized(r) for i, r in rows.items() if i not in deleted]})
 
 
 def resolve_comments(context, arguments):
     require(context.principal, "session:review", context.session)
+    ids = comment_ids(arguments, "resolveComments")
     resolved = arguments.get("resolved", True)
-    found, missing = find_own(context.session, arguments["commentIds"])
-    for row in found:
-        wire = with_feedback_state(row, "resolved" if resolved else "submitted", resolved=resolved)
+    if not isinstance(resolved, bool):
+        raise invalid("resolveComments", "resolved must be a boolean.")
+    rows = {row.annotation_id: row for row in listable(context.session)}
+    updated = [i for i in ids if i in rows]
+    for comment_id in updated:
+        wire = with_feedback_state(rows[comment_id], "resolved" if resolved else "submitted", resolved=resolved)
         actions.do_set_annotation(context.principal, context.session, wire)
-    return outcome("Resolved" if resolved else "Submitted again", [r.annotation_id for r in found], missing)
+    return answer({"resolved": resolved, "updatedCommentIds": updated,
+                   "notFoundCommentIds": [i for i in ids if i not in rows],
+                   "comments": [serialized(r, resolved if i in updated else None) for i, r in rows.items()]})
 
 
 def view_unreviewed_comments(context, arguments):
+    """Asks the person first; the comments they let through are answered and become accepted."""
     require(context.principal, "session:review", context.session)
     rows = waiting(context.session)
     if not rows:
-        return "No comments wait for review."
+        return answer({"comments": []})
     count = len(rows)
     actions.do_ask(context.tool_call_id, f"Show the agent {count} comment{'s' if count != 1 else ''} waiting "
                                          f"for your review?")
@@ -165,47 +201,61 @@ def view_unreviewed_comments(context, arguments):
     shown = []
     for row in waiting(context.session):  # read again: the person may have acted meanwhile
         actions.do_set_annotation(context.principal, context.session, with_feedback_state(row, "submitted"))
-        row.meta = {**(row.meta or {}), FEEDBACK_KEY: {**row.feedback, "state": "submitted"}}
-        shown.append(describe(row))
-    return "\n".join(shown) if shown else "No comments wait for review."
+        shown.append(serialized(row))
+    return answer({"comments": shown})
 
 
+NUMBER = {"type": "number"}
 ONE_BASED_RANGE = {
-    "type": "object", "description": "One-based lines (and columns); omit for the whole file.",
-    "properties": {"startLine": {"type": "integer", "minimum": 1}, "endLine": {"type": "integer", "minimum": 1},
-                   "startColumn": {"type": "integer", "minimum": 1}, "endColumn": {"type": "integer", "minimum": 1}},
-    "required": ["startLine"], "additionalProperties": False,
+    "type": "object", "description": "One-based text range to comment on.",
+    "properties": {"startLineNumber": {**NUMBER, "description": "One-based start line number."},
+                   "startColumn": {**NUMBER, "description": "One-based start column."},
+                   "endLineNumber": {**NUMBER, "description": "One-based end line number."},
+                   "endColumn": {**NUMBER, "description": "One-based end column."}},
+    "required": ["startLineNumber", "startColumn", "endLineNumber", "endColumn"],
 }
-IDS = {"type": "array", "items": {"type": "string"}, "minItems": 1}
+NO_INPUT = {"type": "object", "properties": {}}
+
+
+def ids_schema(verb):
+    return {"type": "array", "items": {"type": "string"}, "description": f"Comment IDs to {verb}."}
+
 
 COMMENT_TOOLS = (
-    Tool("addComment", title="Add Comment",
-         description=("Propose a code review comment on a file, optionally on a one-based line range. The person "
-                      "accepts or dismisses it; it is listed only once accepted."),
+    Tool("addComment", title="Add Comment (Agent Feedback)", description="Add a comment to a file range.",
          input_schema={"type": "object", "properties": {
-             "resource": {"type": "string", "description": "The file's URI."}, "range": ONE_BASED_RANGE,
-             "text": {"type": "string", "minLength": 1}}, "required": ["resource", "text"]},
-         executor=add_comment, defer_loading=True, effects=frozenset({"writes"})),
-    Tool("listComments", title="List Comments",
-         description="List the accepted comments on this session's files, each with its kind and authors.",
-         input_schema={"type": "object", "properties": {"includeResolved": {"type": "boolean"}}},
-         executor=list_comments, defer_loading=True, annotations={"readOnlyHint": True},
+             "resourceUri": {"type": "string", "description": "URI of the file to add a comment to."},
+             "range": ONE_BASED_RANGE, "text": {"type": "string", "description": "Comment text to add."}},
+             "required": ["resourceUri", "range", "text"]},
+         executor=add_comment, defer_loading=True, annotations={"readOnlyHint": False},
+         effects=frozenset({"writes"})),
+    Tool("listComments", title="List Comments (Agent Feedback)", description="List comments for this session.",
+         input_schema=NO_INPUT, executor=list_comments, defer_loading=True, annotations={"readOnlyHint": True},
          effects=frozenset({"reads"})),
-    Tool("replyToComment", title="Reply to Comment", description="Reply to a comment as the agent.",
-         input_schema={"type": "object", "properties": {"commentId": {"type": "string"},
-                                                        "text": {"type": "string", "minLength": 1}},
-                       "required": ["commentId", "text"]},
-         executor=reply_to_comment, defer_loading=True, effects=frozenset({"writes"})),
-    Tool("deleteComments", title="Delete Comments", description="Delete comments by id.",
-         input_schema={"type": "object", "properties": {"commentIds": IDS}, "required": ["commentIds"]},
-         executor=delete_comments, defer_loading=True, annotations={"destructiveHint": True},
-         effects=frozenset({"writes", "destructive"})),
-    Tool("resolveComments", title="Resolve Comments",
-         description="Resolve comments by id; with resolved: false, submit them again.",
-         input_schema={"type": "object", "properties": {"commentIds": IDS, "resolved": {"type": "boolean"}},
+    Tool("replyToComment", title="Reply to Comment (Agent Feedback)", description="Reply to a comment as the agent.",
+         input_schema={"type": "object", "properties": {
+             "commentId": {"type": "string", "description": "The comment to reply to."},
+             "text": {"type": "string", "description": "Reply text."}}, "required": ["commentId", "text"]},
+         executor=reply_to_comment, defer_loading=True, annotations={"readOnlyHint": False},
+         effects=frozenset({"writes"})),
+    Tool("deleteComments", title="Delete Comments (Agent Feedback)", description="Delete comments for this session.",
+         input_schema={"type": "object", "properties": {"commentIds": ids_schema("delete")},
                        "required": ["commentIds"]},
-         executor=resolve_comments, defer_loading=True, effects=frozenset({"writes"})),
-    Tool("viewUnreviewedComments", title="View Comments",
-         description="Ask the person to show the comments waiting for their review; reading one accepts it.",
-         executor=view_unreviewed_comments, defer_loading=True, effects=frozenset({"reads", "writes"})),
+         executor=delete_comments, defer_loading=True, annotations={"readOnlyHint": False, "destructiveHint": True},
+         effects=frozenset({"writes", "destructive"})),
+    Tool("resolveComments", title="Resolve Comments (Agent Feedback)",
+         description="Mark comments for this session as resolved or unresolved.",
+         input_schema={"type": "object", "properties": {
+             "commentIds": ids_schema("update"),
+             "resolved": {"type": "boolean",
+                          "description": "Whether the comments should be marked as resolved. Defaults to true."}},
+             "required": ["commentIds"]},
+         executor=resolve_comments, defer_loading=True, annotations={"readOnlyHint": False},
+         effects=frozenset({"writes"})),
+    Tool("viewUnreviewedComments", title="View Unreviewed Comments (Agent Feedback)",
+         description=("View pull request or code review comments that the user has not reviewed yet. Calling this "
+                      "asks the user to choose which of those comments to reveal; only the comments the user "
+                      "reveals are returned."),
+         input_schema=NO_INPUT, executor=view_unreviewed_comments, defer_loading=True,
+         annotations={"readOnlyHint": True}, effects=frozenset({"reads", "writes"})),
 )

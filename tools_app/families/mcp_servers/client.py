@@ -64,20 +64,13 @@ async def _http_transport(url, http):
         yield streams
 
 
-async def list_tools(entry, for_session):
-    """The server's tool definitions as MCP wire dicts."""
-    async with connected(entry, for_session) as session:
-        tools, cursor = [], None
-        while True:
-            page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
-            tools.extend(t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in page.tools)
-            cursor = page.nextCursor
-            if not cursor:
-                return tools
-
-
-async def call_tool(entry, name, arguments, for_session):
-    """The server's CallToolResult for one call, as a wire dict."""
-    async with connected(entry, for_session) as session:
-        result = await session.call_tool(name, arguments)
-        return result.model_dump(by_alias=True, exclude_none=True, mode="json")
+async def list_tools(session):
+    """The tool definitions of the server `session` (an initialized ClientSession) is connected
+    to, as MCP wire dicts."""
+    tools, cursor = [], None
+    while True:
+        page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+        tools.extend(t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in page.tools)
+        cursor = page.nextCursor
+        if not cursor:
+            return tools

@@ -1,15 +1,17 @@
 """Configured MCP servers' tools in the catalog.
 
-The host lists each server a session was given (through the `mcp` client) and registers the
-tools under the server's name in the catalog's MCP source (`tools_app.catalog.host_tools.MCP`). The
-registry is one per process and tenants may give different servers the same name, so a
-registered tool is offered only to sessions whose own server of that name offers it
-(`is_enabled_for_session`), with that server's wording (`for_session`), and runs against that
-session's server. A server that cannot be listed is recorded as a gap; the session goes on.
+The host lists each server a session was given (through the `mcp` client) and records what
+each offers in the session's row (`SessionMcpServers.server_tools`). Every process builds the
+session's MCP tools from that row, so another ASGI worker, the Celery worker running a wakeup
+turn, or the host after a restart offers and runs the same tools; a call runs against that
+session's own server through this process's pooled client session (pool.py). A server that
+cannot be listed is recorded as a gap; the session goes on.
 """
 import asyncio
+import json
 import logging
 import threading
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
@@ -18,15 +20,14 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from sessions_app.models import ActiveClient, Session
-from tools_app.catalog.host_tools import MCP
-from tools_app.catalog.registry import Tool
+from tools_app.catalog.registry import InvalidTool, Tool
 from tools_app.client_requests import ask_client
 
 from . import client
 from .actions import do_record_client_servers, do_record_server_tools
 from .models import SessionMcpServers
+from .pool import POOL
 from .servers import (
-    fingerprint,
     merged_servers,
     plugin_manifest_uris,
     revealed,
@@ -98,79 +99,65 @@ def ahp_result(tool_name, result):
     return ahp
 
 
-class ServerToolOffers:
-    """Per server name, the tools each configuration of it offers, and which configuration
-    each session uses."""
-
-    def __init__(self, source=MCP):
-        self.source = source
-        self.lock = threading.RLock()
-        self.offers = {}  # server name -> {fingerprint: {"entry": entry, "tools": {name: definition}}}
-        self.sessions = {}  # session id -> {server name: fingerprint}
-
-    def learn(self, session_id, name, entry, tools):
-        with self.lock:
-            key = fingerprint(entry)
-            self.offers.setdefault(name, {})[key] = {"entry": entry, "tools": {t["name"]: t for t in tools}}
-            self.sessions.setdefault(str(session_id), {})[name] = key
-        self.publish(name)
-
-    def forget_session(self, session_id):
-        with self.lock:
-            gone = self.sessions.pop(str(session_id), {})
-            in_use = {(n, k) for servers in self.sessions.values() for n, k in servers.items()}
-            for name, key in gone.items():
-                if (name, key) not in in_use:
-                    self.offers.get(name, {}).pop(key, None)
-        for name in gone:
-            self.publish(name)
-
-    def configuration(self, session, name):
-        key = self.sessions.get(str(getattr(session, "id", None)), {}).get(name)
-        return self.offers.get(name, {}).get(key) if key else None
-
-    def offered(self, name, tool_name, session):
-        configuration = self.configuration(session, name)
-        return configuration is not None and tool_name in configuration["tools"]
-
-    def wording(self, name, tool_name, session):
-        definition = self.configuration(session, name)["tools"][tool_name]
-        wording = {"description": definition.get("description", ""), "inputSchema": definition["inputSchema"]}
-        for key in ("title", "outputSchema", "annotations"):
-            if definition.get(key):
-                wording[key] = definition[key]
-        return wording
-
-    async def run(self, name, tool_name, context, arguments):
-        configuration = self.configuration(context.session, name)
-        if configuration is None:
-            return {"success": False, "pastTenseMessage": f"{tool_name} failed",
-                    "error": {"message": f"The MCP server {name} is not available to this session."}}
-        return ahp_result(tool_name, await client.call_tool(configuration["entry"], tool_name, arguments, context.session))
-
-    def publish(self, name):
-        with self.lock:
-            names = {}
-            for configuration in self.offers.get(name, {}).values():
-                for tool_name, definition in configuration["tools"].items():
-                    names.setdefault(tool_name, definition)
-        if not names:
-            self.source.drop_server(name)
-            return
-        tools = [
-            Tool(name=tool_name, description=definition.get("description", ""), input_schema=PERMISSIVE_SCHEMA,
-                 executor=partial(self.run, name, tool_name),
-                 is_enabled_for_session=partial(self.offered, name, tool_name),
-                 for_session=partial(self.wording, name, tool_name), source="mcp")
-            for tool_name, definition in names.items()
-        ]
-        self.source.set_server_tools(name, tools)
+def _worded(wording, session):
+    return wording
 
 
-OFFERS = ServerToolOffers()
+def _wording(definition):
+    wording = {"description": definition.get("description", ""), "inputSchema": definition.get("inputSchema") or {}}
+    for key in ("title", "outputSchema", "annotations"):
+        if definition.get(key):
+            wording[key] = definition[key]
+    return wording
 
 
-async def list_session_servers(session_id, offers=OFFERS):
+async def run_server_tool(name, tool_name, context, arguments):
+    """Call the tool on the calling session's own server `name`, through this process's pooled
+    client session."""
+    entry = (await database_sync_to_async(effective_servers)(context.session) or {}).get(name)
+    if entry is None:
+        return {"success": False, "pastTenseMessage": f"{tool_name} failed",
+                "error": {"message": f"The MCP server {name} is not available to this session."}}
+    result = await POOL.use(context.session, name, entry, lambda s: s.call_tool(tool_name, arguments))
+    return ahp_result(tool_name, result.model_dump(by_alias=True, exclude_none=True, mode="json"))
+
+
+def server_tools_of(session_id, listings):
+    """The tools a session's recorded listings offer, each under its server's name (as a
+    namespace) and run against that session's server."""
+    tools = []
+    for name, listing in listings.items():
+        for definition in listing.get("tools") or ():
+            tool = Tool(name=definition.get("name", ""), namespace=name, description=definition.get("description", ""),
+                        input_schema=PERMISSIVE_SCHEMA, executor=partial(run_server_tool, name, definition.get("name")),
+                        for_session=partial(_worded, _wording(definition)), source="mcp")
+            try:
+                tools.append(tool.validate())
+            except InvalidTool as exc:
+                logger.warning("Left out a tool of MCP server %r of session %s: %s", name, session_id, exc)
+    return tuple(tools)
+
+
+_TOOLS = OrderedDict()
+_TOOLS_SIZE = 1024
+
+
+def session_server_tools(session):
+    """The session's MCP servers' tools as its row records them: the same in every process,
+    built once per listing rather than per model request."""
+    listings = SessionMcpServers.objects.filter(session=session).values_list("server_tools", flat=True).first()
+    if not listings:
+        return ()
+    key = (str(session.id), json.dumps(listings, sort_keys=True))
+    tools = _TOOLS.get(key)
+    if tools is None:
+        tools = _TOOLS[key] = server_tools_of(session.id, listings)
+        if len(_TOOLS) > _TOOLS_SIZE:
+            _TOOLS.popitem(last=False)
+    return tools
+
+
+async def list_session_servers(session_id):
     """List the tools of every server the session has; record each server's tools or the
     reason it could not be listed. Answers what was recorded."""
     session = await database_sync_to_async(Session.objects.select_related("tenant").filter(id=session_id).first)()
@@ -180,7 +167,7 @@ async def list_session_servers(session_id, offers=OFFERS):
     listed = {}
     for name, entry in servers.items():
         try:
-            tools = await asyncio.wait_for(client.list_tools(entry, session), LIST_TIMEOUT_SECONDS)
+            tools = await POOL.use(session, name, entry, client.list_tools, LIST_TIMEOUT_SECONDS)
         except Exception as exc:  # one unreachable server is a gap, never a failed session
             while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
                 exc = exc.exceptions[0]  # the client's task groups wrap the cause
@@ -188,7 +175,6 @@ async def list_session_servers(session_id, offers=OFFERS):
             logger.warning("Could not list the tools of MCP server %r for session %s: %s", name, session_id, reason)
             listed[name] = {"error": reason}
             continue
-        offers.learn(session_id, name, entry, tools)
         listed[name] = {"tools": tools}
     if listed:
         await database_sync_to_async(do_record_server_tools)(session_id, listed)

@@ -69,24 +69,40 @@ ARCHIVE_CHAT_SCHEMA = {"type": "object", "properties": {
 }}
 MOVE_SESSION_SCHEMA = {"type": "object", "properties": {
     "session": {"type": "string", "description": f"The session to move ({SESSION_REF})."},
+    "relationship": {"type": "string", "enum": ["currentSession", "independent"],
+                     "description": "`currentSession`: nest it into this session; `independent`: make it a "
+                                    "session of its own. Omit to nest it `into` another session or reorder it."},
     "into": {"type": "string", "description": "Nest it into this session."},
     "after": {"type": "string", "description": "Place it right after this nested session."},
-    "independent": {"type": "boolean", "description": "Make it a session of its own."},
 }, "required": ["session"]}
 LIST_MODELS_SCHEMA = {"type": "object", "properties": {
     "agent": {"type": "string", "description": "Only this agent's models (provider id)."}}}
 
 
 def create_session_wording(session):
-    """`agent` is an enum of the agents there are to start."""
+    """`agent` is an enum of the agents the host can start, each named in its description."""
+    agents = listing.startable_agents()
     schema = {**CREATE_SESSION_SCHEMA, "properties": {**CREATE_SESSION_SCHEMA["properties"]}}
-    schema["properties"]["agent"] = {**schema["properties"]["agent"], "enum": list(listing.PROVIDERS)}
+    named = ", ".join(f"`{p.id}` ({getattr(p, 'display_name', p.id)})" for p in agents)
+    schema["properties"]["agent"] = {"type": "string", "enum": [p.id for p in agents],
+                                     "description": f"The agent (provider id) to start: {named}; see list_agents."}
     return {"inputSchema": schema}
 
 
+def title_strategy(session):
+    """How the session's chats get their titles: `deferred` (the default: the host names a chat
+    itself once it has something to go on), `utility` (a utility model does, and the agent
+    never renames), or a strategy that reminds the agent to rename (`automatic`)."""
+    return ((session.config or {}).get("titleStrategy") if session is not None else None) or "deferred"
+
+
+def rename_chat_enabled(session):
+    return title_strategy(session) != "utility"
+
+
 def rename_chat_wording(session):
-    """Under the deferred title strategy the host names chats itself: no `automatic`."""
-    if session is None or (session.config or {}).get("titleStrategy") != "deferred":
+    """Under the deferred title strategy no reminder comes: no `automatic`."""
+    if title_strategy(session) != "deferred":
         return None
     properties = {k: v for k, v in RENAME_CHAT_SCHEMA["properties"].items() if k != "automatic"}
     return {"inputSchema": {**RENAME_CHAT_SCHEMA, "properties": properties}}
@@ -137,7 +153,7 @@ SESSION_TOOLS = (
                  "Rename one chat. Renaming a session's main chat also names the session. Omit `chat` to "
                  "rename the chat this runs in.",
                  orchestration.rename_chat, RENAME_CHAT_SCHEMA, sessionless=True, grant="session:write",
-                 for_session=rename_chat_wording),
+                 for_session=rename_chat_wording, is_enabled_for_session=rename_chat_enabled),
     session_tool("archive_chat", "Archive Chat",
                  "Archive a nested chat, or a whole session by its main chat or session link.",
                  orchestration.archive_chat, ARCHIVE_CHAT_SCHEMA, sessionless=True, grant="session:write",

@@ -180,16 +180,27 @@ def agent_row(provider):
             "models": [{"id": m["id"], "name": m.get("name", m["id"])} for m in models]}
 
 
+def startable_agents():
+    """The agents the host can start now: an agent whose program is missing is left out."""
+    return [p for p in PROVIDERS.values() if getattr(p, "runtime_missing", lambda: None)() is None]
+
+
+def agents_for(principal):
+    """The agents `principal` may start: none without session:create, else the startable ones."""
+    return startable_agents() if principal.may("session:create") else []
+
+
 def list_agents(context, arguments):
     require(context.principal, "session:read", context.session)
-    return json.dumps({"agents": [agent_row(p) for p in PROVIDERS.values()]})
+    return json.dumps({"agents": [agent_row(p) for p in agents_for(context.principal)]})
 
 
 def list_models(context, arguments):
     require(context.principal, "session:read", context.session)
     agent = arguments.get("agent")
-    if agent is not None and agent not in PROVIDERS:
-        raise Refused(f'No agent "{agent}"; list_agents names the agents there are.', "not_found")
-    providers = [PROVIDERS[agent]] if agent else PROVIDERS.values()
+    startable = {p.id: p for p in agents_for(context.principal)}
+    if agent is not None and agent not in startable:
+        raise Refused(f'No agent "{agent}" you may start; list_agents names the agents you may.', "not_found")
+    providers = [startable[agent]] if agent else startable.values()
     return json.dumps({"models": [{"id": m["id"], "name": m.get("name", m["id"]), "agent": p.id}
                                   for p in providers for m in getattr(p, "models", ())]})

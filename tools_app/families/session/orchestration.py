@@ -11,12 +11,12 @@ from grants.models import Principal
 from kernel.refusals import Refused
 from sessions_app import actions
 from sessions_app.actions import Orchestration, require
-from sessions_app.models import ChatBackend, Session
+from sessions_app.models import ChatBackend, Session, Turn
 
 from ...models import HostConfig
 from ...sessions import capture_servers, check_definition, do_end_session
 from .links import open_link, require_write, resolve
-from .listing import config_schema
+from .listing import agents_for, config_schema
 
 # The settings the host decides for a new session: they win over same-name keys of `config`.
 HOST_OWNED_SETTINGS = ("isolation", "model")
@@ -60,20 +60,35 @@ def choose_agent(context, arguments):
         agent = _model_provider(arguments["model"])
     if agent is None:
         agent = _chat_provider(context.chat) or next(iter(PROVIDERS))
-    if agent not in PROVIDERS:
-        raise Refused(f'No agent "{agent}" to start; choose one of: {", ".join(PROVIDERS)}.', "invalid")
+    startable = [p.id for p in agents_for(context.principal)]
+    if agent not in startable:
+        raise Refused(f'No agent "{agent}" to start; choose one of: {", ".join(startable)}.', "invalid")
     return agent
+
+
+def calling_model(context):
+    """The calling chat's model: its running turn's, else its last turn's that named one. (The
+    host keeps no drafts, so a draft's model is never the one.)"""
+    if context.turn is not None and getattr(context.turn, "model", ""):
+        return context.turn.model
+    if context.chat is None:
+        return None
+    return (Turn.objects.filter(chat=context.chat).exclude(model="").order_by("-started")
+            .values_list("model", flat=True).first())
 
 
 def inherited_settings(context, agent):
     """Settings the call leaves unnamed come from the calling session, where the new agent's
-    schema accepts them; its model only when both run one backend."""
+    schema accepts them; its model (the calling chat's, else the session's) only when both run
+    one backend."""
     if context.session is None:
         return {}
     accepted = config_schema(PROVIDERS[agent]).get("properties", {})
     settings = {k: v for k, v in (context.session.config or {}).items() if k in accepted}
-    if agent != _chat_provider(context.chat):
-        settings.pop("model", None)
+    model = calling_model(context) or settings.get("model")
+    settings.pop("model", None)
+    if model and agent == _chat_provider(context.chat):
+        settings["model"] = model
     return settings
 
 
@@ -92,6 +107,15 @@ def session_config(context, arguments, agent):
     return {**inherited_settings(context, agent), **config, **host}
 
 
+def worker_origin(context):
+    """A chat a tool call makes is that call's worker chat (origin kind `tool`), so what only
+    chats a person started may use (userChats tools, isolate_session) is not offered in it. A
+    sessionless call has no calling chat: its chat is an ordinary one."""
+    if context.chat is None:
+        return None
+    return {"kind": "tool", "chat_id": context.chat.pk, "tool_call_id": context.tool_call_id}
+
+
 def _folder_uri(text):
     return text if "://" in text else f"file://{text}"
 
@@ -107,7 +131,8 @@ def create_session(context, arguments):
         if context.session is None:
             raise Refused("currentSession needs a calling session; use independent", "invalid")
         chat, started = actions.do_tool_create_chat(principal, orchestration, context.session, arguments["title"],
-                                                    arguments["prompt"], provider=agent)
+                                                    arguments["prompt"], provider=agent,
+                                                    origin=worker_origin(context), config=config)
         launch_after_commit(started)
         return json.dumps({"relationship": relationship, "chat": chat.uri,
                            "openLink": open_link(context.session, chat), "agent": agent})
@@ -132,10 +157,12 @@ def create_chat(context, arguments):
     session = _target_session(context, arguments, "create_chat")
     require_write(principal, session)
     agent = arguments.get("agent") or ""
-    if agent and agent not in PROVIDERS:
-        raise Refused(f'No agent "{agent}" to start; choose one of: {", ".join(PROVIDERS)}.', "invalid")
+    startable = [p.id for p in agents_for(principal)]
+    if agent and agent not in startable:
+        raise Refused(f'No agent "{agent}" to start; choose one of: {", ".join(startable)}.', "invalid")
     chat, started = actions.do_tool_create_chat(principal, orchestration_of(context), session, arguments["title"],
-                                                arguments.get("prompt"), provider=agent)
+                                                arguments.get("prompt"), provider=agent,
+                                                origin=worker_origin(context))
     launch_after_commit(started)
     return json.dumps({"chat": chat.uri, "openLink": open_link(session, chat)})
 
@@ -220,8 +247,9 @@ def delete_session(context, arguments):
     require_write(principal, session)
     if context.session is not None and session.pk == context.session.pk:
         raise Refused("delete_session cannot delete the session it runs in.", "conflict")
+    uri = session.uri  # gone with its row's id once deleted
     do_end_session(principal, session)
-    return json.dumps({"deleted": session.uri})
+    return json.dumps({"deleted": uri})
 
 
 def move_session(context, arguments):
@@ -229,10 +257,17 @@ def move_session(context, arguments):
     require_write(principal, context.session)
     config = HostConfig.for_tenant(principal.tenant)
     session, _ = resolve(principal, arguments["session"])
+    relationship = arguments.get("relationship")
     into = resolve(principal, arguments["into"])[0] if arguments.get("into") else None
+    if relationship == "currentSession":  # the words create_session uses for "here"
+        if context.session is None:
+            raise Refused("currentSession needs a calling session; name one with into", "invalid")
+        if into is not None:
+            raise Refused('relationship "currentSession" nests it into this session; leave out into.', "invalid")
+        into = context.session
     after = resolve(principal, arguments["after"])[0] if arguments.get("after") else None
     moved = actions.do_move_session(principal, session, into=into, after=after,
-                                    independent=bool(arguments.get("independent")),
+                                    independent=relationship == "independent",
                                     moves_enabled=config.chat_moves_enabled)
     answer = {"session": moved.uri, "openLink": open_link(moved)}
     if moved.parent_id:

@@ -2,6 +2,7 @@
 (dropped when it is cancelled or fails), with real `git worktree` for isolation. A folder, and
 the `<folder>.worktrees/` isolation cuts into, must lie in the tenant's workspace root: checked
 when asked and again when carried out."""
+import glob
 import logging
 import os
 import subprocess
@@ -31,17 +32,41 @@ def folder_uri(path):
     return path if "://" in path else f"file://{path}"
 
 
-def cut_worktree(folder, label, session_id):
+def included_files(folder, patterns):
+    """What the session's `worktreeIncludeFiles` patterns name in `folder` (untracked files a new
+    worktree lacks: a .env, local settings), as paths relative to it: regular files inside the
+    folder reached through no symlink, never under .git."""
+    root = os.path.realpath(folder)
+    found = []
+    for pattern in patterns or ():
+        if not isinstance(pattern, str) or not pattern or os.path.isabs(pattern) or ".." in pattern.split("/"):
+            logger.warning("Ignored worktreeIncludeFiles pattern %r: not a relative pattern inside the folder", pattern)
+            continue
+        for path in glob.glob(pattern, root_dir=root, recursive=True, include_hidden=True):
+            full = os.path.join(root, path)
+            if path.split("/")[0] == ".git" or not os.path.isfile(full) or os.path.realpath(full) != full:
+                continue
+            found.append(path)
+    return sorted(set(found))
+
+
+def cut_worktree(folder, label, session_id, include=()):
     """A new worktree of the repository at `folder`, on a new branch, beside it:
-    `<folder>.worktrees/<label>`. Answers its path. `git` runs in the session's sandbox, which
-    holds only the repository and the folder of its worktrees."""
+    `<folder>.worktrees/<label>`, with the files `include` patterns name copied in. Answers its
+    path. `git` and the copy run in the session's sandbox, which holds only the repository and
+    the folder of its worktrees."""
     folder = os.path.abspath(folder_path(folder))
     worktrees = f"{folder}.worktrees"
     target = os.path.join(worktrees, label)
     os.makedirs(worktrees, exist_ok=True)
     sandbox = Sandbox(str(session_id), writable=(folder, worktrees))
+    files = included_files(folder, include)
     try:
         done = sandbox.run(["git", "-C", folder, "worktree", "add", "-b", f"agent/{label}", target], timeout=60)
+        if done.returncode == 0 and files:
+            copied = sandbox.run(["cp", "-p", "--parents", "--", *files, target], cwd=folder, timeout=60)
+            if copied.returncode != 0:
+                logger.warning("Could not copy worktreeIncludeFiles into %s: %s", target, copied.stderr.strip())
     except (SandboxUnavailable, subprocess.TimeoutExpired) as exc:
         raise WorktreeFailed(str(exc)) from exc
     if done.returncode != 0:
@@ -111,12 +136,13 @@ def carry_out(effect):
     # Checked again: a symlink in the root may have changed since the turn asked.
     real = str(checked_folders(tenant, effect.arguments["folder"], isolation))
     label = f"{effect.turn.chat_id.hex[:8]}-{uuid.uuid4().hex[:6]}"
+    session = effect.turn.chat.session
+    include = (session.config or {}).get("worktreeIncludeFiles") or ()
     if effect.kind == "set_workspace":
-        session_id = effect.turn.chat.session_id
-        path = cut_worktree(real, label, session_id) if isolation else folder_path(effect.arguments["folder"])
+        path = cut_worktree(real, label, session.id, include) if isolation else folder_path(effect.arguments["folder"])
         actions.do_set_session_workspace(effect, folder_uri(path))
     else:
-        actions.do_set_chat_folder(effect, folder_uri(cut_worktree(real, label, effect.turn.chat.session_id)))
+        actions.do_set_chat_folder(effect, folder_uri(cut_worktree(real, label, session.id, include)))
 
 
 def settle_turn_effects(turn_id):

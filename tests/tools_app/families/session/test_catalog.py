@@ -47,21 +47,30 @@ def test_it_defers_the_rarer_tools(place):
     assert "list_sessions" not in deferred and "create_session" not in deferred
 
 
-def test_it_offers_rename_chat_without_automatic_under_the_deferred_title_strategy(place):
+def test_rename_chat_follows_the_title_strategy_deferred_unless_configured(place):
     def properties():
         definition = next(d for d in catalog_for_chat(place.chat).definitions if d["name"] == "rename_chat")
         return set(definition["inputSchema"]["properties"])
 
-    assert "automatic" in properties()
-    place.session.config = {"titleStrategy": "deferred"}
-    place.session.save()
     assert properties() == {"session", "chat", "title"}
+    place.session.config = {"titleStrategy": "agent"}
+    place.session.save()
+    assert properties() == {"session", "chat", "title", "automatic"}
+    place.session.config = {"titleStrategy": "utility"}
+    place.session.save()
+    assert "rename_chat" not in catalog_for_chat(place.chat).names
 
 
-def test_create_session_offers_the_agents_there_are_as_an_enum(place, worktree_agent):
+def test_create_session_offers_the_agents_the_host_can_start_as_an_enum(place, worktree_agent, monkeypatch):
+    """acp without an operator's command and github-copilot without its CLI cannot start here."""
+    monkeypatch.delenv("AHP_ACP_AGENT_COMMAND", raising=False)
+    monkeypatch.setenv("COPILOT_CLI_PATH", "/nonexistent/copilot")
     definition = next(d for d in catalog_for_chat(place.chat).definitions if d["name"] == "create_session")
-    from agents.registry import PROVIDERS
-
-    assert definition["inputSchema"]["properties"]["agent"]["enum"] == list(PROVIDERS)
-    assert {"echo", worktree_agent} <= set(PROVIDERS)
+    agent = definition["inputSchema"]["properties"]["agent"]
+    assert agent["enum"] == ["echo", worktree_agent]
+    assert agent["description"] == ("The agent (provider id) to start: `echo` (Echo), `echo-worktree` (Echo (worktrees)); "
+                                    "see list_agents.")
+    monkeypatch.setenv("AHP_ACP_AGENT_COMMAND", "/usr/bin/true")
+    definition = next(d for d in catalog_for_chat(place.chat).definitions if d["name"] == "create_session")
+    assert definition["inputSchema"]["properties"]["agent"]["enum"] == ["echo", "acp", worktree_agent]
     assert definition["inputSchema"]["required"] == ["relationship", "prompt", "title"]

@@ -90,3 +90,10 @@ def test_an_unknown_session_is_not_found(place):
         place.call("get_session_context", session="ahp-session:/00000000-0000-0000-0000-000000000000")
     assert refused.value.sentence == (
         "No session or chat ahp-session:/00000000-0000-0000-0000-000000000000 that you may read.")
+
+
+def test_a_chat_on_another_agent_names_its_harness(place, worktree_agent):
+    created = place.call("create_chat", title="Other agent", agent=worktree_agent)
+    answer = place.call("get_session_context", session=created["openLink"])
+    assert answer["chat"] == created["chat"] and answer["harness"] == worktree_agent
+    assert "harness" not in place.call("get_session_context", session=place.session.uri)

@@ -16,7 +16,7 @@ WRITES = {
     "rename_chat": {"title": "t"},
     "send_message": {"session": None, "message": "m"},
     "set_workspace": {"workspaceFolder": "/tmp", "isolation": False},
-    "move_session": {"session": None, "independent": True},
+    "move_session": {"session": None, "relationship": "independent"},
     "delete_session": {"session": None},
     "archive_chat": {"session": None},
 }

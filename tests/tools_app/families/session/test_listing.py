@@ -75,8 +75,10 @@ def test_get_current_session_answers_its_own_row(place):
     assert place.call("get_current_session")["session"] == place.session.uri
 
 
-def test_list_agents_and_list_models(place, worktree_agent):
+def test_list_agents_and_list_models(place, worktree_agent, monkeypatch):
+    monkeypatch.delenv("AHP_ACP_AGENT_COMMAND", raising=False)
     agents = {a["id"]: a for a in place.call("list_agents")["agents"]}
+    assert "acp" not in agents and "acp" not in {m["agent"] for m in place.call("list_models")["models"]}
     assert agents[worktree_agent]["settings"] == ["effort", "isolation", "model"]
     assert [m["id"] for m in agents[worktree_agent]["models"]] == [f"wt-{i}" for i in range(5)]
     assert agents["echo"]["displayName"] == "Echo"
@@ -84,7 +86,12 @@ def test_list_agents_and_list_models(place, worktree_agent):
     assert len(place.call("list_models", agent=worktree_agent)["models"]) == 7
     with pytest.raises(Refused) as refused:
         place.call("list_models", agent="nope")
-    assert refused.value.sentence == 'No agent "nope"; list_agents names the agents there are.'
+    assert refused.value.sentence == 'No agent "nope" you may start; list_agents names the agents you may.'
+
+
+def test_a_guest_may_start_no_agent(acme, place):
+    assert place.call("list_agents", principal=acme.principal("guest")) == {"agents": []}
+    assert place.call("list_models", principal=acme.principal("guest")) == {"models": []}
 
 
 def test_a_guest_reads_sessionless(acme, place):

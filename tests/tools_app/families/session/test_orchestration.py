@@ -1,7 +1,9 @@
 """send_message, create_session, create_chat, rename_chat, archive_chat, delete_session, move_session."""
+import uuid
+
 import pytest
 
-from sessions_app import actions
+from sessions_app import actions, state
 from kernel.refusals import Refused
 from sessions_app.models import ChatBackend, Chat, PendingMessage, Session, Turn
 from tools_app.families.session.links import open_link
@@ -44,7 +46,9 @@ def test_create_session_independent_is_nested_below_the_caller_and_started(acme,
     assert Turn.objects.get(chat__session=child).text == "do it"
 
 
-def test_create_session_defaults_the_agent_and_validates_config_first(place, worktree_agent):
+def test_create_session_defaults_the_agent_and_validates_config_first(place, worktree_agent, monkeypatch):
+    monkeypatch.delenv("AHP_ACP_AGENT_COMMAND", raising=False)
+    monkeypatch.setenv("COPILOT_CLI_PATH", "/nonexistent/copilot")
     by_model = place.call("create_session", relationship="independent", prompt="p", title="t", model="wt-3")
     assert by_model["agent"] == worktree_agent
     assert place.call("create_session", relationship="independent", prompt="p", title="t")["agent"] == "echo"
@@ -53,7 +57,7 @@ def test_create_session_defaults_the_agent_and_validates_config_first(place, wor
                    agent=worktree_agent, config={"effort": "max"}) == (
         "Invalid config for agent echo-worktree at /effort: 'max' is not one of ['low', 'high']")
     assert refusal(place, "create_session", relationship="independent", prompt="p", title="t", agent="nope") == (
-        f'No agent "nope" to start; choose one of: {", ".join(__import__("agents.registry").registry.PROVIDERS)}.')
+        'No agent "nope" to start; choose one of: echo, echo-worktree.')
     assert Session.objects.count() == before
 
 
@@ -136,7 +140,7 @@ def test_delete_session_only_by_the_owner_and_never_its_own(acme, place):
     assert refusal(place, "delete_session", session=place.session.uri) == (
         "delete_session cannot delete the session it runs in.")
     assert refusal(place, "delete_session", session=theirs.session.uri) == "Only the session's owner can delete it."
-    place.call("delete_session", session=mine.session.uri)
+    assert place.call("delete_session", session=mine.session.uri) == {"deleted": mine.session.uri}
     assert not Session.objects.filter(pk=mine.session.pk).exists()
     theirs.call("delete_session", session=place.session.uri)  # admin holds session:*
     assert not Session.objects.filter(pk=place.session.pk).exists()
@@ -156,7 +160,7 @@ def test_delete_session_without_a_turn_acts_as_the_calling_sessions_owner(acme, 
 def test_move_session_nests_reorders_and_frees(acme, place):
     a, b, c = (Place(acme) for _ in range(3))
     place.call("move_session", session=a.session.uri, into=place.session.uri)
-    place.call("move_session", session=b.session.uri, into=place.session.uri)
+    place.call("move_session", session=b.session.uri, relationship="currentSession")
     moved = place.call("move_session", session=c.session.uri, into=place.session.uri, after=a.session.uri)
     assert moved["parent"] == place.session.uri
     order = sorted(Session.objects.filter(parent=place.session), key=lambda s: s.placement.position)
@@ -167,7 +171,7 @@ def test_move_session_nests_reorders_and_frees(acme, place):
     grandchild = Place(acme)
     place.call("move_session", session=grandchild.session.uri, into=a.session.uri)
     assert Session.objects.get(pk=grandchild.session.pk).depth == 2
-    place.call("move_session", session=a.session.uri, independent=True)
+    place.call("move_session", session=a.session.uri, relationship="independent")
     freed = Session.objects.get(pk=a.session.pk)
     assert (freed.parent, freed.depth, freed.root_id) == (None, 0, a.session.pk)
     assert Session.objects.get(pk=grandchild.session.pk).root_id == a.session.pk
@@ -183,9 +187,46 @@ def test_move_session_refusals(acme, place):
     assert refusal(place, "move_session", session=a.session.uri, into=place.session.uri, after=b.session.uri) == (
         f"{b.session.uri} is not nested in the session this one moves into.")
     assert refusal(place, "move_session", session=a.session.uri) == (
-        "Say where the session goes: into, after, or independent.")
+        'Say where the session goes: into, after, or relationship "independent".')
+    assert refusal(place, "move_session", session=b.session.uri, relationship="currentSession",
+                   into=a.session.uri) == 'relationship "currentSession" nests it into this session; leave out into.'
+    assert refusal(place, "move_session", session=b.session.uri, relationship="independent",
+                   into=a.session.uri) == "A session made independent has no place to go into or after."
+    # The boolean `independent` of old is no shape the tool knows: it moves nothing.
+    assert refusal(place, "move_session", session=b.session.uri, independent=True) == (
+        'Say where the session goes: into, after, or relationship "independent".')
     HostConfig.objects.filter(tenant=acme.tenant).update(chat_moves_enabled=False)
     HostConfig.for_tenant(acme.tenant)
     HostConfig.objects.filter(tenant=acme.tenant).update(chat_moves_enabled=False)
-    assert refusal(place, "move_session", session=a.session.uri, independent=True) == (
+    assert refusal(place, "move_session", session=a.session.uri, relationship="independent") == (
         "Moving chats and sessions is turned off (chatMoves.enabled is false).")
+
+
+def test_the_new_work_takes_the_calling_chats_model_running_turn_first(make_place, worktree_agent):
+    caller = make_place(provider=worktree_agent)
+    Session.objects.filter(pk=caller.session.pk).update(config={"model": "wt-1"})
+    caller.refresh()
+    actions.do_end_turn(caller.turn.id, response_text="done")
+    actions.do_start_turn(caller.principal, caller.chat, uuid.uuid4(), "older", model="wt-2")
+    Turn.objects.filter(text="older").update(state="complete")
+    caller.turn = actions.do_start_turn(caller.principal, caller.chat, uuid.uuid4(), "now", model="wt-3")
+    made = caller.call("create_session", relationship="independent", prompt="p", title="t")
+    session = Session.objects.get(pk=made["session"].split("/")[-1])
+    assert session.config == {"model": "wt-3"}
+    assert state.chat_state(session.chats.get())["activeTurn"]["message"]["model"] == {"id": "wt-3"}
+    Turn.objects.filter(pk=caller.turn.pk).update(model="")
+    caller.turn.model = ""
+    made = caller.call("create_session", relationship="independent", prompt="p", title="t")
+    assert Session.objects.get(pk=made["session"].split("/")[-1]).config == {"model": "wt-2"}
+
+
+def test_create_session_current_session_applies_its_config_to_the_new_chat(make_place, worktree_agent):
+    caller = make_place(provider=worktree_agent)
+    Turn.objects.filter(pk=caller.turn.pk).update(model="wt-4")
+    caller.turn.model = "wt-4"
+    made = caller.call("create_session", relationship="currentSession", prompt="help", title="Helper",
+                       config={"effort": "high"})
+    chat = Chat.objects.get(pk=made["chat"].split("/")[-1])
+    assert ChatBackend.objects.get(chat=chat).config == {"effort": "high", "model": "wt-4"}
+    first = Turn.objects.get(chat=chat)
+    assert state.chat_state(chat)["activeTurn"]["message"]["model"] == {"id": "wt-4"} and first.model == "wt-4"

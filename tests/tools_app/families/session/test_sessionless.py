@@ -65,3 +65,28 @@ def test_session_bound_tools_have_no_sessionless_door(acme):
 
 def test_a_token_is_required(db):
     assert APIClient().post("/api/v1/tools/list_sessions", {}, format="json").status_code in (401, 403)
+
+
+@pytest.mark.e2e  # a fresh production server process
+def test_the_first_create_session_with_a_prompt_in_a_fresh_process_answers_and_runs_its_turn(acme, transactional_db):
+    """In a fresh process no turn has run yet: the first turn a sessionless call starts must not
+    run inside the request's own thread (it waited there on itself)."""
+    import time
+
+    import httpx
+
+    from sessions_app.models import Turn
+
+    from ....conftest import production_server
+
+    with production_server() as port:
+        started = time.monotonic()
+        answer = httpx.post(f"http://127.0.0.1:{port}/api/v1/tools/create_session", timeout=30,
+                            headers={"Authorization": f"Bearer {acme.tokens['member']}"},
+                            json={"relationship": "independent", "prompt": "hello from nowhere", "title": "Fresh"})
+        assert answer.status_code == 200 and time.monotonic() - started < 10
+        deadline = time.monotonic() + 20
+        while Turn.objects.filter(text="hello from nowhere", state="active").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        turn = Turn.objects.get(text="hello from nowhere")
+        assert turn.state == "complete" and turn.response_parts[0]["content"] == "hello from nowhere"

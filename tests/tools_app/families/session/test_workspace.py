@@ -124,3 +124,23 @@ def test_a_chat_made_on_another_backend_runs_its_turns_there(acme):
     assert provider_of(place.chat) == "echo"
     ChatBackend.objects.create(chat=place.chat, provider="acp")
     assert provider_of(place.chat) == "acp"
+
+
+def test_isolate_session_carries_the_sessions_worktree_include_files(make_place, worktree_agent, repo, workspace):
+    (repo / ".env").write_text("TOKEN=local\n")
+    (repo / "config").mkdir()
+    (repo / "config" / "local.json").write_text("{}")
+    (repo / "notes.txt").write_text("not asked for")
+    outside = workspace / "elsewhere.txt"
+    outside.write_text("outside the folder")
+    (repo / "linked.env").symlink_to(outside)
+    place = make_place(provider=worktree_agent, folders=[f"file://{repo}"])
+    Session.objects.filter(pk=place.session.pk).update(
+        config={"worktreeIncludeFiles": [".env", "config/*.json", "*.env", "../elsewhere.txt"]})
+    place.call("isolate_session")
+    actions.do_end_turn(place.turn.id, response_text="done")
+    settle_turn_effects(place.turn.id)
+    moved = Path(ChatBackend.objects.get(chat=place.chat).working_directory[len("file://"):])
+    assert (moved / ".env").read_text() == "TOKEN=local\n" and (moved / "config" / "local.json").read_text() == "{}"
+    assert not (moved / "notes.txt").exists() and not (moved / "linked.env").exists()
+    assert not (moved.parent / "elsewhere.txt").exists()

@@ -1,0 +1,106 @@
+"""One live MCP client session per (AHP session, server) in this process.
+
+A stdio server keeps running in its session's sandbox between calls instead of being started
+for each one; an http server keeps its MCP session. Every pooled session lives on one event
+loop this module owns, so a turn on any loop (the ASGI server's, a Celery worker's own) may use
+it. A connection that failed a call is replaced on the next one; a session's connections
+close when the session ends."""
+import asyncio
+import logging
+import threading
+
+from sandbox.outbound import acheck_url
+from tools_app.credentials import scrubbed, secret_values
+
+from . import client
+from .servers import fingerprint, revealed
+
+logger = logging.getLogger(__name__)
+
+CALL_TIMEOUT_SECONDS = 120
+
+
+class Pooled:
+    """A connection being held open: `ready` resolves to its ClientSession, `stop` closes it."""
+
+    def __init__(self, key):
+        self.key = key
+        self.ready = asyncio.get_running_loop().create_future()
+        self.stop = asyncio.Event()
+        self.task = None
+
+
+class ClientPool:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.loop = None
+        self.held = {}  # (session id, server name) -> Pooled; touched on the pool's loop only
+
+    def _loop(self):
+        with self.lock:
+            if self.loop is None:
+                self.loop = asyncio.new_event_loop()
+                threading.Thread(target=self.loop.run_forever, name="mcp-pool", daemon=True).start()
+            return self.loop
+
+    async def use(self, session, name, entry, work, timeout=CALL_TIMEOUT_SECONDS):
+        """`await work(client_session)` on the pooled connection to `session`'s server `name`."""
+        future = asyncio.run_coroutine_threadsafe(self._use(session, name, entry, work, timeout), self._loop())
+        return await asyncio.wrap_future(future)
+
+    def close_session(self, session_id):
+        """Close every connection held for the session (its servers stop with their sandbox)."""
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self._close_session, str(session_id))
+
+    async def _use(self, session, name, entry, work, timeout):
+        pooled = await self._connection(session, name, entry)
+        try:
+            if entry.get("type") == "http":
+                # Each use, as the allow-list says now: a kept connection outlives a withdrawal.
+                await acheck_url(entry["url"])
+            return await asyncio.wait_for(work(await pooled.ready), timeout)
+        except Exception as failure:
+            # Tool errors come back as results: a raise is the connection's (closed, hung), so
+            # the next call connects afresh.
+            self._drop(pooled)
+            raise scrubbed(failure, secret_values(revealed(entry)))
+
+    async def _connection(self, session, name, entry):
+        key = (str(session.id), name)
+        pooled = self.held.get(key)
+        if pooled is not None and not pooled.task.done() and pooled.key == fingerprint(entry):
+            return pooled
+        if pooled is not None:
+            self._drop(pooled)
+        pooled = self.held[key] = Pooled(fingerprint(entry))
+        pooled.task = asyncio.get_running_loop().create_task(self._hold(key, pooled, entry, session))
+        return pooled
+
+    async def _hold(self, key, pooled, entry, session):
+        try:
+            async with client.connected(entry, session) as client_session:
+                pooled.ready.set_result(client_session)
+                await pooled.stop.wait()
+        except BaseException as exc:  # noqa: BLE001 - the waiting call gets the cause
+            if not pooled.ready.done():
+                pooled.ready.set_exception(exc if isinstance(exc, Exception) else ConnectionError(str(exc)))
+            else:
+                logger.info("MCP server %s of session %s closed: %s", key[1], key[0], exc.__class__.__name__)
+        finally:
+            if self.held.get(key) is pooled:
+                del self.held[key]
+
+    def _drop(self, pooled):
+        pooled.stop.set()
+        for key, held in list(self.held.items()):
+            if held is pooled:
+                del self.held[key]
+
+    def _close_session(self, session_id):
+        for key, pooled in list(self.held.items()):
+            if key[0] == session_id:
+                self._drop(pooled)
+
+
+POOL = ClientPool()
