@@ -138,3 +138,12 @@ def workspace(acme, workspace_root):
     root = workspace_root / acme.tenant.slug
     root.mkdir()
     return root
+
+
+@pytest.fixture
+def no_agent_programs(monkeypatch):
+    """A host with no ACP command and neither harness CLI, whatever this machine has installed:
+    only the agents that need no program of their own can start."""
+    monkeypatch.delenv("AHP_ACP_AGENT_COMMAND", raising=False)
+    monkeypatch.setenv("COPILOT_CLI_PATH", "/nonexistent/copilot")
+    monkeypatch.setenv("AHP_CLAUDE_CLI_PATH", "/nonexistent/claude")

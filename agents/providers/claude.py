@@ -124,6 +124,10 @@ class ClaudeProvider:
         return {"provider": self.id, "displayName": self.display_name, "description": self.description,
                 "models": list(self.models)}
 
+    def runtime_missing(self):
+        """NO_CLI while Claude Code is not installed: no turn could start."""
+        return None if claude_cli() else NO_CLI
+
     def options(self, cli, snapshot, toolbox, connection, definition):
         async def answer(name, arguments):
             return await toolbox.answer(snapshot, name, arguments)

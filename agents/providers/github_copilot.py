@@ -126,6 +126,10 @@ class GitHubCopilotProvider:
         return {"provider": self.id, "displayName": self.display_name, "description": self.description,
                 "models": list(self.models)}
 
+    def runtime_missing(self):
+        """NO_RUNTIME while the Copilot CLI is not installed: no turn could start."""
+        return None if copilot_cli() else NO_RUNTIME
+
     async def run_turn(self, text, toolbox):
         cli = copilot_cli()
         if cli is None:

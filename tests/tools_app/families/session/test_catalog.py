@@ -61,10 +61,9 @@ def test_rename_chat_follows_the_title_strategy_deferred_unless_configured(place
     assert "rename_chat" not in catalog_for_chat(place.chat).names
 
 
-def test_create_session_offers_the_agents_the_host_can_start_as_an_enum(place, worktree_agent, monkeypatch):
-    """acp without an operator's command and github-copilot without its CLI cannot start here."""
-    monkeypatch.delenv("AHP_ACP_AGENT_COMMAND", raising=False)
-    monkeypatch.setenv("COPILOT_CLI_PATH", "/nonexistent/copilot")
+def test_create_session_offers_the_agents_the_host_can_start_as_an_enum(place, worktree_agent, no_agent_programs,
+                                                                       monkeypatch):
+    """acp without an operator's command, claude and github-copilot without their CLIs cannot start here."""
     definition = next(d for d in catalog_for_chat(place.chat).definitions if d["name"] == "create_session")
     agent = definition["inputSchema"]["properties"]["agent"]
     assert agent["enum"] == ["echo", worktree_agent]

@@ -46,9 +46,7 @@ def test_create_session_independent_is_nested_below_the_caller_and_started(acme,
     assert Turn.objects.get(chat__session=child).text == "do it"
 
 
-def test_create_session_defaults_the_agent_and_validates_config_first(place, worktree_agent, monkeypatch):
-    monkeypatch.delenv("AHP_ACP_AGENT_COMMAND", raising=False)
-    monkeypatch.setenv("COPILOT_CLI_PATH", "/nonexistent/copilot")
+def test_create_session_defaults_the_agent_and_validates_config_first(place, worktree_agent, no_agent_programs):
     by_model = place.call("create_session", relationship="independent", prompt="p", title="t", model="wt-3")
     assert by_model["agent"] == worktree_agent
     assert place.call("create_session", relationship="independent", prompt="p", title="t")["agent"] == "echo"
