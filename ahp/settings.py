@@ -156,9 +156,11 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'ahp.sqlite3'}"
-# Connections are kept between requests and checked before reuse: reopening one per ORM hop of
-# the socket layer costs more than the work itself, and a health check survives a database restart.
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=600, conn_health_checks=True)}
+# Connections are kept between requests: reopening one per ORM hop of the socket layer costs more
+# than the work itself. No health check (a `SELECT 1` at the start of every hop): a connection
+# that failed is closed at the end of its hop (Django closes one with errors that is unusable),
+# so after a database restart the next hop reconnects.
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=600, conn_health_checks=False)}
 # Test databases are named per process, so two test runs on one machine never share one.
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so a worker or server process started by a test sees the same rows.

@@ -13,6 +13,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from . import liveness
 from .models import BUILTIN_ROLES, ApiToken, Membership, Role, Tenant
 
 logger = logging.getLogger(__name__)
@@ -30,7 +31,8 @@ def person_group(person_id):
 
 def _tell_sockets_after_commit(messages):
     """(group, message) pairs sent once the change commits. A channel layer that is down must not
-    undo a committed revocation: sockets still re-check their token on their next message."""
+    undo a committed revocation: this process's sockets re-read their token at their next
+    message (liveness), other processes' at their heartbeat."""
     if not messages:
         return
 
@@ -40,6 +42,7 @@ def _tell_sockets_after_commit(messages):
             await layer.group_send(group, message)
 
     def send():
+        liveness.changed()
         try:
             async_to_sync(send_all)()
         except Exception as exc:
