@@ -190,13 +190,17 @@ STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
+# Messages a channel may hold undelivered before the layer drops new ones (both layers default to
+# 100, logged only at INFO): a socket or a process's wake-up reader behind a burst of a busy
+# tenant must not lose a `toolCallReady` or a wake-up. Waiters still read their rows.
+CHANNEL_CAPACITY = 100_000
 if REDIS_URL:
-    CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
-    }
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                                  "CONFIG": {"hosts": [REDIS_URL], "capacity": CHANNEL_CAPACITY}}}
     CELERY_BROKER_URL = REDIS_URL
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer",
+                                  "CONFIG": {"capacity": CHANNEL_CAPACITY}}}
     CELERY_BROKER_URL = "filesystem://"
     _queue = VAR_DIR / "celery" / "queue"
     _processed = VAR_DIR / "celery" / "processed"

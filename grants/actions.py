@@ -4,19 +4,16 @@ Open sockets follow these changes without waiting to speak: each function that t
 away or changes it tells the sockets concerned after commit, through channel-layer groups every
 socket joins (one per token, one per person). A revoked token, a deactivated person or a removed
 membership closes them; a changed role hands them their new grants."""
-import logging
-
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from kernel.outbox import send_soon
+
 from . import liveness
 from .models import BUILTIN_ROLES, ApiToken, Membership, Role, Tenant
-
-logger = logging.getLogger(__name__)
 
 
 def token_group(token_id):
@@ -43,10 +40,7 @@ def _tell_sockets_after_commit(messages):
 
     def send():
         liveness.changed()
-        try:
-            async_to_sync(send_all)()
-        except Exception as exc:
-            logger.warning("Could not tell open sockets of an access change (%s: %s)", exc.__class__.__name__, exc)
+        send_soon("an access change", send_all)
 
     transaction.on_commit(send)
 

@@ -11,6 +11,7 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db.models import Max
 
 from grants.models import ApiToken
+from kernel.outbox import serve_from
 
 from ..actions.presence import do_mark_connections_seen
 from ..models import ActionLog
@@ -62,6 +63,7 @@ def ensure_started():
     if _started.get("loop") is loop:
         return
     _started["loop"] = loop
+    serve_from(loop)
     _started["tasks"] = [loop.create_task(heartbeat())]
     if isinstance(get_channel_layer(), InMemoryChannelLayer):
         _started["tasks"].append(loop.create_task(tail_action_log()))
