@@ -120,16 +120,12 @@ class ChatToolbox:
         return await database_sync_to_async(complete_host_call)(call.id, result)
 
     def begin_client_call(self, call_id, binding, arguments):
-        """Hand the call to its client; its deadline task is scheduled in the same step."""
-        from sessions_app.tasks import expire_tool_call
-
+        """Hand the call to its client. No task per call for its deadline: its waiter expires
+        it then, or, if the waiter's process died, the sweep (sweep_due_work) within seconds."""
         timeout_ms = HostConfig.for_tenant(self.session.tenant).client_tool_timeout_ms
-        call = actions.do_begin_tool_call(
+        return actions.do_begin_tool_call(
             self.turn, binding.name, arguments, display_name=binding.tool.title or binding.client_tool_name,
             client_id=binding.client_id, timeout_ms=timeout_ms, call_id=call_id)
-        if call.deadline is not None:
-            expire_tool_call.apply_async((str(call.id),), eta=call.deadline)
-        return call
 
     async def run_client_tool(self, binding, arguments):
         # Listen before the client can possibly answer, so its answer's wake-up is never missed.
