@@ -78,7 +78,7 @@ async def initialize(consumer, params):
         raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: clientId must not be empty.")
     await consumer.begin(client_id)
     snapshots = [s for s in [await subscriptions.try_subscribe(consumer, uri) for uri in initial] if s]
-    seq = await database_sync_to_async(events.current_seq)()
+    seq = await database_sync_to_async(events.current_seq)(consumer.tenant.pk)
     return {"protocolVersion": chosen, "serverSeq": seq, "serverInfo": SERVER_INFO, "snapshots": snapshots}
 
 
@@ -233,7 +233,7 @@ async def dispatch_action(consumer, params):
             consumer.principal, consumer.client_id, channel, action, origin)
     except (Refused, errors.RpcError) as refusal:
         reason = refusal.sentence if isinstance(refusal, Refused) else refusal.message
-        seq = await database_sync_to_async(events.current_seq)()
+        seq = await database_sync_to_async(events.current_seq)(consumer.tenant.pk)
         await consumer.send_notification("action", events.envelope(channel, action, seq, origin, reason))
         return None
     if entry.then is not None:
