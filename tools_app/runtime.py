@@ -31,9 +31,11 @@ from .models import HostConfig
 
 logger = logging.getLogger(__name__)
 
-# How often a waiting agent re-reads its call's row when no wake-up arrives (another process
-# may have completed it without a shared channel layer).
-POLL_SECONDS = 0.5
+# When a waiting agent re-reads its call's row while no wake-up arrives (another process may have
+# completed it without a shared channel layer, or its wake-up was lost): soon, then ever less
+# often, so a call that waits long (a person answering) costs few reads.
+FIRST_READ_SECONDS = 0.5
+LONGEST_READ_SECONDS = 4.0
 # How long the wake-up reader pauses before asking a failed channel layer again.
 LAYER_RETRY_SECONDS = 1.0
 
@@ -207,13 +209,14 @@ async def wait_for_result(call_id, deadline, woken):
     """The call's result: from the wake-up its completion sends, or, when none arrives (another
     process completed it without a shared channel layer), from its row; at its deadline the
     call is expired here if nobody else has."""
+    pause = FIRST_READ_SECONDS
     while True:
         try:
-            message = await asyncio.wait_for(woken.get(), POLL_SECONDS)
+            message = await asyncio.wait_for(woken.get(), pause)
             if message.get("result") is not None:
                 return message["result"]
         except asyncio.TimeoutError:
-            pass
+            pause = min(pause * 2, LONGEST_READ_SECONDS)
         call = await database_sync_to_async(ToolCall.objects.filter(id=call_id).first)()
         if call is None:
             return actions.failure("tool", "The tool call was removed with its session.")
