@@ -10,7 +10,8 @@ def one_counter_per_tenant(apps, schema_editor):
     host_wide = ServerSeq.objects.filter(tenant__isnull=True).order_by("pk").first()
     start = host_wide.value if host_wide else 0
     ServerSeq.objects.filter(tenant__isnull=True).delete()
-    ServerSeq.objects.bulk_create([ServerSeq(tenant_id=pk, value=start) for pk in Tenant.objects.values_list("pk", flat=True)])
+    tenants = Tenant.objects.values_list("pk", flat=True)
+    ServerSeq.objects.bulk_create([ServerSeq(tenant_id=pk, value=start) for pk in tenants])
 
 
 class Migration(migrations.Migration):

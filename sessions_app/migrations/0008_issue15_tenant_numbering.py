@@ -17,7 +17,8 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="serverseq",
             name="tenant",
-            field=models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name="+", to="grants.tenant"),
+            field=models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name="+",
+                                       to="grants.tenant"),
         ),
         migrations.DeleteModel(name="ActionLog"),
         migrations.CreateModel(
