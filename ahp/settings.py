@@ -156,9 +156,11 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'ahp.sqlite3'}"
-# Connections are kept between requests and checked before reuse: reopening one per ORM hop of
-# the socket layer costs more than the work itself, and a health check survives a database restart.
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=600, conn_health_checks=True)}
+# Connections are kept between requests: reopening one per ORM hop of the socket layer costs more
+# than the work itself. No health check (a `SELECT 1` at the start of every hop): a connection
+# that failed is closed at the end of its hop (Django closes one with errors that is unusable),
+# so after a database restart the next hop reconnects.
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=600, conn_health_checks=False)}
 # Test databases are named per process, so two test runs on one machine never share one.
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so a worker or server process started by a test sees the same rows.
@@ -188,13 +190,17 @@ STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
+# Messages a channel may hold undelivered before the layer drops new ones (both layers default to
+# 100, logged only at INFO): a socket or a process's wake-up reader behind a burst of a busy
+# tenant must not lose a `toolCallReady` or a wake-up. Waiters still read their rows.
+CHANNEL_CAPACITY = 100_000
 if REDIS_URL:
-    CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
-    }
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                                  "CONFIG": {"hosts": [REDIS_URL], "capacity": CHANNEL_CAPACITY}}}
     CELERY_BROKER_URL = REDIS_URL
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer",
+                                  "CONFIG": {"capacity": CHANNEL_CAPACITY}}}
     CELERY_BROKER_URL = "filesystem://localhost/"  # the host part is unused; naming it keeps kombu quiet
     _queue = VAR_DIR / "celery" / "queue"
     _processed = VAR_DIR / "celery" / "processed"

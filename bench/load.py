@@ -168,7 +168,7 @@ class Usage:
         self.client = resource.getrusage(resource.RUSAGE_SELF)
 
     def stop(self):
-        elapsed = time.monotonic() - self.began
+        self.elapsed = elapsed = time.monotonic() - self.began
         after, machine = cpu_ticks(), machine_busy()
         self.percent = {pid: (100 * (ticks - self.procs.get(pid, (0,))[0]) / CLOCK_TICKS / elapsed, name)
                         for pid, (ticks, name) in after.items()}
@@ -442,6 +442,8 @@ def report(outcome, args):
               f"{percentile(samples, 0.5) * 1e3:>9.1f} {percentile(samples, 0.99) * 1e3:>9.1f}")
     tool_calls = len(stats.latency["host tool"]) + len(stats.latency["client tool"])
     print(f"tool calls per second: {tool_calls / args.seconds:.1f}")
+    print(f"serving processes' CPU per tool call: {server_cpu_per_call(outcome) * 1e3:.1f} ms "
+          f"(the window and the drain after it; target <= 4)")
     detail = ", ".join(f"{k} {v}" for k, v in sorted(stats.errors.items())) or "none"
     print(f"errors: {sum(stats.errors.values())} ({detail})")
     for sample in stats.samples:
@@ -457,10 +459,17 @@ def report(outcome, args):
     print("busiest other processes: " + "; ".join(f"{pct:.0f}% {name[:70]}" for pct, name in others))
 
 
+def server_cpu_per_call(outcome):
+    """CPU seconds the workers used while measured, per tool call measured."""
+    usage, lat = outcome["usage"], outcome["stats"].latency
+    seconds = sum(usage.percent.get(pid, (0,))[0] for pid in outcome["worker_pids"]) / 100 * usage.elapsed
+    return seconds / max(1, len(lat["host tool"]) + len(lat["client tool"]))
+
+
 def summary(outcomes, args):
     print("-- from one worker process to more")
     print(f"{'workers':>7} {'calls/s':>8} {'host p50/p99 ms':>17} {'client p50/p99 ms':>19} {'list p50/p99 ms':>17} "
-          f"{'errors':>6} {'RSS peak MiB':>14}")
+          f"{'errors':>6} {'RSS peak MiB':>14} {'CPU/call ms':>12}")
     for o in outcomes:
         lat = o["stats"].latency
         per_s = (len(lat["host tool"]) + len(lat["client tool"])) / args.seconds
@@ -470,7 +479,7 @@ def summary(outcomes, args):
 
         print(f"{o['workers']:>7} {per_s:>8.1f} {pair('host tool'):>17} {pair('client tool'):>19} "
               f"{pair(KINDS[2]):>17} {sum(o['stats'].errors.values()):>6} "
-              f"{'+'.join(f'{peak / 1024:.0f}' for _, peak, _ in o['rss']):>14}")
+              f"{'+'.join(f'{peak / 1024:.0f}' for _, peak, _ in o['rss']):>14} {server_cpu_per_call(o) * 1e3:>12.1f}")
 
 
 def parse(argv):

@@ -7,7 +7,8 @@ turn the host begins and ends per call, as for an attached agent with no turn ru
 bare server offers the same tool definitions and answers from memory, stateless with JSON
 responses like the endpoint.
 
-Run: `.venv/bin/python -m bench.mcp_endpoint`. Target: within 1.5x of the bare server.
+Run: `.venv/bin/python -m bench.mcp_endpoint` (embedded), or with DATABASE_URL (and REDIS_URL) set
+to measure on that database. Target: within 1.5x of the bare server.
 """
 import asyncio
 import contextlib
@@ -29,10 +30,9 @@ ADD_SCHEMA = {"type": "object", "required": ["a", "b"],
 
 
 def setup_django(var_dir):
-    # A throwaway embedded install, whatever the environment points at.
+    # The database DATABASE_URL names (a tenant of its own there), or a throwaway embedded install.
     os.environ["AHP_VAR_DIR"] = var_dir
-    os.environ["DATABASE_URL"] = f"sqlite:///{var_dir}/bench.sqlite3"
-    os.environ.pop("REDIS_URL", None)
+    os.environ.setdefault("DATABASE_URL", f"sqlite:///{var_dir}/bench.sqlite3")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ahp.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     import django

@@ -39,6 +39,12 @@ def rss_kib(pid):
     return 0
 
 
+def cpu_seconds(pid):
+    """User + system CPU a process (and the children it waited for) has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.contextmanager
 def running(args, env, port):
     process = subprocess.Popen(args, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

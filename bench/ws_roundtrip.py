@@ -5,7 +5,10 @@ sandbox and back as terminal/data). Each compared in the same run with a minimal
 echo on the same server (the framework floor) and a bare `websockets` echo; then the host's
 memory per idle connection at 1000 connections.
 
-Run: `.venv/bin/python -m bench.ws_roundtrip`. Target: p50 within 3x the Channels echo floor.
+Run: `.venv/bin/python -m bench.ws_roundtrip` (embedded), or with DATABASE_URL and REDIS_URL set
+(an empty database). Targets: embedded p50 within 3x the Channels echo floor; on PostgreSQL +
+Redis within 2x the durable floor (the echo after two transactions and two layer hops); at most
+4 ms of the serving process's CPU per call on both.
 """
 import asyncio
 import json
@@ -17,13 +20,14 @@ import uuid
 
 from websockets.asyncio.client import connect
 
-from .servers import daphne, free_port, host_install, rss_kib, running
+from .servers import cpu_seconds, daphne, free_port, host_install, rss_kib, running
 
 CALLS = 200
 ECHOES = 2000
 PAGE_TURNS = 50
 PAGES = 200
 KEYSTROKES = 300
+DURABLE_ECHOES = 500
 IDLE_CONNECTIONS = 1000
 
 
@@ -32,10 +36,10 @@ def percentile(samples, p):
     return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
 
 
-async def echo_floor(url):
+async def echo_floor(url, echoes=ECHOES):
     async with connect(url, max_size=None) as ws:
         samples = []
-        for i in range(ECHOES):
+        for i in range(echoes):
             start = time.perf_counter()
             await ws.send(json.dumps({"jsonrpc": "2.0", "id": i, "method": "ping", "params": {}}))
             await ws.recv()
@@ -180,7 +184,9 @@ def main():
         port = free_port()
         with daphne("ahp.asgi:application", env, port) as server:
             url = f"ws://127.0.0.1:{port}/ahp?tkn={token}"
+            cpu_before = cpu_seconds(server.pid)
             round_trips, per_second = asyncio.run(client_tool_round_trips(url))
+            cpu_per_call = (cpu_seconds(server.pid) - cpu_before) / CALLS
             pages = asyncio.run(fetch_turn_pages(url))
             folder = os.path.join(env["AHP_VAR_DIR"], "workspaces", "bench", "project")
             os.makedirs(folder)
@@ -189,6 +195,7 @@ def main():
         echo_port = free_port()
         with daphne("bench.echo_asgi:application", env, echo_port):
             channels_floor = asyncio.run(echo_floor(f"ws://127.0.0.1:{echo_port}/echo"))
+            durable_floor = asyncio.run(echo_floor(f"ws://127.0.0.1:{echo_port}/durable", DURABLE_ECHOES))
         bare_port = free_port()
         with running([sys.executable, "-m", "bench.echo_asgi", str(bare_port)], env, bare_port):
             bare_floor = asyncio.run(echo_floor(f"ws://127.0.0.1:{bare_port}/"))
@@ -196,11 +203,14 @@ def main():
     page_p50 = report(f"fetchTurns page of {PAGE_TURNS}", pages)
     keystroke_p50 = report("terminal echo round trip", keystrokes)
     channels_p50 = report("Channels JSON echo (floor)", channels_floor)
+    durable_p50 = report("durable floor", durable_floor)
     bare_p50 = report("bare websockets echo", bare_floor)
     print(f"client-tool calls per second: {per_second:.1f}")
+    print(f"serving-process CPU per call (session set-up included): {cpu_per_call * 1e3:.1f} ms   (target <= 4)")
     print(f"round trip p50 / Channels echo p50: {host_p50 / channels_p50:.2f}   (target <= 3)")
     print(f"fetchTurns page p50 / Channels echo p50: {page_p50 / channels_p50:.2f}")
     print(f"terminal echo p50 / Channels echo p50: {keystroke_p50 / channels_p50:.2f}")
+    print(f"round trip p50 / durable floor p50: {host_p50 / durable_p50:.2f}   (target <= 2 on PostgreSQL + Redis)")
     print(f"Channels echo p50 / bare echo p50: {channels_p50 / bare_p50:.2f}")
     print(f"memory per idle connection at {IDLE_CONNECTIONS}: {memory:.1f} KiB")
 

@@ -4,20 +4,19 @@ Open sockets follow these changes without waiting to speak: each function that t
 away or changes it tells the sockets concerned after commit, through channel-layer groups every
 socket joins (one per token, one per person). A revoked token, a deactivated person or a removed
 membership closes them; a changed role hands them their new grants."""
-import logging
 import secrets
 from datetime import timedelta
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from .models import BUILTIN_ROLES, ApiToken, Membership, Role, Tenant
+from kernel.outbox import send_soon
 
-logger = logging.getLogger(__name__)
+from . import liveness
+from .models import BUILTIN_ROLES, ApiToken, Membership, Role, Tenant
 
 
 def token_group(token_id):
@@ -32,7 +31,8 @@ def person_group(person_id):
 
 def _tell_sockets_after_commit(messages):
     """(group, message) pairs sent once the change commits. A channel layer that is down must not
-    undo a committed revocation: sockets still re-check their token on their next message."""
+    undo a committed revocation: this process's sockets re-read their token at their next
+    message (liveness), other processes' at their heartbeat."""
     if not messages:
         return
 
@@ -42,10 +42,8 @@ def _tell_sockets_after_commit(messages):
             await layer.group_send(group, message)
 
     def send():
-        try:
-            async_to_sync(send_all)()
-        except Exception as exc:
-            logger.warning("Could not tell open sockets of an access change (%s: %s)", exc.__class__.__name__, exc)
+        liveness.changed()
+        send_soon("an access change", send_all)
 
     transaction.on_commit(send)
 

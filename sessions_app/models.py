@@ -338,16 +338,19 @@ class ActiveClient(models.Model):
 
 
 class ServerSeq(models.Model):
-    """The single host-wide action counter. Locked while an action is written, so serverSeq is
-    gap-free and a snapshot taken under the same lock is consistent with it."""
+    """One tenant's action counter. Locked while one of its actions is written, so the tenant's
+    serverSeq is gap-free and a snapshot taken under the same lock is consistent with it; no
+    tenant waits on another's."""
 
+    tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="+")
     value = models.BigIntegerField(default=0)
 
 
 class ActionLog(models.Model):
-    """Every published action, kept (bounded) so `reconnect` can replay what a client missed."""
+    """Every published action, kept (bounded, per tenant) so `reconnect` can replay what a client
+    missed. `id` orders rows across tenants (this process's log tail); `seq` is the tenant's."""
 
-    seq = models.BigIntegerField(primary_key=True)
+    seq = models.BigIntegerField()
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     channel = models.CharField(max_length=200)
     envelope = models.JSONField()
@@ -358,7 +361,8 @@ class ActionLog(models.Model):
     objects = TenantScopedManager()
 
     class Meta:
-        indexes = [models.Index(fields=["channel", "seq"], name="actionlog_channel_seq")]
+        constraints = [models.UniqueConstraint(fields=["tenant", "seq"], name="actionlog_tenant_seq")]
+        indexes = [models.Index(fields=["tenant", "channel", "seq"], name="actionlog_tenant_channel_seq")]
 
 
 class ClientConnection(models.Model):

@@ -33,9 +33,11 @@ from .models import AgentDefinition, HostConfig
 
 logger = logging.getLogger(__name__)
 
-# How often a waiting agent re-reads its call's row when no wake-up arrives (another process
-# may have completed it without a shared channel layer).
-POLL_SECONDS = 0.5
+# When a waiting agent re-reads its call's row while no wake-up arrives (another process may have
+# completed it without a shared channel layer, or its wake-up was lost): soon, then ever less
+# often, so a call that waits long (a person answering) costs few reads.
+FIRST_READ_SECONDS = 0.5
+LONGEST_READ_SECONDS = 4.0
 # How long the wake-up reader pauses before asking a failed channel layer again.
 LAYER_RETRY_SECONDS = 1.0
 TURN_OVER = "The turn has ended; nothing more runs in it."
@@ -157,18 +159,14 @@ class ChatToolbox:
         return await database_sync_to_async(complete_host_call)(call.id, result)
 
     def begin_client_call(self, call_id, binding, arguments):
-        """Hand the call to its client; its deadline task is scheduled in the same step."""
-        from sessions_app.tasks import expire_tool_call
-
+        """Hand the call to its client. No task per call for its deadline: its waiter expires
+        it then, or, if the waiter's process died, the sweep (sweep_due_work) within seconds."""
         timeout_ms = HostConfig.for_tenant(self.session.tenant).client_tool_timeout_ms
         # Drawn under the name the client announced, as the reference host does; the model
         # called it by its catalog name `<clientId>__<name>`.
-        call = actions.do_begin_tool_call(
+        return actions.do_begin_tool_call(
             self.turn, binding.client_tool_name, arguments, display_name=binding.tool.title or binding.client_tool_name,
             client_id=binding.client_id, timeout_ms=timeout_ms, call_id=call_id)
-        if call.deadline is not None:
-            expire_tool_call.apply_async((str(call.id),), eta=call.deadline)
-        return call
 
     async def run_client_tool(self, binding, arguments):
         # Listen before the client can possibly answer, so its answer's wake-up is never missed.
@@ -250,13 +248,14 @@ async def wait_for_result(call_id, deadline, woken):
     """The call's result: from the wake-up its completion sends, or, when none arrives (another
     process completed it without a shared channel layer), from its row; at its deadline the
     call is expired here if nobody else has."""
+    pause = FIRST_READ_SECONDS
     while True:
         try:
-            message = await asyncio.wait_for(woken.get(), POLL_SECONDS)
+            message = await asyncio.wait_for(woken.get(), pause)
             if message.get("result") is not None:
                 return message["result"]
         except asyncio.TimeoutError:
-            pass
+            pause = min(pause * 2, LONGEST_READ_SECONDS)
         call = await database_sync_to_async(ToolCall.objects.filter(id=call_id).first)()
         if call is None:
             return actions.failure("tool", "The tool call was removed with its session.")

@@ -6,7 +6,8 @@ reads. Every state change is a `do_*` function of the owning app, which publishe
 subscribers see. Nothing a peer sends can close the connection but
 an oversized frame (1009). Revoking the token, deactivating the person or removing their
 membership closes it at once (4401), told through the token's and the person's groups (and
-re-checked at every message); a changed role hands it the new grants the same way.
+re-read at the next message when it happened in this process: grants.liveness); a changed
+role hands it the new grants the same way.
 """
 import asyncio
 import itertools
@@ -15,10 +16,12 @@ import logging
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
+from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
+from grants import liveness
 from grants.actions import person_group, token_group
 from grants.algebra import holds
 from grants.authentication import token_from_headers
@@ -60,12 +63,13 @@ class AhpConsumer(AsyncWebsocketConsumer):
         offered = token_from_scope(self.scope)
         key = throttle.key_of(self.scope, offered)
         await throttle.HANDSHAKES.wait(key)  # only repeated failures of this address and token prefix wait
+        self.liveness_read = liveness.current()  # read before the token: a change meanwhile is re-read
         token = await database_sync_to_async(ApiToken.authenticate)(offered)
         if token is None:
             throttle.HANDSHAKES.failed(key)
             await self.close(code=4401)
             return
-        self.token_id = token.pk  # re-checked on every message: revoking it ends the connection
+        self.token_id = token.pk  # revoking it ends the connection
         self.revoked = False
         self.principal = await database_sync_to_async(token.principal)()
         self.tenant = self.principal.tenant
@@ -95,6 +99,15 @@ class AhpConsumer(AsyncWebsocketConsumer):
             return
         await self.accept()
         ensure_started()
+
+    async def dispatch(self, message):
+        """As Channels' own, without its hop onto the database thread before every message
+        (layer messages included) to close stale connections: each hop of ours onto that
+        thread (database_sync_to_async) does that itself."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     async def __call__(self, scope, receive, send):
         """A failing channel layer (Redis restarting) ends the connection with SERVICE_RESTART,
@@ -167,9 +180,12 @@ class AhpConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data=None, bytes_data=None):
         if self.revoked:
             return  # frames that were on their way when the socket was closed
-        if not await database_sync_to_async(self.token_is_live)():
-            await self.close_revoked()
-            return
+        if liveness.current() != self.liveness_read:
+            reading = liveness.current()
+            if not await database_sync_to_async(self.token_is_live)():
+                await self.close_revoked()
+                return
+            self.liveness_read = reading
         if text_data is None:
             await self.send_error(None, errors.INVALID_REQUEST, "Invalid request: AHP messages are text frames.")
             return

@@ -80,7 +80,7 @@ async def initialize(consumer, params):
         raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: clientId must not be empty.")
     await consumer.begin(client_id)
     snapshots = [s for s in [await subscriptions.try_subscribe(consumer, uri) for uri in initial] if s]
-    seq = await database_sync_to_async(events.current_seq)()
+    seq = await database_sync_to_async(events.current_seq)(consumer.tenant.pk)
     return {"protocolVersion": chosen, "serverSeq": seq, "serverInfo": SERVER_INFO, "snapshots": snapshots}
 
 

@@ -40,7 +40,7 @@ def read_snapshot(consumer, uri):
     if kind == "session":
         refresh_server_tools([session_at(uri, tenant)])
     with transaction.atomic():
-        from_seq = events.snapshot_lock()
+        from_seq = events.snapshot_lock(tenant.pk)
         if kind == "root":
             config = {"schema": config_schema(), "values": wire_values(HostConfig.for_tenant(tenant))}
             snapshot = state.root_state(consumer.principal, agent_infos(), config)
@@ -113,12 +113,13 @@ async def drop_unreadable(consumer):
 
 def replay_after(consumer, last_seen, channels):
     """Logged envelopes after `last_seen` on `channels`, or None when the log no longer reaches back."""
-    oldest = ActionLog.objects.order_by("seq").values_list("seq", flat=True).first()
+    log = ActionLog.objects.for_tenant(consumer.tenant)
+    oldest = log.order_by("seq").values_list("seq", flat=True).first()
     if oldest is not None and oldest > last_seen + 1:
         return None
-    if oldest is None and last_seen < events.current_seq():
+    if oldest is None and last_seen < events.current_seq(consumer.tenant.pk):
         return None
-    rows = ActionLog.objects.for_tenant(consumer.tenant).filter(seq__gt=last_seen, channel__in=channels).order_by("seq")
+    rows = log.filter(seq__gt=last_seen, channel__in=channels).order_by("seq")
     return [row.envelope for row in rows]
 
 

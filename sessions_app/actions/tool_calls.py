@@ -44,15 +44,13 @@ def do_begin_tool_call(turn, tool_name, arguments, display_name="", client_id=""
     deadline = now + timedelta(milliseconds=timeout_ms) if client_id and timeout_ms else None
     call = ToolCall.objects.create(id=call_id or uuid.uuid4(), turn=turn, tool_name=tool_name, display_name=display_name or tool_name,
                                    input=arguments, contributor_client_id=client_id, deadline=deadline,
-                                   timeout_ms=timeout_ms if deadline else 0, created=now,
+                                   timeout_ms=timeout_ms if deadline else 0, created=now, status="running",
                                    source=source or ("client" if client_id else ""))
     turn.response_parts = [*turn.response_parts, {"kind": "toolCall", "toolCallId": str(call.id)}]
     turn.save(update_fields=["response_parts"])
     start = {"toolName": tool_name, "displayName": call.display_name}
     if call.contributor:
         start["contributor"] = call.contributor
-    call.status = "running"
-    call.save(update_fields=["status"])
     session = turn.chat.session
     items = [_call_action(call, "chat/toolCallStart", **start), _call_action(call, "chat/toolCallReady", **_ready_fields(call))]
     if client_id:

@@ -1,12 +1,10 @@
 """Delivery through the channel layer, after the transaction that caused it commits: logged
-actions, ephemeral notifications and wake-ups of waiters."""
-import logging
-
-from asgiref.sync import async_to_sync
+actions, ephemeral notifications and wake-ups of waiters. The committing thread does not wait
+for the layer (kernel.outbox)."""
 from channels.layers import get_channel_layer
 from django.db import transaction
 
-logger = logging.getLogger(__name__)
+from kernel.outbox import send_soon
 
 
 def group_for(channel, tenant_id):
@@ -26,19 +24,7 @@ def deliver(tenant_id, *envelopes):
         for env in envelopes:
             await layer.group_send(group_for(env["channel"], tenant_id), {"type": "ahp.action", "envelope": env})
 
-    _after_commit_send(f"serverSeq {envelopes[0]['serverSeq']}-{envelopes[-1]['serverSeq']}", send_all)
-
-
-def _after_commit_send(what, send):
-    """Run an after-commit send on the channel layer. The change it reports is committed (and an
-    action logged), so a layer that is down (Redis restarting) must not turn it into an error for
-    whoever made it: the failure is logged, the host closes its sockets with 1012, and clients
-    catch up with `reconnect`, which replays the log; waiters read their rows."""
-    try:
-        async_to_sync(send)()
-    except Exception as exc:
-        logger.warning("Could not deliver %s through the channel layer (%s: %s); clients catch up by reconnect",
-                       what, exc.__class__.__name__, exc)
+    send_soon(f"serverSeq {envelopes[0]['serverSeq']}-{envelopes[-1]['serverSeq']}", send_all)
 
 
 def notify(tenant_id, method, params):
@@ -49,7 +35,7 @@ def notify(tenant_id, method, params):
     async def send():
         await get_channel_layer().group_send(group_for(params["channel"], tenant_id), message)
 
-    transaction.on_commit(lambda: _after_commit_send(method, send))
+    transaction.on_commit(lambda: send_soon(method, send))
 
 
 def wake(group, result=None):
@@ -58,4 +44,4 @@ def wake(group, result=None):
     async def send():
         await get_channel_layer().group_send(group, {"type": "wake", "group": group, "result": result})
 
-    transaction.on_commit(lambda: _after_commit_send(f"the wake-up of {group}", send))
+    transaction.on_commit(lambda: send_soon(f"the wake-up of {group}", send))

@@ -1,5 +1,5 @@
-"""Publishing AHP actions: each numbered by the counter, kept in a bounded log for replay, and
-delivered to subscribers once the transaction that caused it commits.
+"""Publishing AHP actions: each numbered by its tenant's counter, kept in a bounded log for
+replay, and delivered to subscribers once the transaction that caused it commits.
 
 `publish` must run inside the transaction of the state change it reports (every `do_*`
 function does).
@@ -9,13 +9,13 @@ import uuid
 
 from django.db import transaction
 
-from ..models import ActionLog
+from ..models import ActionLog, ServerSeq
 from .delivery import deliver
-from .numbering import current_seq, take_seqs
+from .numbering import take_seqs
 
 # Identifies this process in the action log, so a tailer forwards only what others published.
 PROCESS = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-REPLAY_LOG_SIZE = 10000
+REPLAY_LOG_SIZE = 10000  # per tenant
 # A rejected client action takes no number: its echo carries 0, which no accepted action has
 # (the counter starts at 1), so a client never mistakes it for the action of that number.
 REJECTED_SEQ = 0
@@ -36,9 +36,9 @@ def publish(tenant_id, channel, action, origin=None):
 
 
 def publish_many(tenant_id, items):
-    """Publish (channel, action, origin) items in order, numbered by one counter step."""
+    """Publish (channel, action, origin) items in order, numbered by one step of the tenant's counter."""
     with transaction.atomic():
-        last = take_seqs(len(items))
+        last = take_seqs(tenant_id, len(items))
         envelopes = [envelope(channel, action, last - len(items) + 1 + i, origin)
                      for i, (channel, action, origin) in enumerate(items)]
         ActionLog.objects.bulk_create([
@@ -50,5 +50,6 @@ def publish_many(tenant_id, items):
 
 
 def prune_action_log(keep=REPLAY_LOG_SIZE):
-    newest = current_seq()
-    ActionLog.objects.filter(seq__lte=newest - keep).delete()
+    """Keep each tenant's newest `keep` actions."""
+    for tenant_id, newest in ServerSeq.objects.values_list("tenant_id", "value"):
+        ActionLog.objects.filter(tenant_id=tenant_id, seq__lte=newest - keep).delete()

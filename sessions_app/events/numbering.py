@@ -1,30 +1,33 @@
-"""The host-wide action counter: a gap-free serverSeq, taken in commit order.
+"""Each tenant's action counter: a gap-free serverSeq per tenant, taken in commit order.
 
-Taking numbers holds the counter's row lock until commit, so actions are numbered in commit
-order and a snapshot read under `snapshot_lock` is consistent with `serverSeq`.
+Taking numbers holds the tenant's counter row lock until commit, so a tenant's actions are
+numbered in commit order and a snapshot read under `snapshot_lock` is consistent with its
+serverSeq. A connection sees one tenant, so it never needs another's numbers, and tenants never
+queue on each other's row.
 """
 from django.db import connection
 
 from ..models import ServerSeq
 
 
-def take_seqs(count):
-    """Advance the counter by `count` in one statement (taking its row lock until commit) and
-    answer the last number taken."""
+def take_seqs(tenant_id, count):
+    """Advance the tenant's counter by `count` in one statement (taking its row lock until
+    commit) and answer the last number taken."""
     with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {ServerSeq._meta.db_table} SET value = value + %s WHERE id = 1 RETURNING value", [count])
+        cursor.execute(f"UPDATE {ServerSeq._meta.db_table} SET value = value + %s WHERE tenant_id = %s RETURNING value",
+                       [count, tenant_id])
         row = cursor.fetchone()
     if row is None:
-        ServerSeq.objects.get_or_create(pk=1)
-        return take_seqs(count)
+        # The tenant's first action: two processes may both create its counter; one row stays.
+        ServerSeq.objects.bulk_create([ServerSeq(tenant_id=tenant_id)], ignore_conflicts=True)
+        return take_seqs(tenant_id, count)
     return row[0]
 
 
-def current_seq():
-    counter = ServerSeq.objects.filter(pk=1).first()
-    return counter.value if counter else 0
+def current_seq(tenant_id):
+    return ServerSeq.objects.filter(tenant_id=tenant_id).values_list("value", flat=True).first() or 0
 
 
-def snapshot_lock():
-    """Call inside a transaction before reading a snapshot; answers the snapshot's fromSeq."""
-    return take_seqs(0)
+def snapshot_lock(tenant_id):
+    """Call inside a transaction before reading one of the tenant's snapshots; answers its fromSeq."""
+    return take_seqs(tenant_id, 0)

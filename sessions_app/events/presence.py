@@ -8,12 +8,12 @@ import weakref
 
 from channels.db import database_sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
-from django.db.models import Max
 
 from grants.models import ApiToken
+from kernel.outbox import serve_from
 
 from ..actions.presence import do_mark_connections_seen
-from ..models import ActionLog
+from ..models import ActionLog, ServerSeq
 from .delivery import group_for
 from .log import PROCESS
 
@@ -62,6 +62,7 @@ def ensure_started():
     if _started.get("loop") is loop:
         return
     _started["loop"] = loop
+    serve_from(loop)
     _started["tasks"] = [loop.create_task(heartbeat())]
     if isinstance(get_channel_layer(), InMemoryChannelLayer):
         _started["tasks"].append(loop.create_task(tail_action_log()))
@@ -97,17 +98,25 @@ async def close_revoked():
             await consumer.close_revoked()
 
 
-def _newest_seq():
-    return ActionLog.objects.aggregate(newest=Max("seq"))["newest"] or 0
+def _counters():
+    return dict(ServerSeq.objects.values_list("tenant_id", "value"))
 
 
-def _logged_after(seq):
-    return list(ActionLog.objects.filter(seq__gt=seq).order_by("seq").values("seq", "tenant_id", "envelope", "process")[:500])
+def _logged_after(last):
+    """Each tenant's rows after the last one forwarded, in its serverSeq order, which is the
+    order its actions committed in (numbers are taken under the tenant's counter lock)."""
+    rows = []
+    for tenant_id, newest in _counters().items():
+        seen = last.get(tenant_id, 0)
+        if newest > seen:
+            rows += ActionLog.objects.filter(tenant_id=tenant_id, seq__gt=seen).order_by("seq").values(
+                "seq", "tenant_id", "envelope", "process")[:500]
+    return rows
 
 
 async def tail_action_log():
     layer = get_channel_layer()
-    last = await database_sync_to_async(_newest_seq)()
+    last = await database_sync_to_async(_counters)()  # tenant -> the newest seq forwarded
     while True:
         await asyncio.sleep(TAIL_SECONDS)
         try:
@@ -116,7 +125,7 @@ async def tail_action_log():
             logger.exception("Could not read the action log")
             continue
         for row in rows:
-            last = row["seq"]
+            last[row["tenant_id"]] = row["seq"]
             if row["process"] != PROCESS:
                 env = row["envelope"]
                 await layer.group_send(group_for(env["channel"], row["tenant_id"]), {"type": "ahp.action", "envelope": env})

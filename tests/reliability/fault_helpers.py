@@ -9,7 +9,7 @@ from pathlib import Path
 
 from websockets.exceptions import ConnectionClosed
 
-from sessions_app.models import ActionLog
+from sessions_app.models import ActionLog, ServerSeq
 
 from ..conftest import ROOT, child_env, free_port, stop, wait_for_port
 
@@ -67,17 +67,31 @@ def close_code(client, timeout=10):
     raise AssertionError(f"the server did not close the connection within {timeout}s")
 
 
-def completions_per_call(since_seq=0):
-    """chat/toolCallComplete actions in the log, counted by toolCallId."""
-    rows = ActionLog.objects.filter(seq__gt=since_seq).order_by("seq")
-    return Counter(row.envelope["action"]["toolCallId"] for row in rows
+def log_marks():
+    """Each tenant's newest serverSeq now: where a test's look at the action log starts."""
+    return dict(ServerSeq.objects.values_list("tenant_id", "value"))
+
+
+def logged_since(marks=None):
+    marks = marks or {}
+    rows = ActionLog.objects.order_by("tenant_id", "seq")
+    return [row for row in rows if row.seq > marks.get(row.tenant_id, 0)]
+
+
+def completions_per_call(marks=None):
+    """chat/toolCallComplete actions in the log after `marks`, counted by toolCallId."""
+    return Counter(row.envelope["action"]["toolCallId"] for row in logged_since(marks)
                    if row.envelope["action"]["type"] == "chat/toolCallComplete")
 
 
-def assert_log_gap_free(since_seq=0):
-    seqs = list(ActionLog.objects.filter(seq__gt=since_seq).order_by("seq").values_list("seq", flat=True))
-    assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), "the action log has a gap"
-    return seqs
+def assert_log_gap_free(marks=None):
+    """Each tenant's serverSeqs after `marks` follow one another with no gap."""
+    by_tenant = {}
+    for row in logged_since(marks):
+        by_tenant.setdefault(row.tenant_id, []).append(row.seq)
+    for seqs in by_tenant.values():
+        assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), "the action log has a gap"
+    return by_tenant
 
 
 def wait_until(predicate, seconds=15, step=0.1):

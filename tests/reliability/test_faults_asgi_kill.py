@@ -7,14 +7,13 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from sessions_app.events import current_seq
 from sessions_app.models import ToolCall
 from sessions_app.tasks import sweep_due_work
 
 from ..ahp.protocol.harness import AhpClient, default_chat, set_config
 from ..ahp.protocol.test_across_processes import two_servers  # noqa: F401 (the fixture)
 from ..ahp.protocol.test_client_tools import announce, call_open_file
-from .fault_helpers import assert_log_gap_free, completions_per_call
+from .fault_helpers import assert_log_gap_free, completions_per_call, log_marks
 
 pytestmark = [
     pytest.mark.e2e,  # two daphne processes, one killed
@@ -28,7 +27,7 @@ pytestmark = [
 def test_killing_a_clients_process_loses_nothing_on_the_survivor(acme, two_servers):  # noqa: F811
     (port_a, port_b), (process_a, _) = two_servers
     set_config(port_b, acme.tokens["root"], clientToolCallDisconnectTimeoutMs=0)
-    before = current_seq()
+    before = log_marks()
     ide = AhpClient(port_a, acme.tokens["member"], "ide")
     with AhpClient(port_b, acme.tokens["member"], "alice") as alice, \
             AhpClient(port_b, acme.tokens["member"], "bob") as bob:

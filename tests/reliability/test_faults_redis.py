@@ -9,13 +9,12 @@ from websockets.exceptions import ConnectionClosed
 from django.conf import settings
 from django.db import connection
 
-from sessions_app.events import current_seq
 from sessions_app.models import ToolCall, Turn
 
 from ..ahp.protocol.harness import AhpClient, RpcFailed, default_chat, set_config
 from ..ahp.protocol.test_client_tools import announce, call_open_file, complete
-from .fault_helpers import (PrivateRedis, assert_log_gap_free, close_code, completions_per_call, start_daphne,
-                            wait_until)
+from .fault_helpers import (PrivateRedis, assert_log_gap_free, close_code, completions_per_call, log_marks,
+                            start_daphne, wait_until)
 
 pytestmark = [
     pytest.mark.e2e,  # a private Redis and daphne
@@ -50,7 +49,7 @@ def test_a_redis_restart_closes_sockets_to_reconnect_and_loses_no_call(acme, glo
         bob.subscribe(chat_b)
         announce(ide, session_a)
         announce(tool, session_b)
-        before = current_seq()
+        before = log_marks()
         turn_a, start_a = call_open_file(alice, chat_a)
         last_seen_ide = ide.action("session/inputNeededSet")["serverSeq"]
         last_seen_alice = alice.action("chat/toolCallReady", turnId=turn_a)["serverSeq"]

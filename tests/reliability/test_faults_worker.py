@@ -16,13 +16,12 @@ from django.utils import timezone
 
 from ahp.models import WorkerHeartbeat
 from sessions_app import actions as session_actions
-from sessions_app.events import current_seq
 from sessions_app.models import ToolCall, Turn
 from tools_app.families.wakeups import actions as wakeup_actions
 from tools_app.models import Wakeup
 
 from ..conftest import ROOT, child_env, stop
-from .fault_helpers import PrivateRedis, assert_log_gap_free, completions_per_call, wait_until
+from .fault_helpers import PrivateRedis, assert_log_gap_free, completions_per_call, log_marks, wait_until
 
 pytestmark = pytest.mark.e2e  # Celery worker and beat processes
 
@@ -76,7 +75,7 @@ def ready(name, since):
 def test_a_killed_worker_started_again_fires_each_wakeup_and_timeout_exactly_once(acme, private_broker, tmp_path):
     env, sender = private_broker
     member = acme.principal("member")
-    before = current_seq()
+    before = log_marks()
     chats = [session_actions.do_create_session(member, str(uuid.uuid4())).chats.get() for _ in range(WAKEUPS + CALLS)]
     beat = start_beat(env, tmp_path)
     first = start_worker(env, "first")

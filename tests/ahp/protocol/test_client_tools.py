@@ -75,6 +75,22 @@ def test_a_client_tool_call_round_trip(acme, host):
         assert alice.reply_to(turn) == "opened"
 
 
+def test_an_agent_whose_wake_up_is_lost_reads_the_result_from_the_row(acme, host, monkeypatch):
+    """The channel layer lost the completion's wake-up (a full channel, a Redis blip): the waiting
+    agent still has the result within its first re-read of the call's row, long before the deadline."""
+    from sessions_app.actions import tool_calls
+
+    alice, ide, session, chat = setup(host, acme)
+    with alice, ide:
+        turn, start = call_open_file(alice, chat)
+        request = ide.action("session/inputNeededSet")["action"]["request"]
+        monkeypatch.setattr(tool_calls, "wake", lambda group, result=None: None)
+        began = time.monotonic()
+        complete(ide, chat, turn, request["toolCall"]["toolCallId"], text="read from the row")
+        assert alice.reply_to(turn) == "read from the row"
+        assert time.monotonic() - began < 5
+
+
 def test_only_the_owning_client_may_complete_and_only_once(acme, host):
     alice, ide, session, chat = setup(host, acme)
     with alice, ide:
