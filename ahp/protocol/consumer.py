@@ -19,6 +19,7 @@ from channels.db import database_sync_to_async
 from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
+from django.utils import timezone
 from django.db import InterfaceError, OperationalError
 
 from grants import liveness
@@ -70,6 +71,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
             await self.close(code=4401)
             return
         self.token_id = token.pk  # revoking it ends the connection
+        self.token_expires = token.expires  # so does its expiry (a console page's token), with no access change
         self.revoked = False
         self.principal = await database_sync_to_async(token.principal)()
         self.tenant = self.principal.tenant
@@ -180,6 +182,9 @@ class AhpConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data=None, bytes_data=None):
         if self.revoked:
             return  # frames that were on their way when the socket was closed
+        if self.token_expires is not None and timezone.now() >= self.token_expires:
+            await self.close_revoked()
+            return
         if liveness.current() != self.liveness_read:
             reading = liveness.current()
             if not await database_sync_to_async(self.token_is_live)():

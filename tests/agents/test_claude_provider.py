@@ -49,7 +49,7 @@ def test_a_claude_turn_calls_a_host_tool_and_a_client_tool_and_reads_their_resul
         start = alice.action("chat/toolCallStart", turnId=turn, timeout=90)["action"]
         assert start["toolName"] == "add"
         request = ide.action("session/inputNeededSet", timeout=90)["action"]["request"]
-        assert request["toolCall"]["toolName"] == "ide__open_file"
+        assert request["toolCall"]["toolName"] == "open_file"  # the name the client announced
         complete(ide, chat, turn, request["toolCall"]["toolCallId"], text="opened README.md")
         assert alice.reply_to(turn, timeout=90) == "Both done; the last said: opened README.md"
 
@@ -62,7 +62,7 @@ def test_a_claude_turn_calls_a_host_tool_and_a_client_tool_and_reads_their_resul
     assert third.tool_results() == ["42", "opened README.md"]
     calls = list(ToolCall.objects.filter(turn_id=turn).order_by("created"))
     assert [(c.tool_name, c.source, c.contributor_client_id, c.status) for c in calls] == [
-        ("add", "host", "", "completed"), ("ide__open_file", "client", "ide", "completed")]
+        ("add", "host", "", "completed"), ("open_file", "client", "ide", "completed")]
 
 
 @pytest.mark.e2e

@@ -47,4 +47,4 @@ def test_a_copilot_turn_calls_a_host_tool_and_a_client_tool_and_reads_their_resu
     assert third.tool_results()[-1] == "opened README.md"
     calls = list(ToolCall.objects.filter(turn_id=turn).order_by("created"))
     assert [(c.tool_name, c.source, c.contributor_client_id, c.status) for c in calls] == [
-        ("add", "host", "", "completed"), ("ide__open_file", "client", "ide", "completed")]
+        ("add", "host", "", "completed"), ("open_file", "client", "ide", "completed")]

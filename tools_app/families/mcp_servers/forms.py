@@ -141,9 +141,15 @@ def check_server(entry, tenant):
         return executor.submit(_listed, entry, Session(tenant=tenant)).result()
 
 
+async def _list_once(entry, session):
+    """A connection of its own, closed after the listing: a check keeps no server running."""
+    async with client.connected(entry, session) as mcp:
+        return await client.list_tools(mcp)
+
+
 def _listed(entry, session):
     try:
-        return asyncio.run(asyncio.wait_for(client.list_tools(entry, session), client.LIST_TIMEOUT_SECONDS)), None
+        return asyncio.run(asyncio.wait_for(_list_once(entry, session), client.LIST_TIMEOUT_SECONDS)), None
     except Exception as exc:  # the answer itself is the report (the client scrubbed its credentials)
         while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
             exc = exc.exceptions[0]  # the client's task groups wrap the cause
