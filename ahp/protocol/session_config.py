@@ -1,8 +1,11 @@
 """The root channel's session config commands: `resolveSessionConfig` (the schema a new
 session's settings follow, and the values with the agent's defaults) and
 `sessionConfigCompletions` (the values one setting may take)."""
+from channels.db import database_sync_to_async
+
 from agents.registry import PROVIDERS
 from tools_app.families.session.listing import session_config_schema
+from tools_app.models import AgentDefinition
 
 from . import errors
 
@@ -36,7 +39,15 @@ async def session_config_completions(consumer, params):
     prop = session_config_schema(provider).get("properties", {}).get(name)
     if prop is None:
         raise errors.RpcError(errors.INVALID_PARAMS, f"Invalid params: the agent {provider} has no setting {name}.")
-    values = prop.get("enum", [])
+    if name == "agentDefinition":  # the tenant's own definitions for this agent
+        values = await database_sync_to_async(definition_names)(consumer.tenant, provider)
+    else:
+        values = prop.get("enum", [])
     labels = prop.get("enumLabels", values)
     return {"items": [{"value": v, "label": label} for v, label in zip(values, labels)
                       if query.lower() in v.lower() or query.lower() in label.lower()]}
+
+
+def definition_names(tenant, provider):
+    return list(AgentDefinition.objects.for_tenant(tenant).filter(provider=provider)
+                .order_by("name").values_list("name", flat=True))

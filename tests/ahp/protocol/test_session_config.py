@@ -33,6 +33,18 @@ def test_session_config_completions_filters_a_settings_values(member):
         {"value": "worktree", "label": "worktree"}]
 
 
+def test_the_agent_definition_setting_completes_to_the_tenants_definitions_for_that_agent(acme, globex, member):
+    from tools_app.models import AgentDefinition
+
+    for tenant, name, provider in [(acme.tenant, "reviewer", "echo"), (acme.tenant, "writer", "echo"),
+                                   (acme.tenant, "pilot", "github-copilot"), (globex.tenant, "rival", "echo")]:
+        AgentDefinition.objects.create(tenant=tenant, name=name, provider=provider)
+    ask = lambda query: member.call("sessionConfigCompletions", {
+        "channel": ROOT, "provider": "echo", "property": "agentDefinition", "query": query})["items"]
+    assert ask("") == [{"value": "reviewer", "label": "reviewer"}, {"value": "writer", "label": "writer"}]
+    assert ask("WRI") == [{"value": "writer", "label": "writer"}]
+
+
 @pytest.mark.parametrize("method, params, code, message", [
     ("resolveSessionConfig", {"provider": "ghost"}, -32002, "No agent for provider ghost."),
     ("resolveSessionConfig", {"config": []}, -32602, "Invalid params: config must be an object."),
