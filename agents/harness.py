@@ -1,8 +1,10 @@
 """The harness CLIs the project installs (`make harness`: npm, pinned, under var/harness) and the
 model endpoint each provider talks to. Nothing here downloads anything: a missing CLI is a
 sentence naming the command that installs it."""
+import asyncio
 import os
 import platform
+from contextlib import asynccontextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -45,3 +47,31 @@ def destination(url):
     """The (host, port) a sandbox must reach for `url`."""
     parts = urlparse(url)
     return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+
+
+class RunningTurns:
+    """Each session's running harness turn, so a cancelled turn can be interrupted: on the loop
+    the turn runs on, since a cancel may arrive on another (a sync view's)."""
+
+    def __init__(self):
+        self.turns = {}  # AHP session id -> (loop, the harness handle its interrupt is called on)
+
+    @asynccontextmanager
+    async def running(self, session_id, handle):
+        self.turns[session_id] = (asyncio.get_running_loop(), handle)
+        try:
+            yield
+        finally:
+            self.turns.pop(session_id, None)
+
+    async def interrupt(self, session_id, stop):
+        """`stop(handle)` for the session's running turn; False when none runs."""
+        running = self.turns.get(session_id)
+        if running is None:
+            return False
+        loop, handle = running
+        if loop is asyncio.get_running_loop():
+            await stop(handle)
+        else:
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(stop(handle), loop))
+        return True

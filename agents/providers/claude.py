@@ -23,7 +23,7 @@ from mcp.server.lowlevel import Server
 from kernel.refusals import Refused
 from sandbox.bubblewrap import session_sandbox
 
-from ..harness import claude_cli, destination, not_installed
+from ..harness import RunningTurns, claude_cli, destination, not_installed
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +119,14 @@ class ClaudeProvider:
 
     def __init__(self):
         self.conversations = {}  # AHP session id -> the Claude session id its turns resume
+        self.turns = RunningTurns()
+        self.interrupted = set()  # sessions whose running turn was cancelled
+
+    async def cancel(self, session_id):
+        """The running turn was cancelled: the CLI is interrupted, ends its turn, and run_turn
+        closes it (its answer is dropped; the next turn resumes the conversation)."""
+        if await self.turns.interrupt(session_id, ClaudeSDKClient.interrupt):
+            self.interrupted.add(session_id)
 
     def agent_info(self):
         return {"provider": self.id, "displayName": self.display_name, "description": self.description,
@@ -159,8 +167,10 @@ class ClaudeProvider:
         environment = {**CLI_ENVIRONMENT, "ANTHROPIC_BASE_URL": connection["baseUrl"],
                        "ANTHROPIC_API_KEY": connection["apiKey"]}
         replies, streamed = [], Streamed(toolbox)
+        self.interrupted.discard(toolbox.session.id)
         try:
-            async with ClaudeSDKClient(options, transport=SandboxedCli(options, sandbox, environment)) as claude:
+            async with ClaudeSDKClient(options, transport=SandboxedCli(options, sandbox, environment)) as claude, \
+                    self.turns.running(toolbox.session.id, claude):
                 await claude.query(text)
                 async for message in claude.receive_response():
                     if isinstance(message, StreamEvent) and message.parent_tool_use_id is None:
@@ -169,7 +179,8 @@ class ClaudeProvider:
                         replies.extend(block.text for block in message.content if isinstance(block, TextBlock))
                     elif isinstance(message, ResultMessage):
                         self.conversations[toolbox.session.id] = message.session_id
-                        if message.is_error:
+                        # An interrupted turn ends as an error: the turn is already over, cancelled.
+                        if message.is_error and toolbox.session.id not in self.interrupted:
                             raise RuntimeError(message.result or f"The claude harness ended the turn: {message.subtype}.")
         except ClaudeSDKError as error:
             raise HarnessStopped(stopped_sentence(error, list(stderr))) from error

@@ -2,6 +2,8 @@
 model, over a real socket. The model's tool list is what the CLI actually sent."""
 import os
 import signal
+import threading
+import time
 
 import pytest
 
@@ -96,8 +98,8 @@ def test_without_the_claude_cli_a_turn_fails_naming_what_to_install(acme, host, 
                       "its executable.")
 
 
-def harness_pids(session_uri):
-    """The Claude Code processes running in the session's sandbox (below its bwrap)."""
+def harness_pids(session_uri, program=HARNESS_PROGRAM):
+    """The harness processes (`program`) running in the session's sandbox (below its bwrap)."""
     session_id = session_uri.split("/")[-1]
     parents, commands = {}, {}
     for entry in os.listdir("/proc"):
@@ -117,7 +119,42 @@ def harness_pids(session_uri):
             pid = parents.get(pid, 0)
         return False
 
-    return [pid for pid, command in commands.items() if command.startswith(HARNESS_PROGRAM) and in_session(pid)]
+    return [pid for pid, command in commands.items() if command.startswith(program) and in_session(pid)]
+
+
+def cancel_a_turn_waiting_on_a_client_tool(acme, host, model, provider, program):
+    """The harness calls a client tool; the person cancels instead of the client answering:
+    the turn ends cancelled, the harness process is gone, and the next turn answers."""
+    over = threading.Event()
+
+    def by_prompt(request):
+        # What the harness asks after the cancel waits (a process not interrupted stays alive).
+        if request.last_user_text() == "again":
+            return Text("answered after the cancel")
+        over.wait(60)
+        return Text("too late")
+
+    model.add(use_tool("ide__open_file", {"path": "README.md"}), by_prompt, by_prompt)
+    with AhpClient(host.port, acme.tokens["member"], "alice") as alice, \
+            AhpClient(host.port, acme.tokens["member"], "ide") as ide:
+        session = alice.create_session(provider=provider)
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        announce(ide, session)
+        turn = alice.start_turn(chat, "open the readme")
+        ide.action("session/inputNeededSet", timeout=90)
+        assert len(harness_pids(session, program)) == 1
+        alice.dispatch(chat, {"type": "chat/turnCancelled", "turnId": turn})
+        alice.action("chat/turnCancelled", turnId=turn, timeout=30)
+        deadline = time.monotonic() + 30
+        while harness_pids(session, program) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert harness_pids(session, program) == []
+        assert alice.subscribe(chat)["turns"][-1]["state"] == "cancelled"
+        assert alice.reply_to(alice.start_turn(chat, "again"), timeout=90) == "answered after the cancel"
+        over.set()
+    call = ToolCall.objects.get(turn_id=turn)
+    assert (call.status, call.result["error"]) == ("completed", {"message": "The turn was cancelled.", "code": "cancelled"})
 
 
 @pytest.mark.e2e
@@ -159,3 +196,9 @@ def test_the_reply_streams_into_the_chat_as_a_part_then_deltas(acme, host, model
                         "chat/responsePart", "chat/delta")]
         assert alice.subscribe(chat)["turns"][-1]["responseParts"] == [
             {"kind": "markdown", "id": part["id"], "content": "Hello from a streaming model"}]
+
+
+@pytest.mark.e2e
+@needs_cli
+def test_cancelling_a_turn_interrupts_claude_and_the_next_turn_answers(acme, host, model):
+    cancel_a_turn_waiting_on_a_client_tool(acme, host, model, "claude", HARNESS_PROGRAM)
