@@ -55,9 +55,11 @@ class RunningTurns:
 
     def __init__(self):
         self.turns = {}  # AHP session id -> (loop, the harness handle its interrupt is called on)
+        self.interrupted = set()  # sessions whose running turn was cancelled: its error is no failure
 
     @asynccontextmanager
     async def running(self, session_id, handle):
+        self.interrupted.discard(session_id)
         self.turns[session_id] = (asyncio.get_running_loop(), handle)
         try:
             yield
@@ -65,13 +67,13 @@ class RunningTurns:
             self.turns.pop(session_id, None)
 
     async def interrupt(self, session_id, stop):
-        """`stop(handle)` for the session's running turn; False when none runs."""
+        """`stop(handle)` for the session's running turn, if one runs."""
         running = self.turns.get(session_id)
         if running is None:
-            return False
+            return
         loop, handle = running
+        self.interrupted.add(session_id)
         if loop is asyncio.get_running_loop():
             await stop(handle)
         else:
             await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(stop(handle), loop))
-        return True

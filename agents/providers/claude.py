@@ -120,13 +120,11 @@ class ClaudeProvider:
     def __init__(self):
         self.conversations = {}  # AHP session id -> the Claude session id its turns resume
         self.turns = RunningTurns()
-        self.interrupted = set()  # sessions whose running turn was cancelled
 
     async def cancel(self, session_id):
         """The running turn was cancelled: the CLI is interrupted, ends its turn, and run_turn
         closes it (its answer is dropped; the next turn resumes the conversation)."""
-        if await self.turns.interrupt(session_id, ClaudeSDKClient.interrupt):
-            self.interrupted.add(session_id)
+        await self.turns.interrupt(session_id, ClaudeSDKClient.interrupt)
 
     def agent_info(self):
         return {"provider": self.id, "displayName": self.display_name, "description": self.description,
@@ -167,7 +165,6 @@ class ClaudeProvider:
         environment = {**CLI_ENVIRONMENT, "ANTHROPIC_BASE_URL": connection["baseUrl"],
                        "ANTHROPIC_API_KEY": connection["apiKey"]}
         replies, streamed = [], Streamed(toolbox)
-        self.interrupted.discard(toolbox.session.id)
         try:
             async with ClaudeSDKClient(options, transport=SandboxedCli(options, sandbox, environment)) as claude, \
                     self.turns.running(toolbox.session.id, claude):
@@ -180,7 +177,7 @@ class ClaudeProvider:
                     elif isinstance(message, ResultMessage):
                         self.conversations[toolbox.session.id] = message.session_id
                         # An interrupted turn ends as an error: the turn is already over, cancelled.
-                        if message.is_error and toolbox.session.id not in self.interrupted:
+                        if message.is_error and toolbox.session.id not in self.turns.interrupted:
                             raise RuntimeError(message.result or f"The claude harness ended the turn: {message.subtype}.")
         except ClaudeSDKError as error:
             raise HarnessStopped(stopped_sentence(error, list(stderr))) from error

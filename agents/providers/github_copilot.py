@@ -8,7 +8,8 @@ which the CLI keeps in the sandbox's home. The chat's catalog snapshot at the tu
 handed over as SDK custom tools whose handlers call the toolbox: every call shows in the chat
 with its catalog name and source, client tools go to their client while the CLI waits, and a
 refused call goes back to the model as the refusal sentence. `available_tools` names exactly
-those tools, so none of the CLI's built-ins is offered.
+those tools, so none of the CLI's built-ins is offered. The reply streams into the chat as the
+model writes it, and a cancelled turn aborts the session's message.
 
 For AgentDefinitions, the `github-cli-builtin-tools` entry becomes two things: the session's
 `available_tools` / `excluded_tools` (passed identically to create and resume) and the client's
@@ -16,18 +17,21 @@ For AgentDefinitions, the `github-cli-builtin-tools` entry becomes two things: t
 (mode, storage): an empty-mode agent never shares a client with a copilot-cli one, and tenants
 never share storage.
 """
+import asyncio
 import logging
 import os
 from pathlib import Path
 
 from copilot import CopilotClient, RuntimeConnection
 from copilot.generated.rpc import PermissionDecisionApproveOnce, PermissionDecisionReject
+from copilot.generated.session_events import AssistantMessageDeltaData
+from copilot.session import CopilotSession
 from copilot.tools import Tool, ToolResult
 
 from kernel.refusals import Refused
 from sandbox.bubblewrap import session_sandbox
 
-from ..harness import copilot_cli, destination, not_installed
+from ..harness import RunningTurns, copilot_cli, destination, not_installed
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +109,41 @@ def permission_handler(toolbox, approve_all):
     return handle
 
 
+class Streamed:
+    """The reply's text as the model streams it into the chat, in order: the SDK's event
+    handlers are synchronous, so pieces queue for one writer. The model's messages are parted
+    by a blank line."""
+
+    def __init__(self, toolbox):
+        self.toolbox, self.pieces, self.message = toolbox, [], None
+        self.loop, self.queue = asyncio.get_running_loop(), asyncio.Queue()
+        self.writer = self.loop.create_task(self.write())
+
+    @property
+    def text(self):
+        return "".join(self.pieces)
+
+    def take(self, event):
+        data = event.data
+        # A sub-agent's words are not the reply.
+        if not isinstance(data, AssistantMessageDeltaData) or not data.delta_content or event.agent_id \
+                or data.parent_tool_call_id:
+            return
+        piece = ("\n\n" if self.pieces and data.message_id != self.message else "") + data.delta_content
+        self.message = data.message_id
+        self.pieces.append(piece)
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, piece)
+
+    async def write(self):
+        while (piece := await self.queue.get()) is not None:
+            await self.toolbox.stream(piece)
+
+    async def finish(self):
+        """Every piece taken is in the chat."""
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, None)
+        await self.writer
+
+
 class GitHubCopilotProvider:
     id = PROVIDER_ID
     display_name = "GitHub Copilot"
@@ -121,10 +160,16 @@ class GitHubCopilotProvider:
         self.github_token = github_token
         self._clients = {}
         self.conversations = {}  # AHP session id -> the Copilot session id its turns resume
+        self.turns = RunningTurns()
 
     def agent_info(self):
         return {"provider": self.id, "displayName": self.display_name, "description": self.description,
                 "models": list(self.models)}
+
+    async def cancel(self, session_id):
+        """The running turn was cancelled: the Copilot session aborts its message, and run_turn
+        stops the CLI (its answer is dropped; the next turn resumes the conversation)."""
+        await self.turns.interrupt(session_id, CopilotSession.abort)
 
     def runtime_missing(self):
         """NO_RUNTIME while the Copilot CLI is not installed: no turn could start."""
@@ -154,7 +199,7 @@ class GitHubCopilotProvider:
         definition = await toolbox.agent_definition()
         # A definition's built-in tools policy decides, as for any of its sessions; without one, only the host's tools.
         policy = self.session_options(definition) if definition else {"available_tools": [t.name for t in tools]}
-        options = {"model": connection.get("model") or DEFAULT_MODEL, **policy, "tools": tools,
+        options = {"model": connection.get("model") or DEFAULT_MODEL, **policy, "tools": tools, "streaming": True,
                    "on_permission_request": permission_handler(toolbox, connection.get("permissions") == "approve-all"),
                    "working_directory": sandbox.working_directory}
         if connection.get("baseUrl"):
@@ -166,13 +211,22 @@ class GitHubCopilotProvider:
             else:
                 session = await client.create_session(**options)
             self.conversations[toolbox.session.id] = session.session_id
+            streamed = Streamed(toolbox)
+            session.on(streamed.take)
             try:
-                answer = await session.send_and_wait(text, timeout=TURN_TIMEOUT_SECONDS)
+                async with self.turns.running(toolbox.session.id, session):
+                    answer = await session.send_and_wait(text, timeout=TURN_TIMEOUT_SECONDS)
+            except RuntimeError:
+                # An aborted message ends as an error: the turn is already over, cancelled.
+                if toolbox.session.id not in self.turns.interrupted:
+                    raise
+                answer = None
             finally:
+                await streamed.finish()
                 await session.disconnect()
         finally:
             await client.stop()
-        return getattr(getattr(answer, "data", None), "content", "") or ""
+        return streamed.text or getattr(getattr(answer, "data", None), "content", "") or ""
 
     def storage_for(self, definition):
         if self.base_directory is None:

@@ -250,8 +250,15 @@ class ModelServer:
                     return self.send_json({**common, "object": "chat.completion", "usage": usage, "choices": [
                         {"index": 0, "message": message, "finish_reason": finish}]})
                 chunk = {**common, "object": "chat.completion.chunk"}
+                if delta.get("content"):
+                    # The text in two pieces, as a model streams it.
+                    half = len(delta["content"]) // 2
+                    deltas = [{**delta, "content": delta["content"][:half]}, {"content": delta["content"][half:]}]
+                else:
+                    deltas = [delta]
                 self.send_events([
-                    f"data: {json.dumps({**chunk, 'choices': [{'index': 0, 'delta': delta, 'finish_reason': None}]})}\n\n",
+                    *(f"data: {json.dumps({**chunk, 'choices': [{'index': 0, 'delta': d, 'finish_reason': None}]})}\n\n"
+                      for d in deltas),
                     f"data: {json.dumps({**chunk, 'choices': [{'index': 0, 'delta': {}, 'finish_reason': finish}]})}\n\n",
                     f"data: {json.dumps({**chunk, 'choices': [], 'usage': usage})}\n\n",
                     "data: [DONE]\n\n",

@@ -2,15 +2,18 @@
 OpenAI Chat Completions endpoint (a scripted model), over a real socket."""
 import pytest
 
+import os
+
 from agents.harness import copilot_cli
 from agents.providers.github_copilot import NO_RUNTIME
 from sessions_app.models import ToolCall
 
 from ..ahp.protocol.harness import AhpClient, default_chat
 from ..ahp.protocol.test_client_tools import announce, complete
-from .model_server import ModelServer, tool_result_text, use_tool
-from .test_claude_provider import offered
+from .model_server import ModelServer, Text, tool_result_text, use_tool
+from .test_claude_provider import cancel_a_turn_waiting_on_a_client_tool, offered
 
+HARNESS_PROGRAM = os.path.realpath(copilot_cli() or "copilot")
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(copilot_cli() is None, reason=f"needs the Copilot CLI: {NO_RUNTIME}")]
 
@@ -48,3 +51,25 @@ def test_a_copilot_turn_calls_a_host_tool_and_a_client_tool_and_reads_their_resu
     calls = list(ToolCall.objects.filter(turn_id=turn).order_by("created"))
     assert [(c.tool_name, c.source, c.contributor_client_id, c.status) for c in calls] == [
         ("add", "host", "", "completed"), ("open_file", "client", "ide", "completed")]
+
+
+def test_cancelling_a_turn_aborts_copilot_and_the_next_turn_answers(acme, host, model):
+    cancel_a_turn_waiting_on_a_client_tool(acme, host, model, "github-copilot", HARNESS_PROGRAM)
+
+
+def test_the_reply_streams_into_the_chat_as_a_part_then_deltas(acme, host, model):
+    model.add(Text("Hello from a streaming model"))
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        chat = default_chat(alice, alice.create_session(provider="github-copilot"))
+        alice.subscribe(chat)
+        turn = alice.start_turn(chat, "hi")
+        part = alice.action("chat/responsePart", turnId=turn, timeout=90)["action"]["part"]
+        delta = alice.action("chat/delta", turnId=turn, timeout=30)["action"]
+        alice.action("chat/turnComplete", turnId=turn, timeout=30)
+        assert (part["content"], delta["partId"], delta["content"]) == ("Hello from a s", part["id"], "treaming model")
+        # The turn's end added nothing the stream had not sent: no second reply part.
+        assert not [f for f in alice.notifications if f.get("method") == "action"
+                    and f["params"]["action"].get("turnId") == turn and f["params"]["action"]["type"] in (
+                        "chat/responsePart", "chat/delta")]
+        assert alice.subscribe(chat)["turns"][-1]["responseParts"] == [
+            {"kind": "markdown", "id": part["id"], "content": "Hello from a streaming model"}]
