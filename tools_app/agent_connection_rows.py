@@ -47,6 +47,8 @@ class ConnectionRow(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        for name, field in self.fields.items():
+            field.label = name  # the wire's field names, as REST and the key's help text spell them
         # An agent the operator no longer defines stays listed (and is accepted sent back), so a
         # save keeps it.
         agent = self.data.get(self.add_prefix("agent")) if self.is_bound else self.initial.get("agent")

@@ -70,6 +70,7 @@ def test_an_acp_agent_the_operator_no_longer_defines_stays_listed_and_kept(acme,
     page = tenant_admin.get(change_url(acme.tenant)).content.decode()
     assert '<option value="gone" selected>gone (not on this host)</option>' in page
     assert '<option value="echo">echo</option>' in page
-    assert tenant_admin.post(change_url(acme.tenant), host_config_form(acme.tenant, advancedTools=True)).status_code == 302
+    form = host_config_form(acme.tenant, advancedTools=True)
+    assert tenant_admin.post(change_url(acme.tenant), form).status_code == 302
     config.refresh_from_db()
     assert config.agent_connections == {"acp": {"agent": "gone"}} and config.advanced_tools is True
