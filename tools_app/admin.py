@@ -9,6 +9,7 @@ from grants.admin import TenantScopedAdmin, admin_principal
 
 from agents.registry import PROVIDERS, provider_choices
 
+from .agent_connection_rows import ConnectionRowFormSet, from_rows as connections_from_rows, to_rows as connection_rows
 from .actions import do_change_host_config, do_save_agent_definition
 from .config import KEYS, ConfigInvalid, HostConfig, wire_values
 from .credentials import masked_mcp_servers
@@ -32,8 +33,7 @@ FORM_FIELDS = {
     "providers": lambda key: forms.MultipleChoiceField(choices=provider_choices, required=False,
                                                        widget=forms.CheckboxSelectMultiple),
     "servers": lambda key: RowsField(ServerRowFormSet, to_rows, from_rows),
-    "connections": lambda key: forms.JSONField(required=False, widget=forms.Textarea(attrs={"rows": 6, "cols": 80}),
-                                               error_messages={"invalid": f"{key.wire} must be JSON."}),
+    "connections": lambda key: RowsField(ConnectionRowFormSet, connection_rows, connections_from_rows),
     "milliseconds": _ms_field,
     "choice": lambda key: forms.ChoiceField(choices=key.choices),
 }
@@ -42,7 +42,8 @@ FORM_HINTS = {
     "providers": "Tick none for every provider.",
     "servers": "One row per server; tick Delete to remove one, fill the empty row to add one. "
                "A saved server's check link lists its tools as a new session would.",
-    "connections": 'Write them as JSON {"claude": {...}}.',
+    "connections": "One row per provider; a field applies to the providers its help names. Tick Delete to "
+                   "remove one, fill the empty row to add one.",
 }
 
 

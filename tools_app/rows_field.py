@@ -48,3 +48,20 @@ class RowsField(forms.Field):
             return self.clean(data) != initial
         except ValidationError:
             return True
+
+
+class UniqueRows(BaseFormSet):
+    """Rows keyed by one field (`key_field`): no two kept rows may share its value."""
+    key_field = "name"
+
+    def duplicate(self, value):
+        return f"Another row is already named {value}."
+
+    def clean(self):
+        seen = set()
+        for form in self.forms:
+            value = form.cleaned_data.get(self.key_field) if form.has_changed() else None
+            if value and not form.cleaned_data.get("DELETE"):
+                if value in seen:
+                    form.add_error(self.key_field, self.duplicate(value))
+                seen.add(value)

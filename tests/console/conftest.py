@@ -6,25 +6,36 @@ import pytest
 from django.utils import timezone
 
 from tools_app.config import HostConfig, wire_values
+from tools_app.agent_connection_rows import EDITED as CONNECTION_FIELDS, to_rows as to_connection_rows
 from tools_app.families.mcp_servers.forms import to_rows
 
 
-def server_rows(*rows, initial=0):
-    """mcpServers rows as the admin's form posts them: one dict of row fields each, then the empty row."""
-    form = {"mcpServers-TOTAL_FORMS": len(rows) + 1, "mcpServers-INITIAL_FORMS": initial,
-            "mcpServers-MIN_NUM_FORMS": 0, "mcpServers-MAX_NUM_FORMS": 1000, f"mcpServers-{len(rows)}-type": "stdio"}
+def _rows(prefix, defaults, rows, initial):
+    """Rows as the admin's form posts them: one dict of row fields each, then the empty row."""
+    form = {f"{prefix}-TOTAL_FORMS": len(rows) + 1, f"{prefix}-INITIAL_FORMS": initial,
+            f"{prefix}-MIN_NUM_FORMS": 0, f"{prefix}-MAX_NUM_FORMS": 1000}
+    form.update({f"{prefix}-{len(rows)}-{name}": value for name, value in defaults.items() if value})
     for i, row in enumerate(rows):
-        row = {"type": "stdio", "server": "", "url": "", "headers": "", "env": "", "other": None, **row}
-        form.update({f"mcpServers-{i}-{name}": json.dumps(value) if name == "other" else value
+        row = {**defaults, "other": None, **row}
+        form.update({f"{prefix}-{i}-{name}": json.dumps(value) if name == "other" else value
                      for name, value in row.items() if value is not False})
     return form
 
 
-def host_config_form(tenant, mcp_rows=None, **changes):
+def server_rows(*rows, initial=0):
+    return _rows("mcpServers", {"type": "stdio", "server": "", "url": "", "headers": "", "env": ""}, rows, initial)
+
+
+def connection_rows(*rows, initial=0):
+    return _rows("agentConnections", {"provider": "", **dict.fromkeys(CONNECTION_FIELDS, "")}, rows, initial)
+
+
+def host_config_form(tenant, mcp_rows=None, agent_rows=None, **changes):
     """The admin's HostConfig form as a browser would post it, with `changes` (form field names)
-    and the mcpServers rows as the page shows them unless `mcp_rows` are given."""
+    and the mcpServers and agentConnections rows as the page shows them unless given."""
     values = wire_values(HostConfig.for_tenant(tenant))
     shown = to_rows(values["mcpServers"])
+    connections = to_connection_rows(values["agentConnections"])
     form = {
         "sessionTools": values["sessionTools"],
         "sessionToolsProviders": values["sessionToolsProviders"],
@@ -35,6 +46,7 @@ def host_config_form(tenant, mcp_rows=None, **changes):
         "agentOrchestrationLimits": values["agentOrchestrationLimits"],
         "agentOrchestrationLimitsScope": values["agentOrchestrationLimitsScope"],
         "chatMovesEnabled": values["chatMoves.enabled"],
+        **(agent_rows if agent_rows is not None else connection_rows(*connections, initial=len(connections))),
         **changes,
     }
     # An unticked checkbox is simply not sent.

@@ -105,6 +105,27 @@ def test_an_operator_adds_an_mcp_server_row_sees_a_bad_url_refused_and_checks_th
     screenshot(browser, "admin-mcp-check.png")
 
 
+def test_an_operator_adds_a_claude_connection_row_and_sees_a_bad_base_url_refused(acme, host, operator, browser):
+    log_in(browser, f"http://127.0.0.1:{host.port}", operator.username, PASSWORD, change_url(acme.tenant))
+    field = lambda name: browser.find_element(By.NAME, f"agentConnections-0-{name}")
+    field("provider").send_keys("claude")
+    field("baseUrl").send_keys("ftp://llm.example/")
+    field("apiKey").send_keys("sk-1")
+    browser.find_element(By.NAME, "_continue").click()
+    cell = browser.find_element(By.CSS_SELECTOR, '#rows-agentConnections .config-row[data-row="0"] .field-baseUrl')
+    assert cell.find_element(By.CSS_SELECTOR, ".errorlist").text == (
+        "agentConnections.claude.baseUrl must be an http or https URL.")
+    assert HostConfig.for_tenant(acme.tenant).agent_connections is None
+
+    field("baseUrl").clear()
+    field("baseUrl").send_keys("https://llm.example/v1")
+    browser.find_element(By.NAME, "_continue").click()
+    assert "was changed successfully" in browser.find_element(By.CSS_SELECTOR, ".messagelist").text
+    assert field("apiKey").get_attribute("value") == "<set>"
+    browser.execute_script("document.getElementById('rows-agentConnections').scrollIntoView()")
+    screenshot(browser, "admin-agent-connections.png")
+
+
 @pytest.fixture
 def advanced_plugin_tool():
     PLUGINS.set_tools([Tool("deploy", description="Deploy the workspace", advanced_permission=True)])

@@ -10,8 +10,8 @@ from django import forms
 from django.db import connections
 from django.core.exceptions import ValidationError
 from django.forms import formset_factory
-from django.forms.formsets import BaseFormSet
 
+from ...rows_field import UniqueRows
 from . import client
 from .servers import entry_problem, operator_stdio_servers
 
@@ -85,17 +85,6 @@ class ServerRow(forms.Form):
         return data
 
 
-class ServerRows(BaseFormSet):
-    def clean(self):
-        seen = set()
-        for form in self.forms:
-            name = form.cleaned_data.get("name") if form.has_changed() else None
-            if name and not form.cleaned_data.get("DELETE"):
-                if name in seen:
-                    form.add_error("name", f"Another row is already named {name}.")
-                seen.add(name)
-
-
 def to_rows(servers):
     rows = []
     for name, entry in (servers or {}).items():
@@ -124,7 +113,7 @@ def from_rows(rows):
     return servers or None
 
 
-ServerRowFormSet = formset_factory(ServerRow, formset=ServerRows, extra=1, can_delete=True)
+ServerRowFormSet = formset_factory(ServerRow, formset=UniqueRows, extra=1, can_delete=True)
 
 
 def check_server(entry, tenant):
