@@ -33,11 +33,13 @@ def test_create_session_refuses_a_definition_of_another_provider_naming_both(acm
     assert not Session.objects.filter(provider="claude").exists()
 
 
-def test_the_create_session_tool_refuses_a_definition_of_another_provider(place, reviewer):
+def test_the_create_session_tool_refuses_a_definition_of_another_provider(acme, place, reviewer):
+    # echo needs no program of its own, so the tool offers it on any machine.
     with pytest.raises(Refused) as refused:
-        place.call("create_session", relationship="independent", prompt="go", title="Child", agent="claude",
+        place.call("create_session", relationship="independent", prompt="go", title="Child", agent="echo",
                    config={"agentDefinition": "reviewer"})
-    assert refused.value.sentence == 'Agent definition "reviewer" runs on provider github-copilot, not on claude.'
+    assert refused.value.sentence == 'Agent definition "reviewer" runs on provider github-copilot, not on echo.'
+    AgentDefinition.objects.create(tenant=acme.tenant, name="echoer", provider="echo")
     made = place.call("create_session", relationship="independent", prompt="go", title="Child",
-                      agent="github-copilot", config={"agentDefinition": "reviewer"})
-    assert Session.objects.get(id=made["session"].split("/")[-1]).config["agentDefinition"] == "reviewer"
+                      agent="echo", config={"agentDefinition": "echoer"})
+    assert Session.objects.get(id=made["session"].split("/")[-1]).config["agentDefinition"] == "echoer"
