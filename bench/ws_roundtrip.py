@@ -13,7 +13,6 @@ Redis within 2x the durable floor (the echo after two transactions and two layer
 import asyncio
 import json
 import os
-import statistics
 import sys
 import time
 import uuid

@@ -1,4 +1,5 @@
 import json
+import sys
 import uuid
 from datetime import timedelta
 
@@ -8,6 +9,7 @@ from django.utils import timezone
 from tools_app.config import HostConfig, wire_values
 from tools_app.agent_connection_rows import EDITED as CONNECTION_FIELDS, to_rows as to_connection_rows
 from tools_app.families.mcp_servers.forms import to_rows
+from tools_app.models import StdioServer
 
 
 def _rows(prefix, defaults, rows, initial):
@@ -115,3 +117,41 @@ SENTENCES = {
     "availability": "ide__pick is only available in chats a person started, not in this tool-started chat.",
     "unknown_tool": 'No tool named "nope" is available in this chat.',
 }
+
+
+OPERATOR_PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture
+def operator(acme):
+    """acme's admin, signed in to the admin as staff with a known password."""
+    acme.admin.is_staff = True
+    acme.admin.set_password(OPERATOR_PASSWORD)
+    acme.admin.save()
+    return acme.admin
+
+
+TINY_SERVER = '''
+from mcp.server.fastmcp import FastMCP
+
+app = FastMCP("tiny")
+
+
+@app.tool()
+def shout(text: str) -> str:
+    """Upper-case the text."""
+    return text.upper()
+
+
+app.run()
+'''
+
+
+@pytest.fixture
+def tiny_stdio_server(tmp_path, transactional_db):
+    """A real stdio MCP server the operator defines; a check runs it in a sandbox."""
+    script = tmp_path / "tiny_server.py"
+    script.write_text(TINY_SERVER)
+    tmp_path.chmod(0o755)  # the sandbox's user reads the operator's program
+    return StdioServer.objects.create(name="tiny", command=sys.executable, args=[str(script)],
+                                      read_only_paths=[str(tmp_path), sys.prefix])

@@ -14,20 +14,9 @@ from tools_app.families.computers.tools import COMPUTER_TOOLS
 
 from ..ahp.protocol.harness import AhpClient
 from .browser import chromium, log_in
-from .conftest import SENTENCES, Work, change_url
+from .conftest import OPERATOR_PASSWORD, SENTENCES, Work, change_url
 
 pytestmark = pytest.mark.e2e  # a browser
-
-PASSWORD = "correct horse battery staple"
-
-
-@pytest.fixture
-def operator(acme):
-    acme.admin.is_staff = True
-    acme.admin.set_password(PASSWORD)
-    acme.admin.save()
-    return acme.admin
-
 
 @pytest.fixture
 def advanced_plugin_tool():
@@ -43,7 +32,7 @@ def test_an_operator_toggles_advanced_tools_in_chromium_and_a_client_hears_it(ac
         session = client.create_session()
         before = [t["name"] for t in client.subscribe(session)["serverTools"]]
         assert "deploy" not in before
-        log_in(browser, base, operator.username, PASSWORD, change_url(acme.tenant))
+        log_in(browser, base, operator.username, OPERATOR_PASSWORD, change_url(acme.tenant))
         checkbox = browser.find_element(By.ID, "id_advancedTools")
         assert not checkbox.is_selected()
         checkbox.click()
@@ -72,7 +61,7 @@ def test_screenshot_of_the_dashboard(acme, host, operator):
         work.client_call(turn, "ide_pick", timeout_ms=600000)
     base = f"http://127.0.0.1:{host.port}"
     with chromium(1280, 1500) as browser:
-        log_in(browser, base, operator.username, PASSWORD, f"/console/{acme.tenant.slug}/dashboard")
+        log_in(browser, base, operator.username, OPERATOR_PASSWORD, f"/console/{acme.tenant.slug}/dashboard")
         browser.find_element(By.ID, "client-calls")
         time.sleep(0.3)
         browser.save_screenshot(str(out / "dashboard.png"))

@@ -3,7 +3,6 @@ server rows (a bad value refused on its field, a check against a real stdio serv
 catalog explainer before and after ticking advancedTools, and the live view of an echo turn.
 With AHP_SCREENSHOT_DIR set, each page is also saved there (docs/ holds the README's)."""
 import os
-import sys
 import uuid
 from pathlib import Path
 
@@ -15,24 +14,12 @@ from selenium.webdriver.support.ui import WebDriverWait
 from sessions_app.actions import do_create_session
 from tools_app.catalog.host_tools import PLUGINS
 from tools_app.catalog.registry import Tool
-from tools_app.models import HostConfig, StdioServer
+from tools_app.models import HostConfig
 
 from .browser import chromium, log_in
-from .conftest import change_url
-from .test_host_config_admin import TINY_SERVER
+from .conftest import OPERATOR_PASSWORD, change_url
 
 pytestmark = pytest.mark.e2e  # a browser
-
-PASSWORD = "correct horse battery staple"
-
-
-@pytest.fixture
-def operator(acme):
-    acme.admin.is_staff = True
-    acme.admin.set_password(PASSWORD)
-    acme.admin.save()
-    return acme.admin
-
 
 @pytest.fixture
 def browser():
@@ -63,15 +50,6 @@ def test_the_landing_page_names_the_hosts_doors(host, browser):
     screenshot(browser, "landing.png")
 
 
-@pytest.fixture
-def tiny_stdio_server(tmp_path, transactional_db):
-    script = tmp_path / "tiny_server.py"
-    script.write_text(TINY_SERVER)
-    tmp_path.chmod(0o755)  # the sandbox's user reads the operator's program
-    return StdioServer.objects.create(name="tiny", command=sys.executable, args=[str(script)],
-                                      read_only_paths=[str(tmp_path), sys.prefix])
-
-
 def row_field(browser, row, name):
     return browser.find_element(By.NAME, f"mcpServers-{row}-{name}")
 
@@ -79,7 +57,7 @@ def row_field(browser, row, name):
 def test_an_operator_adds_an_mcp_server_row_sees_a_bad_url_refused_and_checks_the_server(
         acme, host, operator, tiny_stdio_server, browser):
     base = f"http://127.0.0.1:{host.port}"
-    log_in(browser, base, operator.username, PASSWORD, change_url(acme.tenant))
+    log_in(browser, base, operator.username, OPERATOR_PASSWORD, change_url(acme.tenant))
     row_field(browser, 0, "name").send_keys("docs")
     row_field(browser, 0, "type").send_keys("http")
     row_field(browser, 0, "url").send_keys("ftp://docs.example/mcp")
@@ -106,7 +84,7 @@ def test_an_operator_adds_an_mcp_server_row_sees_a_bad_url_refused_and_checks_th
 
 
 def test_an_operator_adds_a_claude_connection_row_and_sees_a_bad_base_url_refused(acme, host, operator, browser):
-    log_in(browser, f"http://127.0.0.1:{host.port}", operator.username, PASSWORD, change_url(acme.tenant))
+    log_in(browser, f"http://127.0.0.1:{host.port}", operator.username, OPERATOR_PASSWORD, change_url(acme.tenant))
     field = lambda name: browser.find_element(By.NAME, f"agentConnections-0-{name}")
     field("provider").send_keys("claude")
     field("baseUrl").send_keys("ftp://llm.example/")
@@ -138,7 +116,7 @@ def test_the_explainer_says_why_an_advanced_tool_is_hidden_until_advanced_tools_
     base = f"http://127.0.0.1:{host.port}"
     session = do_create_session(acme.principal("member"), uuid.uuid4())
     explainer = f"/console/sessions/{session.pk}/catalog"
-    log_in(browser, base, operator.username, PASSWORD, explainer)
+    log_in(browser, base, operator.username, OPERATOR_PASSWORD, explainer)
     row = browser.find_element(By.CSS_SELECTOR, '#catalog tr[data-tool="deploy"]')
     assert row.text == "deploy plugin hidden deploy needs advanced permission, and advancedTools is off for this tenant."
     screenshot(browser, "catalog-explainer.png")
@@ -161,7 +139,7 @@ def test_the_live_view_shows_an_echo_turns_tool_calls_as_they_happen_and_answers
         "return [...document.querySelectorAll(arguments[0])].map((e) => e.innerText).join(' ')", selector)
     last_turn_state = lambda: browser.execute_script(
         "const states = document.querySelectorAll('.live-turn-state'); return states.length ? states[states.length - 1].innerText : ''")
-    log_in(browser, base, operator.username, PASSWORD, f"/console/{acme.tenant.slug}/live")
+    log_in(browser, base, operator.username, OPERATOR_PASSWORD, f"/console/{acme.tenant.slug}/live")
     until(browser, lambda: text("#live-status") == "Connected as a client of this host.")
     browser.find_element(By.CSS_SELECTOR, "#live-new-session input[type=submit]").click()
     compose = browser.find_element(By.CSS_SELECTOR, "#live-compose textarea")

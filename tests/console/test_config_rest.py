@@ -1,5 +1,4 @@
 """GET/PATCH/PUT /api/v1/config with the tenant's bearer tokens, and the OpenAPI schema."""
-import pytest
 from rest_framework.test import APIClient
 
 from tools_app.families.mcp_servers.servers import revealed

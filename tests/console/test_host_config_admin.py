@@ -1,6 +1,5 @@
 """HostConfig in the admin: every key explained, bad values refused on their field,
 credentials masked and kept, and a save applied live to running sessions."""
-import sys
 
 import pytest
 
@@ -133,32 +132,6 @@ def test_an_admin_save_reaches_running_sessions_as_server_tools_changed(acme, ho
         assert response.status_code == 302
         tools = client.action("session/serverToolsChanged")["action"]["tools"]
         assert [t["name"] for t in tools] == [*before, "deploy", *(t.name for t in COMPUTER_TOOLS)]
-
-
-TINY_SERVER = '''
-from mcp.server.fastmcp import FastMCP
-
-app = FastMCP("tiny")
-
-
-@app.tool()
-def shout(text: str) -> str:
-    """Upper-case the text."""
-    return text.upper()
-
-
-app.run()
-'''
-
-
-@pytest.fixture
-def tiny_stdio_server(tmp_path, transactional_db):
-    """A real stdio MCP server the operator defines; a check runs it in a sandbox."""
-    script = tmp_path / "tiny_server.py"
-    script.write_text(TINY_SERVER)
-    tmp_path.chmod(0o755)  # the sandbox's user reads the operator's program
-    return StdioServer.objects.create(name="tiny", command=sys.executable, args=[str(script)],
-                                      read_only_paths=[str(tmp_path), sys.prefix])
 
 
 @pytest.mark.e2e  # runs the server in bubblewrap

@@ -6,7 +6,7 @@ import uuid
 import pytest
 
 from .harness import AhpClient, default_chat
-from .test_events import Watch, owe_a_client_tool_call
+from .test_events import owe_a_client_tool_call
 
 
 @pytest.fixture
