@@ -25,6 +25,12 @@ class ServerThread:
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self):
+        # A fresh channel layer for this server's event loop, as a production process has: the
+        # Redis layer's receive lock binds to the first loop that waits on it, and every test
+        # server runs a loop of its own.
+        from channels.layers import channel_layers
+
+        channel_layers.backends.clear()
         self.thread.start()
         deadline = time.monotonic() + 20
         while not self.server.started:
