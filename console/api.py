@@ -22,6 +22,7 @@ SERIALIZER_FIELDS = {
     "providers": lambda key: serializers.ListField(child=serializers.CharField(), help_text=key.description),
     "servers": lambda key: serializers.JSONField(allow_null=True, help_text=key.description),
     "connections": lambda key: serializers.JSONField(allow_null=True, help_text=key.description),
+    "plugins": lambda key: serializers.JSONField(allow_null=True, help_text=key.description),
     "milliseconds": lambda key: serializers.IntegerField(min_value=0, help_text=key.description),
     "choice": lambda key: serializers.ChoiceField(choices=list(key.choices), help_text=key.description),
 }

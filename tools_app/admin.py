@@ -26,6 +26,24 @@ def _ms_field(key):
     return forms.IntegerField(error_messages={"invalid": sentence, "required": sentence})
 
 
+class PluginsField(forms.MultipleChoiceField):
+    """plugins as the providers ticked to take none of the host's own tools (hostTools false)."""
+
+    def __init__(self):
+        super().__init__(choices=provider_choices, required=False, widget=forms.CheckboxSelectMultiple)
+
+    def prepare_value(self, value):
+        if isinstance(value, dict):
+            return [name for name, settings in value.items() if settings.get("hostTools") is False]
+        return value
+
+    def has_changed(self, initial, data):
+        return super().has_changed(self.prepare_value(initial), data)
+
+    def clean(self, value):
+        return {name: {"hostTools": False} for name in super().clean(value)} or None
+
+
 # How the admin edits each kind of value; labels and help texts come from the key. An object
 # valued kind is a RowsField: one row of a small form per entry.
 FORM_FIELDS = {
@@ -34,6 +52,7 @@ FORM_FIELDS = {
                                                        widget=forms.CheckboxSelectMultiple),
     "servers": lambda key: RowsField(ServerRowFormSet, to_rows, from_rows),
     "connections": lambda key: RowsField(ConnectionRowFormSet, connection_rows, connections_from_rows),
+    "plugins": lambda key: PluginsField(),
     "milliseconds": _ms_field,
     "choice": lambda key: forms.ChoiceField(choices=key.choices),
 }
@@ -42,6 +61,7 @@ FORM_HINTS = {
     "providers": "Tick none for every provider.",
     "servers": "One row per server; tick Delete to remove one, fill the empty row to add one. "
                "A saved server's check link lists its tools as a new session would.",
+    "plugins": "Tick the providers whose sessions take none of the host's own tools.",
     "connections": "One row per provider; a field applies to the providers its help names. Tick Delete to "
                    "remove one, fill the empty row to add one.",
 }

@@ -77,6 +77,10 @@ KEYS = (
         '"baseUrl", "apiKey", "wireApi", "model"} or {"githubToken"}, "acp": {"agent": "<an operator\'s ACP agent>"}}. '
         'The host\'s environment applies where a tenant sets nothing. Credentials read "<set>"; sent back so, they '
         "keep their stored values."),
+    Key("plugins", "plugins", "plugins", None, "Plugins",
+        'Per agent plugin (a provider id such as "claude"), {"hostTools": true or false}: whether its sessions take '
+        "the host's own tools (session, artifact, comment, Agent Merge, resource, terminal and wakeup tools), handed "
+        "to the agent as one MCP server. A plugin not named takes them."),
 )
 BY_WIRE = {key.wire: key for key in KEYS}
 
@@ -106,6 +110,25 @@ def _connections(key, value):
     problem = check_agent_connections(key.wire, value)
     if problem:
         raise ConfigInvalid(problem)
+    return value
+
+
+PLUGIN_SETTINGS = ("hostTools",)
+
+
+def _plugins(key, value):
+    if value is None:
+        return value
+    if not isinstance(value, dict) or not all(isinstance(name, str) and name for name in value):
+        raise ConfigInvalid(f"{key.wire} must be an object mapping plugin names to their settings.")
+    for name, settings in value.items():
+        if not isinstance(settings, dict):
+            raise ConfigInvalid(f"{key.wire}.{name} must be an object such as {{\"hostTools\": false}}.")
+        unknown = sorted(set(settings) - set(PLUGIN_SETTINGS))
+        if unknown:
+            raise ConfigInvalid(f"{key.wire}.{name}.{unknown[0]} is not a plugin setting; the one there is: hostTools.")
+        if "hostTools" in settings and not isinstance(settings["hostTools"], bool):
+            raise ConfigInvalid(f"{key.wire}.{name}.hostTools must be true or false.")
     return value
 
 
@@ -147,6 +170,9 @@ KINDS = {
     "connections": Kind(_connections, lambda key: models.JSONField(null=True, blank=True, help_text=key.help),
                         lambda key: {"type": "object", "additionalProperties": {"type": "object",
                                                                                 "title": "Agent connection"}}),
+    "plugins": Kind(_plugins, lambda key: models.JSONField(null=True, blank=True, help_text=key.help),
+                    lambda key: {"type": "object", "additionalProperties": {
+                        "type": "object", "title": "Plugin", "properties": {"hostTools": {"type": "boolean"}}}}),
     "milliseconds": Kind(_milliseconds,
                          lambda key: models.PositiveIntegerField(default=key.default, help_text=key.help),
                          lambda key: {"type": "number"}),

@@ -6,6 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from tools_app.admin import PluginsField
 from tools_app.config import HostConfig, wire_values
 from tools_app.agent_connection_rows import EDITED as CONNECTION_FIELDS, to_rows as to_connection_rows
 from tools_app.families.mcp_servers.forms import to_rows
@@ -48,6 +49,7 @@ def host_config_form(tenant, mcp_rows=None, agent_rows=None, **changes):
         "agentOrchestrationLimits": values["agentOrchestrationLimits"],
         "agentOrchestrationLimitsScope": values["agentOrchestrationLimitsScope"],
         "chatMovesEnabled": values["chatMoves.enabled"],
+        "plugins": PluginsField().prepare_value(values["plugins"]) or [],
         **(agent_rows if agent_rows is not None else connection_rows(*connections, initial=len(connections))),
         **changes,
     }

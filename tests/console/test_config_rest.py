@@ -7,6 +7,7 @@ from tools_app.models import HostConfig
 from tools_app.catalog.registry import Tool
 from tools_app.families.computers.tools import COMPUTER_TOOLS
 
+from ..ahp.mcp.helpers import tools_endpoint, with_mcp
 from ..ahp.protocol.harness import AhpClient
 
 
@@ -24,7 +25,7 @@ def test_it_reads_the_callers_tenant_config_under_wire_keys(acme, globex):
         "sessionTools": True, "sessionToolsProviders": [], "advancedTools": False, "mcpServers": None,
         "clientToolTimeoutMs": 600000, "clientToolCallDisconnectTimeoutMs": 30000,
         "agentOrchestrationLimits": "on", "agentOrchestrationLimitsScope": "tree", "chatMoves.enabled": True,
-            "agentConnections": None}
+            "agentConnections": None, "plugins": None}
     assert api(globex.tokens["root"]).get("/api/v1/config").json()["advancedTools"] is True
 
 
@@ -113,3 +114,21 @@ def test_the_openapi_schema_has_every_key_with_its_help_text(db):
     assert list(properties) == [key.wire for key in KEYS]
     assert properties["clientToolTimeoutMs"]["description"] == (
         "How long a client may take to run a tool before the call fails; 0 waits for ever. Default 600000.")
+
+
+def test_a_plugin_set_without_host_tools_loses_them_live_and_on_its_mcp_server(acme, host):
+    """plugins.<provider>.hostTools false: the provider's sessions take none of the host's own tools,
+    neither in serverTools nor on the session's MCP server (the one server they reach them by)."""
+    with AhpClient(host.port, acme.tokens["member"]) as client:
+        session = client.create_session()
+        before = [t["name"] for t in client.subscribe(session)["serverTools"]]
+        assert "list_sessions" in before
+        answer = api(acme.tokens["root"]).patch("/api/v1/config", {"plugins": {"echo": {"hostTools": False}}},
+                                                format="json")
+        assert answer.json()["plugins"] == {"echo": {"hostTools": False}}
+        assert client.action("session/serverToolsChanged")["action"]["tools"] == []
+        endpoint = tools_endpoint(host.port, acme.tokens["member"], session).json()
+        listed = with_mcp(endpoint["url"], endpoint["token"], lambda s: s.list_tools())
+        assert not {t.name for t in listed.tools} & set(before)
+        api(acme.tokens["root"]).patch("/api/v1/config", {"plugins": {"echo": {"hostTools": True}}}, format="json")
+        assert [t["name"] for t in client.action("session/serverToolsChanged")["action"]["tools"]] == before

@@ -21,7 +21,7 @@ def stdio_server(db):
 
 WIRE_KEYS = ("sessionTools", "sessionToolsProviders", "advancedTools", "mcpServers", "clientToolTimeoutMs",
              "clientToolCallDisconnectTimeoutMs", "agentOrchestrationLimits", "agentOrchestrationLimitsScope",
-             "chatMoves.enabled")
+             "chatMoves.enabled", "plugins")
 
 
 def test_it_shows_every_key_with_its_help_text(acme, tenant_admin):
@@ -92,6 +92,17 @@ def test_it_saves_values_through_the_config_checks(acme, tenant_admin):
     config = HostConfig.for_tenant(acme.tenant)
     assert (config.client_tool_timeout_ms, config.session_tools_providers) == (5000, ["echo", "acp"])
     assert (config.agent_orchestration_limits_scope, config.chat_moves_enabled) == ("session", False)
+
+
+def test_plugins_ticked_save_as_taking_none_of_the_hosts_tools(acme, tenant_admin):
+    page = tenant_admin.get(change_url(acme.tenant)).content.decode()
+    assert 'name="plugins" value="claude"' in page
+    assert tenant_admin.post(change_url(acme.tenant), host_config_form(acme.tenant, plugins=["claude"])).status_code == 302
+    assert HostConfig.for_tenant(acme.tenant).plugins == {"claude": {"hostTools": False}}
+    page = tenant_admin.get(change_url(acme.tenant)).content.decode()
+    assert 'name="plugins" value="claude" id="id_plugins_3" checked' in page
+    assert tenant_admin.post(change_url(acme.tenant), host_config_form(acme.tenant)).status_code == 302
+    assert HostConfig.for_tenant(acme.tenant).plugins == {"claude": {"hostTools": False}}  # kept when unchanged
 
 
 def test_it_shows_mcp_credentials_as_set_and_keeps_them_when_unchanged(acme, tenant_admin, stdio_server):

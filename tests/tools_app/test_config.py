@@ -42,6 +42,10 @@ def test_the_config_schema_names_choices_and_their_labels():
     ({"sessionToolsProviders": [""]}, "sessionToolsProviders must be a list of provider ids."),
     ({"agentOrchestrationLimits": "maybe"}, "agentOrchestrationLimits must be one of 'on', 'off'."),
     ({"mcpServers": {"x": {"command": "sh"}}}, "mcpServers.x: a tenant cannot name a command"),
+    ({"plugins": ["claude"]}, "plugins must be an object mapping plugin names to their settings."),
+    ({"plugins": {"claude": True}}, 'plugins.claude must be an object such as {"hostTools": false}.'),
+    ({"plugins": {"claude": {"hostTools": "no"}}}, "plugins.claude.hostTools must be true or false."),
+    ({"plugins": {"claude": {"tools": []}}}, "plugins.claude.tools is not a plugin setting; the one there is: hostTools."),
     ([], "config must be an object."),
 ])
 def test_a_bad_change_is_refused_naming_its_key(changes, sentence):

@@ -32,10 +32,13 @@ class HostSwitches:
     session_tools: bool = True
     session_tools_providers: tuple = ()
     advanced_tools: bool = False
+    without_host_tools: tuple = ()  # providers whose plugins.<name>.hostTools is false
 
     @classmethod
     def of(cls, config):
-        return cls(config.session_tools, tuple(config.session_tools_providers or ()), config.advanced_tools)
+        return cls(config.session_tools, tuple(config.session_tools_providers or ()), config.advanced_tools,
+                   tuple(sorted(name for name, settings in (config.plugins or {}).items()
+                                if settings.get("hostTools") is False)))
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,7 @@ def assemble_catalog(inputs: CatalogInputs) -> CatalogSnapshot:
     advanced_on = switches.advanced_tools
     session_group_on = session_tools_offered(switches, inputs.provider)
     in_tool_chat = inputs.chat_origin_kind == "tool"
+    host_tools_on = inputs.provider not in switches.without_host_tools
     allowlist = frozenset(inputs.allowlist)
     rules = tuple(inputs.permission_rules)
     session = inputs.session
@@ -150,6 +154,9 @@ def assemble_catalog(inputs: CatalogInputs) -> CatalogSnapshot:
         tool = binding.tool
         gate = tool.gate
         name = binding.name
+        if tool.source == "host" and not host_tools_on:
+            hidden.append(HiddenTool(name, tool.source, "host_tools_off", inputs.provider))
+            continue
         if gate & blocked:
             if gate & blocked & GATE_ADVANCED:
                 hidden.append(HiddenTool(name, tool.source, "advanced"))

@@ -7,6 +7,8 @@ HIDDEN_BECAUSE = {
     "session_tools_off": "{name} is a session tool, and sessionTools is off for this tenant.",
     "provider_scoping": "{name} is a session tool, and sessionToolsProviders does not include this session's "
                         "provider {provider}.",
+    "host_tools_off": "{name} is one of the host's own tools, and plugins.{provider}.hostTools is false for this "
+                      "tenant.",
     "allowlist": "{name} is not among the tools the session's agent definition allows.",
     "permission_rule": "The agent's permission rules deny {action} on every resource, so {name} is left out.",
     "not_enabled": "{name} is not enabled for this session: its isEnabledForSession check said no.",

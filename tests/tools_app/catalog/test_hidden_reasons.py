@@ -32,6 +32,8 @@ def reasons(snap):
      "new_chat is only offered in chats a person started, and this chat was started by a tool."),
     (ON, [Tool("per_chat", is_enabled_for_session=lambda session: False)], {},
      "per_chat is not enabled for this session: its isEnabledForSession check said no."),
+    (HostSwitches(without_host_tools=("echo",)), [Tool("list_sessions", group="session")], {},
+     "list_sessions is one of the host's own tools, and plugins.echo.hostTools is false for this tenant."),
     (ON, [Tool("lint"), Tool("grep")], {"allowlist": ("grep",)},
      "lint is not among the tools the session's agent definition allows."),
     (ON, [Tool("shell")], {"permission_rules": (PermissionRule("shell", "deny"),)},
@@ -69,3 +71,14 @@ def test_ticking_advanced_tools_moves_the_tool_from_hidden_to_offered():
     assert [(h.name, h.source, h.rule) for h in snapshot(tools).hidden] == [("computer", "plugin", "advanced")]
     offered = snapshot(tools, HostSwitches(advanced_tools=True))
     assert offered.names == ["computer"] and offered.hidden == ()
+
+
+def test_a_plugin_without_the_hosts_tools_keeps_plugin_mcp_and_client_tools():
+    tools = [Tool("list_sessions", group="session"), Tool("ahp_resource"), Tool("deploy", source="plugin"),
+             Tool("issues", source="mcp")]
+    clients = [{"clientId": "ide", "tools": [{"name": "pick"}]}]
+    off = snapshot(tools, HostSwitches(without_host_tools=("echo",)), clients=clients)
+    assert off.names == ["deploy", "ide__pick", "issues"]
+    assert [d["name"] for d in off.server_tools] == ["deploy"]
+    other_provider = snapshot(tools, HostSwitches(without_host_tools=("claude",)), clients=clients)
+    assert other_provider.names == ["list_sessions", "ahp_resource", "deploy", "ide__pick", "issues"]
