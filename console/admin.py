@@ -45,17 +45,17 @@ class RefusalReasonFilter(admin.SimpleListFilter):
 class AuditAdmin(TenantScopedAdmin):
     list_display = ("created", "person", "session_link", "chat_id", "tool_name", "source", "outcome_label",
                     "reason_label", "sentence", "duration")
-    list_filter = ("turn__chat__session__tenant", OutcomeFilter, RefusalReasonFilter, "source",
+    list_filter = ("tenant", OutcomeFilter, RefusalReasonFilter, "source",
                    ("tool_name", admin.AllValuesFieldListFilter),
                    ("turn__sender", admin.RelatedOnlyFieldListFilter), "created")
-    search_fields = ("tool_name", "turn__sender__username")
+    search_fields = ("tool_name", "turn__sender__username", "caller__username")
     date_hierarchy = "created"
     change_list_template = "admin/console/auditentry/change_list.html"
     list_per_page = 50
 
     def get_queryset(self, request):
         return (super().get_queryset(request).with_outcome()
-                .select_related("turn__sender", "turn__chat__session__tenant"))
+                .select_related("tenant", "caller", "turn__sender", "turn__chat__session"))
 
     def has_add_permission(self, request):
         return False
@@ -72,13 +72,15 @@ class AuditAdmin(TenantScopedAdmin):
 
     @admin.display(description="session")
     def session_link(self, call):
+        if not call.turn_id:
+            return "none (sessionless)"
         session = call.turn.chat.session
         return format_html('<a href="{}">{}</a>', reverse("admin:sessions_app_session_change", args=[session.pk]),
                            str(session))
 
     @admin.display(description="chat")
     def chat_id(self, call):
-        return str(call.turn.chat_id)
+        return str(call.turn.chat_id) if call.turn_id else "—"
 
     @admin.display(description="outcome", ordering="outcome")
     def outcome_label(self, call):

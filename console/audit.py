@@ -13,7 +13,8 @@ MESSAGE = "result__error__message"
 REFUSAL_REASONS = (
     ("grant", "grant", Q(**{f"{MESSAGE}__icontains": " may not "})),
     ("limit", "limit", Q(**{f"{MESSAGE}__startswith": "Refusing to"})),
-    ("availability", "availability", Q(**{f"{MESSAGE}__icontains": "only available in chats"})),
+    ("availability", "availability", Q(**{f"{MESSAGE}__icontains": "only available in chats"})
+     | Q(**{f"{MESSAGE}__icontains": "is not enabled without a session"})),
     ("unknown_tool", "unknown tool", Q(**{f"{MESSAGE}__startswith": "No tool named"})),
 )
 TIMED_OUT = Q(**{f"{MESSAGE}__icontains": " got no answer from "})
@@ -57,7 +58,7 @@ class AuditQuerySet(TenantScopedQuerySet):
 
     def for_audit(self):
         return (self.with_outcome()
-                .select_related("turn__sender", "turn__chat__session__tenant")
+                .select_related("tenant", "caller", "turn__sender", "turn__chat__session")
                 .order_by("-created"))
 
 
@@ -74,8 +75,9 @@ def duration_ms(call):
 
 
 def who(call):
-    sender = call.turn.sender
-    return sender.username if sender else "nobody"
+    """The turn's sender, or for a sessionless call its caller."""
+    person = call.turn.sender if call.turn_id else call.caller
+    return person.username if person else "nobody"
 
 
 CSV_COLUMNS = ("time", "tenant", "who", "session", "chat", "tool", "source", "contributor", "status",
@@ -83,8 +85,9 @@ CSV_COLUMNS = ("time", "tenant", "who", "session", "chat", "tool", "source", "co
 
 
 def csv_row(call):
-    chat = call.turn.chat
-    return (call.created.isoformat(), chat.session.tenant.slug, who(call), str(chat.session_id), str(chat.id),
+    chat = call.turn.chat if call.turn_id else None
+    return (call.created.isoformat(), call.tenant.slug, who(call), str(chat.session_id) if chat else "",
+            str(chat.id) if chat else "",
             call.tool_name, call.source, call.contributor_client_id, call.status, call.outcome,
             call.refusal_reason, refusal_sentence(call), "" if duration_ms(call) is None else duration_ms(call))
 

@@ -236,7 +236,12 @@ class ToolCall(models.Model):
     TERMINAL = ("completed", "cancelled")
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="tool_calls")
+    # A sessionless call (POST /api/v1/tools/<name>) has no turn: its tenant and caller say whose it is.
+    turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.CASCADE, related_name="tool_calls")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="tool_calls")
+    caller = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="+", help_text="Who called without a session; a turn's call names "
+                                                           "its turn's sender instead.")
     SOURCES = [("host", "host"), ("plugin", "plugin"), ("client", "client"), ("mcp", "MCP")]
 
     tool_name = models.CharField(max_length=128)
@@ -256,7 +261,7 @@ class ToolCall(models.Model):
     created = models.DateTimeField(default=timezone.now)
     completed = models.DateTimeField(null=True, blank=True)
 
-    tenant_path = "turn__chat__session__tenant"
+    tenant_path = "tenant"
     objects = TenantScopedManager()
 
     class Meta:

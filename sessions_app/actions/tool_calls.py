@@ -42,7 +42,8 @@ def do_begin_tool_call(turn, tool_name, arguments, display_name="", client_id=""
     turn = Turn.objects.select_related("chat__session").get(pk=turn.pk)
     now = timezone.now()
     deadline = now + timedelta(milliseconds=timeout_ms) if client_id and timeout_ms else None
-    call = ToolCall.objects.create(id=call_id or uuid.uuid4(), turn=turn, tool_name=tool_name, display_name=display_name or tool_name,
+    call = ToolCall.objects.create(id=call_id or uuid.uuid4(), turn=turn, tenant_id=turn.chat.session.tenant_id,
+                                   tool_name=tool_name, display_name=display_name or tool_name,
                                    input=arguments, contributor_client_id=client_id, deadline=deadline,
                                    timeout_ms=timeout_ms if deadline else 0, created=now, status="running",
                                    source=source or ("client" if client_id else ""))
@@ -57,6 +58,15 @@ def do_begin_tool_call(turn, tool_name, arguments, display_name="", client_id=""
         items.append((session.uri, {"type": "session/inputNeededSet", "request": client_execution_request(call)}, None))
     publish_many(session.tenant_id, items)
     return call
+
+
+def do_record_sessionless_call(principal, tool_name, arguments, result, source, started):
+    """A call through the sessionless door, ran or refused: audited like a turn's call, naming
+    the person and no session. Nobody subscribes to it, so nothing is published."""
+    return ToolCall.objects.create(tenant=principal.tenant, caller=principal.person, tool_name=tool_name,
+                                   display_name=tool_name, input=arguments if isinstance(arguments, dict) else {},
+                                   source=source, status="completed", result=result, created=started,
+                                   completed=timezone.now())
 
 
 def finish_call(call, result, origin=None):

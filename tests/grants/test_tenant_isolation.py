@@ -66,7 +66,7 @@ def test_every_tenant_owned_model_is_scoped_by_its_manager(acme, globex, session
     for session in sessions:
         chat = Chat.objects.create(session=session, is_default=True)
         turn = Turn.objects.create(chat=chat, text="hi")
-        ToolCall.objects.create(turn=turn, tool_name="list_sessions")
+        ToolCall.objects.create(turn=turn, tenant=turn.chat.session.tenant, tool_name="list_sessions")
     for model in (Session, Chat, Turn, ToolCall):
         rows = model.objects.for_tenant(acme.tenant)
         assert rows.count() == 1

@@ -1,6 +1,7 @@
 """The door for sessionless calls: `POST /api/v1/tools/<name>` with a bearer token and the
 tool's arguments as the JSON body. No session calls, so nothing is charged to a tree and what
 it makes is the caller's, with no parent."""
+from django.utils import timezone
 from jsonschema import Draft202012Validator
 from rest_framework import status
 from rest_framework.response import Response
@@ -9,6 +10,7 @@ from rest_framework.views import APIView
 from grants.algebra import holds
 from grants.models import Membership
 from kernel.refusals import Refused
+from sessions_app.actions.tool_calls import do_record_sessionless_call, failure
 
 from ...catalog.bounding import result_text
 from ...catalog.catalog import Caller, sessionless_tools
@@ -43,21 +45,36 @@ def refused(sentence, code):
     return Response({"error": sentence}, status=code)
 
 
+def not_enabled(name):
+    return f"{name} is not enabled without a session: its isEnabledForSession check said no."
+
+
 class SessionlessToolCall(APIView):
     def post(self, request, name):
-        principal = request.auth
-        tool = next((t for t in REGISTRY.tools if t.effective_name == name and t.sessionless), None)
-        if tool is None:
-            return refused(f'No tool named "{name}" may be called without a session.', status.HTTP_404_NOT_FOUND)
-        if not any(b.tool is tool for b in sessionless_tools((tool,), caller_of(principal))):
-            return refused(f"{principal.name} may not {tool.grant} here", status.HTTP_403_FORBIDDEN)
+        """Every call, ran or refused, is audited as a tool call naming the caller and no session."""
+        principal, started = request.auth, timezone.now()
         arguments = request.data if request.body else {}
+        tool = next((t for t in REGISTRY.tools if t.effective_name == name and t.sessionless), None)
+        answer, result = self.answer(principal, tool, name, arguments)
+        if result is None:
+            result = failure(name, answer.data["error"])
+        do_record_sessionless_call(principal, name, arguments, result, tool.source if tool else "", started)
+        return answer
+
+    def answer(self, principal, tool, name, arguments):
+        """(the response, the call's result or None when refused)."""
+        if tool is None:
+            return refused(f'No tool named "{name}" may be called without a session.', status.HTTP_404_NOT_FOUND), None
+        if not any(b.tool is tool for b in sessionless_tools((tool,), caller_of(principal))):
+            return refused(f"{principal.name} may not {tool.grant} here", status.HTTP_403_FORBIDDEN), None
+        if tool.is_enabled_for_session is not None and not tool.is_enabled_for_session(None):
+            return refused(not_enabled(name), status.HTTP_403_FORBIDDEN), None
         error = input_error(tool, arguments)
         if error:
-            return refused(error, status.HTTP_400_BAD_REQUEST)
+            return refused(error, status.HTTP_400_BAD_REQUEST), None
         try:
             value = tool.executor(ToolCallContext(principal, None, None, None, ""), arguments)
         except Refused as refusal:
-            return refused(refusal.sentence, REFUSAL_STATUS.get(refusal.kind, 400))
+            return refused(refusal.sentence, REFUSAL_STATUS.get(refusal.kind, 400)), None
         result = as_result(name, value)
-        return Response({"result": result, "text": result_text(result)})
+        return Response({"result": result, "text": result_text(result)}), result

@@ -2,7 +2,10 @@
 import pytest
 from rest_framework.test import APIClient
 
+from console.models import AuditEntry
 from sessions_app.models import Chat, OrchestrationCharge, Session
+from tools_app.catalog.host_tools import PLUGINS
+from tools_app.catalog.registry import Tool
 
 from .conftest import Place
 
@@ -90,3 +93,32 @@ def test_the_first_create_session_with_a_prompt_in_a_fresh_process_answers_and_r
             time.sleep(0.1)
         turn = Turn.objects.get(text="hello from nowhere")
         assert turn.state == "complete" and turn.response_parts[0]["content"] == "hello from nowhere"
+
+
+def test_every_sessionless_call_is_audited_naming_the_person_and_no_session(acme, tenant_admin):
+    assert post(acme.tokens["member"], "list_sessions").status_code == 200
+    post(acme.tokens["guest"], "send_message", {"session": "x", "message": "m"})
+    post(acme.tokens["member"], "nope")
+    calls = AuditEntry.objects.for_tenant(acme.tenant).with_outcome().order_by("created")
+    assert [(c.tool_name, c.caller, c.turn, c.outcome, c.refusal_reason) for c in calls] == [
+        ("list_sessions", acme.member, None, "ok", ""),
+        ("send_message", acme.guest, None, "refused", "grant"),
+        ("nope", acme.member, None, "refused", "unknown_tool")]
+    assert calls[1].result["error"]["message"] == "acme-guest may not session:write here"
+    page = tenant_admin.get("/admin/console/auditentry/?reason=grant").content.decode()
+    assert "acme-guest" in page and "none (sessionless)" in page
+    export = tenant_admin.get("/admin/console/auditentry/export.csv").content.decode()
+    assert "acme-member,,,list_sessions" in export
+
+
+def test_a_sessionless_call_respects_is_enabled_for_session(acme):
+    PLUGINS.set_tools([Tool("session_only", sessionless=True, executor=lambda context, arguments: "ran",
+                            is_enabled_for_session=lambda session: session is not None)])
+    try:
+        refused = post(acme.tokens["member"], "session_only")
+    finally:
+        PLUGINS.set_tools([])
+    assert (refused.status_code, refused.json()["error"]) == (
+        403, "session_only is not enabled without a session: its isEnabledForSession check said no.")
+    call = AuditEntry.objects.for_tenant(acme.tenant).with_outcome().get()
+    assert (call.outcome, call.refusal_reason) == ("refused", "availability")
