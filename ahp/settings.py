@@ -104,6 +104,10 @@ AHP_MAX_CONNECTIONS_PER_PERSON = _env_count("AHP_MAX_CONNECTIONS_PER_PERSON", 50
 
 # Proxies whose X-Forwarded-For names the client (the handshake throttle keys by it); none by default.
 AHP_TRUSTED_PROXIES = _env_networks("AHP_TRUSTED_PROXIES")
+# How often Agent Merge looks at each pull request it watches.
+AHP_AGENT_MERGE_POLL_SECONDS = _env_count("AHP_AGENT_MERGE_POLL_SECONDS", 60)
+# How long a pooled MCP client may sit unused before it is closed (a stdio server's process ends).
+AHP_MCP_IDLE_SECONDS = _env_count("AHP_MCP_IDLE_SECONDS", 300)
 
 INSTALLED_APPS = [
     "daphne",
@@ -225,6 +229,8 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-due-work": {"task": "sessions_app.tasks.sweep_due_work", "schedule": 5.0},
     "sweep-wakeups": {"task": "tools_app.families.wakeups.tasks.sweep_wakeups", "schedule": 5.0},
     "sweep-deferred-reruns": {"task": "tools_app.families.agent_merge.tasks.sweep_deferred_reruns", "schedule": 30.0},
+    # Each watch has its own due time (AHP_AGENT_MERGE_POLL_SECONDS); this only looks for due ones.
+    "watch-pull-requests": {"task": "tools_app.families.agent_merge.tasks.watch_pull_requests", "schedule": 15.0},
 }
 
 REST_FRAMEWORK = {

@@ -118,7 +118,8 @@ class FullToolOutput(models.Model):
 
 
 # The tool families' rows, models of this app kept beside the family they serve.
-from .families.agent_merge.models import AgentMergeConfig, AgentMergeRepair, CIEvidence, DeferredRerun  # noqa: E402,F401
+from .families.agent_merge.models import (  # noqa: E402,F401
+    AgentMergeConfig, AgentMergeRepair, CIEvidence, DeferredRerun, PullRequestWatch)
 from .families.comments.models import Annotation, Question  # noqa: E402,F401
 from .families.computers.models import Computer  # noqa: E402,F401
 from .families.mcp_servers.models import SessionMcpServers, StdioServer  # noqa: E402,F401

@@ -7,7 +7,7 @@ from django.utils import timezone
 from kernel.refusals import Refused
 from sessions_app import actions as session_actions
 
-from .models import AgentMergeConfig, AgentMergeRepair, CIEvidence, DeferredRerun
+from .models import AgentMergeConfig, AgentMergeRepair, CIEvidence, DeferredRerun, PullRequestWatch
 
 AGENT_MERGE_OPTIONS = {"addressReviews": "address_reviews", "fixCI": "fix_ci", "resolveConflicts": "resolve_conflicts",
                        "mergePullRequest": "merge_pull_request"}
@@ -24,6 +24,9 @@ def do_set_agent_merge(session, folder, enabled, options):
             setattr(config, column, options[wire])
     config.modified = timezone.now()
     config.save()
+    # On: its pull request is watched from the next sweep; off: the watch stops.
+    PullRequestWatch.objects.update_or_create(config=config, defaults={
+        "state": "watching" if enabled else "off", "due": timezone.now()})
     return config
 
 
@@ -55,3 +58,23 @@ def do_defer_rerun(repair, run_id, failed_jobs_only):
 def do_claim_deferred_rerun(deferred):
     """Mark a deferred rerun done; answers whether this caller claimed it (and so reruns it)."""
     return DeferredRerun.objects.filter(pk=deferred.pk, done=False).update(done=True) == 1
+
+
+def do_claim_watch(watch, now, next_due):
+    """Whether this caller polls `watch` now: it moves `due` on only if no other sweep did."""
+    return PullRequestWatch.objects.filter(pk=watch.pk, due=watch.due, state__in=PullRequestWatch.POLLED).update(
+        due=next_due) == 1
+
+
+def do_note_watch(watch, **fields):
+    """Record what a poll found (the pull request, a problem, the end of a repair)."""
+    PullRequestWatch.objects.filter(pk=watch.pk).update(**fields)
+
+
+@transaction.atomic
+def do_start_watch_repair(watch, principal, chat, text, pull_number, head_sha, failed_checks, review_threads):
+    turn = do_start_repair_turn(principal, chat, text, watch.repository, pull_number, failed_checks=failed_checks,
+                                review_threads=review_threads, head_sha=head_sha)
+    PullRequestWatch.objects.filter(pk=watch.pk).update(state="repairing", repair=turn.agent_merge_repair,
+                                                        repaired=True, last_problem="")
+    return turn

@@ -23,17 +23,21 @@ class GitHub:
             "Authorization": f"Bearer {token}", "Accept": "application/vnd.github+json",
             "X-GitHub-Api-Version": "2022-11-28"})
 
-    def _get(self, path):
-        return self._send("GET", path)
+    def _get(self, path, **kwargs):
+        return self._send("GET", path, **kwargs)
 
     def _post(self, path, **kwargs):
         return self._send("POST", path, **kwargs)
 
-    def _send(self, method, path, **kwargs):
+    def _send(self, method, path, missing_ok=False, **kwargs):
+        """The response; with `missing_ok`, None for a 404."""
         try:
-            return self._check(self.client.request(method, path, **kwargs))
+            response = self.client.request(method, path, **kwargs)
         except OutboundRefused as refused:
             raise GitHubError(refused.sentence) from None
+        if missing_ok and response.status_code == 404:
+            return None
+        return self._check(response)
 
     def _check(self, response):
         if response.status_code >= 400:
@@ -64,6 +68,64 @@ class GitHub:
             review = self._get(f"/repos/{repository}/pulls/{pull_number}/reviews/{review_id}").json()
             pending = review.get("state") == "PENDING"
         return {"id": reply.get("id"), "pending": pending}
+
+    def _put(self, path, **kwargs):
+        return self._send("PUT", path, **kwargs)
+
+    def pull_request(self, repository, pull_number):
+        """{number, state, merged, head_sha, base} of one pull request."""
+        pull = self._get(f"/repos/{repository}/pulls/{pull_number}").json()
+        return {"number": pull["number"], "state": pull.get("state"), "merged": bool(pull.get("merged")),
+                "head_sha": pull["head"]["sha"], "base": pull["base"]["ref"]}
+
+    def open_pull_request_for(self, repository, branch):
+        """The number of the open pull request from `branch`, or None."""
+        owner = repository.split("/")[0]
+        pulls = self._get(f"/repos/{repository}/pulls", params={"head": f"{owner}:{branch}", "state": "open"}).json()
+        return pulls[0]["number"] if pulls else None
+
+    def required_checks(self, repository, base):
+        """The check names branch protection requires on `base`; None when it requires none by name
+        (no protection): then every check counts."""
+        response = self._send("GET", f"/repos/{repository}/branches/{base}/protection/required_status_checks",
+                              missing_ok=True)
+        return None if response is None else set(response.json().get("contexts") or ())
+
+    def check_runs(self, repository, sha):
+        """[{name, status, conclusion, runId, jobId}] of the commit's check runs; an Actions check run
+        is a job, its details URL names its workflow run."""
+        runs = self._get(f"/repos/{repository}/commits/{sha}/check-runs", params={"per_page": 100}).json()
+        found = []
+        for run in runs.get("check_runs", ()):
+            url = run.get("details_url") or ""
+            run_id = url.split("/actions/runs/")[1].split("/")[0] if "/actions/runs/" in url else ""
+            found.append({"name": run["name"], "status": run.get("status"), "conclusion": run.get("conclusion"),
+                          "runId": run_id, "jobId": str(run["id"])})
+        return found
+
+    def unresolved_review_threads(self, repository, pull_number):
+        """[{threadId, commentId, path, body}] of the pull request's unresolved review threads."""
+        owner, name = repository.split("/")
+        query = ("query($owner: String!, $name: String!, $number: Int!) { repository(owner: $owner, name: $name) { "
+                 "pullRequest(number: $number) { reviewThreads(first: 100) { nodes { id isResolved "
+                 "comments(first: 1) { nodes { databaseId path body } } } } } } }")
+        answer = self._post("/graphql", json={"query": query, "variables": {
+            "owner": owner, "name": name, "number": pull_number}}).json()
+        if answer.get("errors"):
+            raise GitHubError(f"GitHub refused to list the review threads of {repository}#{pull_number}")
+        threads = answer["data"]["repository"]["pullRequest"]["reviewThreads"]["nodes"]
+        found = []
+        for thread in threads:
+            if thread["isResolved"]:
+                continue
+            first = (thread["comments"]["nodes"] or [{}])[0]
+            found.append({"threadId": thread["id"], "commentId": first.get("databaseId"), "path": first.get("path", ""),
+                          "body": first.get("body", "")})
+        return found
+
+    def merge(self, repository, pull_number, sha):
+        """Merge the pull request if its head is still `sha`."""
+        self._put(f"/repos/{repository}/pulls/{pull_number}/merge", json={"sha": sha})
 
     def resolve_thread(self, thread_node_id):
         query = ("mutation($id: ID!) { resolveReviewThread(input: {threadId: $id}) { thread { isResolved } } }")

@@ -83,3 +83,30 @@ class DeferredRerun(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["repair", "run_id"], name="deferred_rerun_once")]
+
+
+class PullRequestWatch(models.Model):
+    """Agent Merge watching one folder's pull request: polled when `due` by the sweep, which
+    claims the row by moving `due` on (a conditional UPDATE), so one worker polls it at a time.
+    While its repair turn runs it asks nothing; once that turn ends it watches the new head."""
+
+    STATES = [("watching", "watching"), ("repairing", "repairing"), ("merged", "merged"), ("closed", "closed"),
+              ("off", "off")]
+    POLLED = ("watching", "repairing")
+
+    config = models.OneToOneField(AgentMergeConfig, on_delete=models.CASCADE, related_name="watch")
+    state = models.CharField(max_length=9, choices=STATES, default="watching")
+    due = models.DateTimeField(default=timezone.now)
+    repository = models.CharField(max_length=200, blank=True, help_text="owner/name, read from the folder's origin.")
+    pull_number = models.PositiveIntegerField(null=True, blank=True)
+    repair = models.ForeignKey(AgentMergeRepair, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                               help_text="The repair turn it started last.")
+    repaired = models.BooleanField(default=False, help_text="Agent Merge changed the pull request (ifUnchanged).")
+    last_problem = models.TextField(blank=True, help_text="Why the last poll could not look, in a sentence.")
+
+    tenant_path = "config__session__tenant"
+    objects = TenantScopedManager()
+
+    class Meta:
+        indexes = [models.Index(fields=["due"], name="pr_watch_due", condition=models.Q(state__in=("watching",
+                                                                                                  "repairing")))]
