@@ -229,6 +229,21 @@ class PendingMessage(models.Model):
         return {"id": str(self.id), "message": {"text": self.text, "origin": {"kind": self.origin_kind}}}
 
 
+class ChatDraft(models.Model):
+    """The message a person is composing in a chat and has not sent (AHP ChatState.draft), with its
+    model selection: create_session reads the model from here when the calling chat names one."""
+
+    chat = models.OneToOneField(Chat, primary_key=True, on_delete=models.CASCADE, related_name="draft")
+    message = models.JSONField(help_text="The draft Message as the client sent it (text, model, agent, attachments).")
+    model = models.CharField(max_length=200, blank=True, help_text="Its model selection (the id).")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="+")
+    modified = models.DateTimeField(default=timezone.now)
+
+    tenant_path = "chat__session__tenant"
+    objects = TenantScopedManager()
+
+
 class ToolCall(models.Model):
     # A failed call is `completed` with `success: false` in its result, as on the wire.
     STATUSES = [("streaming", "streaming"), ("running", "running"), ("completed", "completed"),

@@ -3,7 +3,7 @@ from django.db.models import OuterRef, Q, Subquery
 
 from grants.algebra import holds
 
-from .models import ActiveClient, PendingMessage, Session, ToolCall, Turn, iso
+from .models import ActiveClient, ChatDraft, PendingMessage, Session, ToolCall, Turn, iso
 
 
 def status_after(last_turn_state):
@@ -121,6 +121,9 @@ def chat_state(chat):
     queued = [p.to_wire() for p in pending if p.delivery == "queue"]
     if queued:
         state["queuedMessages"] = queued
+    draft = ChatDraft.objects.filter(chat=chat).values_list("message", flat=True).first()
+    if draft is not None:
+        state["draft"] = draft
     return state
 
 

@@ -13,6 +13,7 @@ from typing import Callable
 from kernel.ids import parse_uuid
 from kernel.refusals import Refused
 from sessions_app import actions
+from sessions_app.actions.checks import check_message_text
 from sessions_app.channels import ROOT, annotations_session_at, chat_at, session_at
 from tools_app import actions as tool_actions
 from tools_app.families.comments import actions as comment_actions
@@ -81,6 +82,21 @@ def turn_started_fields(action):
     if model is not None and (not isinstance(model, str) or len(model) > 200):
         raise Refused("message.model must be a model id or {id}.", "invalid")
     return {"turn_id": turn_id, "text": text, "model": model or ""}
+
+
+def draft_fields(action):
+    """A draft is a Message, or absent to clear it; its model an id or {id}."""
+    draft = action.get("draft")
+    if draft is None:
+        return {"draft": None}
+    if not isinstance(draft, dict) or not isinstance(draft.get("text"), str):
+        raise Refused("chat/draftChanged needs draft.text, or no draft to clear it.", "invalid")
+    check_message_text(draft["text"])
+    model = draft.get("model")
+    model = model.get("id") if isinstance(model, dict) else model
+    if model is not None and (not isinstance(model, str) or len(model) > 200):
+        raise Refused("draft.model must be a model id or {id}.", "invalid")
+    return {"draft": draft}
 
 
 def pending_message_fields(action):
@@ -209,6 +225,9 @@ CLIENT_ACTIONS = {
         lambda p, client, chat, a, f, origin: actions.do_set_pending_message(
             p, chat, f["message_id"], f["kind"], f["text"], origin),
         then=run_the_turn),
+    "chat/draftChanged": ClientAction(
+        "chat", "session:read", draft_fields,
+        lambda p, client, chat, a, f, origin: actions.do_set_chat_draft(p, chat, f["draft"], origin)),
     "chat/pendingMessageRemoved": ClientAction(
         "chat", "session:read", pending_removal_fields,
         lambda p, client, chat, a, f, origin: actions.do_remove_pending_message(

@@ -1,7 +1,7 @@
 """Every change to sessions, chats, turns, tool calls and clients: one `do_*` function each, in
 the module of its noun, which checks the grant, writes in one transaction and publishes the AHP
 action(s) clients see. Callers outside sessions_app use the names here."""
-from .chats import do_archive_chat, do_create_chat, do_dispose_chat, do_rename_chat
+from .chats import do_archive_chat, do_create_chat, do_dispose_chat, do_rename_chat, do_set_chat_draft
 from .checks import MAX_MESSAGE_CHARS, check_message_text, check_working_directory, require
 from .clients import (
     do_close_connection, do_open_connection, do_release_client, do_remove_active_client, do_set_active_client,

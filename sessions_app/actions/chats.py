@@ -1,11 +1,11 @@
-"""Chats of a session: created, renamed, archived, disposed."""
+"""Chats of a session: created, renamed, archived, disposed; the draft a person composes in one."""
 from django.db import transaction
 from django.utils import timezone
 
 from kernel.refusals import Refused
 
 from ..events.log import publish
-from ..models import Chat, iso
+from ..models import Chat, ChatDraft, iso
 from ..state import chat_summary
 from .checks import MAX_TITLE_CHARS, check_quota, check_title, require, touch
 from .sessions import do_set_title
@@ -72,3 +72,23 @@ def do_archive_chat(principal, chat):
     session = chat.session
     touch(session)
     publish(session.tenant_id, session.uri, {"type": "session/chatRemoved", "chat": chat.uri})
+
+
+@transaction.atomic
+def do_set_chat_draft(principal, chat, draft, origin=None):
+    """chat/draftChanged: the chat's draft becomes `draft` (a Message whose model is an id or
+    {id}), or is cleared when None. A draft is not a change of the chat: modifiedAt stays."""
+    require(principal, "chat:draft", chat.session)
+    if draft is None:
+        ChatDraft.objects.filter(chat=chat).delete()
+        action = {"type": "chat/draftChanged"}
+    else:
+        ChatDraft.objects.update_or_create(chat=chat, defaults={
+            "message": draft, "model": draft_model(draft), "author": principal.person, "modified": timezone.now()})
+        action = {"type": "chat/draftChanged", "draft": draft}
+    publish(chat.session.tenant_id, chat.uri, action, origin)
+
+
+def draft_model(draft):
+    model = draft.get("model")
+    return (model.get("id") if isinstance(model, dict) else model) or ""

@@ -96,3 +96,33 @@ def test_a_guest_may_not_queue_messages(acme, host, member):
         guest.dispatch(chat, pending("queued", str(uuid.uuid4()), "hi"))
         assert guest.action("chat/pendingMessageSet", rejected=True)["rejectionReason"] == (
             "acme-guest may not chat:send here")
+
+
+def test_a_draft_is_kept_shown_to_every_subscriber_and_cleared(acme, host, member):
+    session = member.create_session()
+    chat = default_chat(member, session)
+    before = member.subscribe(chat)
+    draft = {"text": "half a thought", "model": {"id": "echo-1"}, "origin": {"kind": "user"}}
+    member.dispatch(chat, {"type": "chat/draftChanged", "draft": draft})
+    assert member.action("chat/draftChanged")["action"]["draft"] == draft
+    with AhpClient(host.port, acme.tokens["member"], "second-window") as other:
+        state = other.subscribe(chat)
+        assert state["draft"] == draft and state["modifiedAt"] == before["modifiedAt"]
+        member.dispatch(chat, {"type": "chat/draftChanged"})
+        assert "draft" not in other.action("chat/draftChanged")["action"]
+    assert "draft" not in member.subscribe(chat)
+
+
+def test_a_bad_draft_or_a_reader_s_draft_is_rejected_and_changes_nothing(acme, host, member):
+    session = member.create_session()
+    chat = default_chat(member, session)
+    member.subscribe(chat)
+    member.dispatch(chat, {"type": "chat/draftChanged", "draft": {"model": "x"}})
+    assert member.action("chat/draftChanged", rejected=True)["rejectionReason"] == (
+        "chat/draftChanged needs draft.text, or no draft to clear it.")
+    with AhpClient(host.port, acme.tokens["guest"], "guest-client") as guest:
+        guest.subscribe(chat)
+        guest.dispatch(chat, {"type": "chat/draftChanged", "draft": {"text": "mine"}})
+        assert guest.action("chat/draftChanged", rejected=True)["rejectionReason"] == (
+            "acme-guest may not chat:draft here")
+    assert "draft" not in member.subscribe(chat)

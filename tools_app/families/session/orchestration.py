@@ -11,7 +11,7 @@ from grants.models import Principal
 from kernel.refusals import Refused
 from sessions_app import actions
 from sessions_app.actions import Orchestration, require
-from sessions_app.models import ChatBackend, Session, Turn
+from sessions_app.models import ChatBackend, ChatDraft, Session, Turn
 
 from ...models import HostConfig
 from ...sessions import capture_servers, check_definition, do_end_session
@@ -67,12 +67,15 @@ def choose_agent(context, arguments):
 
 
 def calling_model(context):
-    """The calling chat's model: its running turn's, else its last turn's that named one. (The
-    host keeps no drafts, so a draft's model is never the one.)"""
+    """The calling chat's model: its running turn's, else its draft's (the message being composed
+    there), else its last turn's that named one."""
     if context.turn is not None and getattr(context.turn, "model", ""):
         return context.turn.model
     if context.chat is None:
         return None
+    drafted = ChatDraft.objects.filter(chat=context.chat).exclude(model="").values_list("model", flat=True).first()
+    if drafted:
+        return drafted
     return (Turn.objects.filter(chat=context.chat).exclude(model="").order_by("-started")
             .values_list("model", flat=True).first())
 

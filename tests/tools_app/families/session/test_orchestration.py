@@ -216,6 +216,10 @@ def test_the_new_work_takes_the_calling_chats_model_running_turn_first(make_plac
     caller.turn.model = ""
     made = caller.call("create_session", relationship="independent", prompt="p", title="t")
     assert Session.objects.get(pk=made["session"].split("/")[-1]).config == {"model": "wt-2"}
+    # The message being composed in the calling chat names a model: it comes before the last turn's.
+    actions.do_set_chat_draft(caller.principal, caller.chat, {"text": "next", "model": {"id": "wt-4"}})
+    made = caller.call("create_session", relationship="independent", prompt="p", title="t")
+    assert Session.objects.get(pk=made["session"].split("/")[-1]).config == {"model": "wt-4"}
 
 
 def test_create_session_current_session_applies_its_config_to_the_new_chat(make_place, worktree_agent):
