@@ -20,7 +20,9 @@ LIST_SESSIONS_SCHEMA = {"type": "object", "properties": {
 }}
 CREATE_SESSION_SCHEMA = {"type": "object", "properties": {
     "relationship": {"type": "string", "enum": ["currentSession", "independent"],
-                     "description": "`currentSession`: a new chat in this session; `independent`: a session of its own."},
+                     "default": "currentSession",
+                     "description": "`currentSession` (the default): a new chat in this session; `independent`: a "
+                                    "session of its own (the default when no session calls)."},
     "prompt": {"type": "string", "description": "Initial prompt to send to the new chat or session."},
     "workspace": {"type": "string", "description": "Absolute folder path or URI the new session works in."},
     "worktree": {"type": "boolean", "description": "Work in an isolated Git worktree of `workspace`."},
@@ -28,7 +30,7 @@ CREATE_SESSION_SCHEMA = {"type": "object", "properties": {
     "model": {"type": "string", "description": "Model id or name; defaults to the current chat's."},
     "agent": {"type": "string", "description": "The agent (provider id) to start; see list_agents."},
     "config": {"type": "object", "description": "Settings for the agent, checked against its schema."},
-}, "required": ["relationship", "prompt", "title"]}
+}, "required": ["prompt", "title"]}
 RENAME_CHAT_SCHEMA = {"type": "object", "properties": {
     "session": {"type": "string", "description": f"Optional owning session: {SESSION_REF}."},
     "chat": {"type": "string", "description": "The chat to rename (a chat link); omit to rename this chat."},

@@ -126,7 +126,8 @@ def _folder_uri(text):
 def create_session(context, arguments):
     principal = context.principal
     require_write(principal, context.session)
-    relationship = arguments["relationship"]
+    # As the reference host: a new chat here unless asked otherwise; a sessionless caller has no "here".
+    relationship = arguments.get("relationship", "currentSession" if context.session is not None else "independent")
     agent = choose_agent(context, arguments)
     config = session_config(context, arguments, agent)
     orchestration = orchestration_of(context)

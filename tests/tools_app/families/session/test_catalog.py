@@ -72,4 +72,4 @@ def test_create_session_offers_the_agents_the_host_can_start_as_an_enum(place, w
     monkeypatch.setenv("AHP_ACP_AGENT_COMMAND", "/usr/bin/true")
     definition = next(d for d in catalog_for_chat(place.chat).definitions if d["name"] == "create_session")
     assert definition["inputSchema"]["properties"]["agent"]["enum"] == ["echo", "acp", worktree_agent]
-    assert definition["inputSchema"]["required"] == ["relationship", "prompt", "title"]
+    assert definition["inputSchema"]["required"] == ["prompt", "title"]  # relationship defaults to currentSession

@@ -232,3 +232,10 @@ def test_create_session_current_session_applies_its_config_to_the_new_chat(make_
     assert ChatBackend.objects.get(chat=chat).config == {"effort": "high", "model": "wt-4"}
     first = Turn.objects.get(chat=chat)
     assert state.chat_state(chat)["activeTurn"]["message"]["model"] == {"id": "wt-4"} and first.model == "wt-4"
+
+
+def test_create_session_without_a_relationship_makes_a_chat_here_as_the_reference_does(place):
+    made = place.call("create_session", prompt="help", title="Helper")
+    assert made["relationship"] == "currentSession"
+    chat = Chat.objects.get(pk=made["chat"].split("/")[-1])
+    assert (chat.session, chat.origin_kind) == (place.session, "tool")

@@ -1,4 +1,6 @@
 """Sessionless callers: `POST /api/v1/tools/<name>` with a bearer token."""
+import json
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -122,3 +124,9 @@ def test_a_sessionless_call_respects_is_enabled_for_session(acme):
         403, "session_only is not enabled without a session: its isEnabledForSession check said no.")
     call = AuditEntry.objects.for_tenant(acme.tenant).with_outcome().get()
     assert (call.outcome, call.refusal_reason) == ("refused", "availability")
+
+
+def test_a_sessionless_create_session_without_a_relationship_makes_a_session_of_its_own(acme):
+    answer = post(acme.tokens["member"], "create_session", {"title": "t", "prompt": "p"})
+    assert answer.status_code == 200
+    assert json.loads(answer.json()["text"])["relationship"] == "independent"
