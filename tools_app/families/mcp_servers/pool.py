@@ -4,10 +4,14 @@ A stdio server keeps running in its session's sandbox between calls instead of b
 for each one; an http server keeps its MCP session. Every pooled session lives on one event
 loop this module owns, so a turn on any loop (the ASGI server's, a Celery worker's own) may use
 it. A connection that failed a call is replaced on the next one; a session's connections
-close when the session ends."""
+close when the session ends, here or (seen by the reaper) in another process, and any connection
+unused for AHP_MCP_IDLE_SECONDS closes too: its stdio server's process ends."""
 import asyncio
 import logging
 import threading
+
+from django.conf import settings
+from django.db import connection
 
 from sandbox.outbound import acheck_url
 from tools_app.credentials import scrubbed, secret_values
@@ -18,6 +22,7 @@ from .servers import fingerprint, revealed
 logger = logging.getLogger(__name__)
 
 CALL_TIMEOUT_SECONDS = 120
+LONGEST_REAP_PAUSE_SECONDS = 30
 
 
 class Pooled:
@@ -28,6 +33,8 @@ class Pooled:
         self.ready = asyncio.get_running_loop().create_future()
         self.stop = asyncio.Event()
         self.task = None
+        self.in_use = 0
+        self.last_used = asyncio.get_running_loop().time()
 
 
 class ClientPool:
@@ -41,12 +48,17 @@ class ClientPool:
             if self.loop is None:
                 self.loop = asyncio.new_event_loop()
                 threading.Thread(target=self.loop.run_forever, name="mcp-pool", daemon=True).start()
+                asyncio.run_coroutine_threadsafe(self._reap_forever(), self.loop)
             return self.loop
 
     async def use(self, session, name, entry, work, timeout=CALL_TIMEOUT_SECONDS):
         """`await work(client_session)` on the pooled connection to `session`'s server `name`."""
         future = asyncio.run_coroutine_threadsafe(self._use(session, name, entry, work, timeout), self._loop())
         return await asyncio.wrap_future(future)
+
+    def reap_now(self):
+        """Run the reaper once, now (what its timer does every so often), and wait for it."""
+        asyncio.run_coroutine_threadsafe(self.reap(), self._loop()).result(30)
 
     def close_session(self, session_id):
         """Close every connection held for the session (its servers stop with their sandbox)."""
@@ -55,6 +67,7 @@ class ClientPool:
 
     async def _use(self, session, name, entry, work, timeout):
         pooled = await self._connection(session, name, entry)
+        pooled.in_use += 1
         try:
             if entry.get("type") == "http":
                 # Each use, as the allow-list says now: a kept connection outlives a withdrawal.
@@ -65,6 +78,9 @@ class ClientPool:
             # the next call connects afresh.
             self._drop(pooled)
             raise scrubbed(failure, secret_values(revealed(entry)))
+        finally:
+            pooled.in_use -= 1
+            pooled.last_used = asyncio.get_running_loop().time()
 
     async def _connection(self, session, name, entry):
         key = (str(session.id), name)
@@ -101,6 +117,39 @@ class ClientPool:
         for key, pooled in list(self.held.items()):
             if key[0] == session_id:
                 self._drop(pooled)
+
+    async def _reap_forever(self):
+        while True:
+            await asyncio.sleep(min(LONGEST_REAP_PAUSE_SECONDS, settings.AHP_MCP_IDLE_SECONDS / 2))
+            try:
+                await self.reap()
+            except Exception:  # noqa: BLE001 - a failed look (the database away) waits for the next
+                logger.exception("The MCP pool could not look for idle connections")
+
+    async def reap(self):
+        """Close connections nobody used for AHP_MCP_IDLE_SECONDS, and those of sessions that no
+        longer exist (disposed by another process, whose close never reached this one)."""
+        now = asyncio.get_running_loop().time()
+        for key, pooled in list(self.held.items()):
+            if not pooled.in_use and now - pooled.last_used >= settings.AHP_MCP_IDLE_SECONDS:
+                logger.info("Closing MCP server %s of session %s: unused for %ds", key[1], key[0],
+                            now - pooled.last_used)
+                self._drop(pooled)
+        held_sessions = {key[0] for key in self.held}
+        if not held_sessions:
+            return
+        alive = await asyncio.get_running_loop().run_in_executor(None, existing_sessions, held_sessions)
+        for session_id in held_sessions - alive:
+            self._close_session(session_id)
+
+
+def existing_sessions(session_ids):
+    from sessions_app.models import Session
+
+    try:
+        return {str(pk) for pk in Session.objects.filter(id__in=session_ids).values_list("id", flat=True)}
+    finally:
+        connection.close()  # an executor thread's own connection; it may not run again for long
 
 
 POOL = ClientPool()

@@ -6,10 +6,12 @@ import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import uvicorn
 
+from tools_app.families.mcp_servers.pool import POOL
 from tools_app.families.mcp_servers.server_tools import effective_servers
 from tools_app.families.mcp_servers.servers import revealed, usable_servers
 from tools_app.models import SessionMcpServers, StdioServer
@@ -251,3 +253,51 @@ def test_a_client_plugin_folder_is_never_read_from_the_hosts_disk(acme, host, tm
                          describe="the host recording what the client answered")
         assert row.client_servers == {"ide": {}}
         assert effective_servers(Session.objects.get(id=uri.split("/")[-1])) is None
+
+
+def tiny_server_processes(script_dir):
+    """The pids of running tiny servers started from `script_dir` (their command line names it)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and str(script_dir) in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def call_tiny_once(acme, host, tiny_server):
+    set_config(host.port, acme.tokens["root"], mcpServers={"tiny": tiny_server})
+    alice = AhpClient(host.port, acme.tokens["member"])
+    uri = alice.create_session()
+    listed(uri, "tiny")
+    chat = default_chat(alice, uri)
+    alice.subscribe(chat)
+    assert alice.reply_to(alice.start_turn(chat, '/call tiny_shout {"text": "hi"}'), timeout=40) == "HI"
+    return alice, uri
+
+
+def test_a_pooled_stdio_server_left_unused_past_the_idle_timeout_is_closed(acme, host, tiny_server, tmp_path,
+                                                                           settings):
+    alice, uri = call_tiny_once(acme, host, tiny_server)
+    with alice:
+        assert tiny_server_processes(tmp_path)  # kept running between calls
+        settings.AHP_MCP_IDLE_SECONDS = 300
+        POOL.reap_now()
+        assert tiny_server_processes(tmp_path)  # not idle long enough
+        settings.AHP_MCP_IDLE_SECONDS = 1
+        time.sleep(1.1)  # the idle time itself is what is tested
+        POOL.reap_now()
+        wait_until(lambda: not tiny_server_processes(tmp_path), describe="the idle stdio server ending")
+        chat = default_chat(alice, uri)
+        assert alice.reply_to(alice.start_turn(chat, '/call tiny_shout {"text": "again"}'), timeout=40) == "AGAIN"
+
+
+def test_a_stdio_server_of_a_session_disposed_elsewhere_is_closed(acme, host, tiny_server, tmp_path):
+    alice, uri = call_tiny_once(acme, host, tiny_server)
+    with alice:
+        assert tiny_server_processes(tmp_path)
+        Session.objects.filter(id=uri.split("/")[-1]).delete()  # as another process disposing it would
+        POOL.reap_now()
+        wait_until(lambda: not tiny_server_processes(tmp_path), describe="the orphaned stdio server ending")
