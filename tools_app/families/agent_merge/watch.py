@@ -6,7 +6,6 @@ when mergePullRequest says so.
 
 The repository and branch are read from the folder's `.git` files, never by running git: a
 tenant's folder is data to the host, not a program."""
-import logging
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -23,7 +22,6 @@ from sessions_app.models import Chat
 from . import actions, github
 from .models import PullRequestWatch
 
-logger = logging.getLogger(__name__)
 
 GITHUB_REMOTE = re.compile(r"github\.com[:/]+([\w.-]+/[\w.-]+?)(?:\.git)?/?$")
 NO_GIT = "The folder is not a Git checkout of a GitHub repository (no github.com origin and branch in its .git)."
