@@ -197,3 +197,17 @@ def test_a_git_config_symlinked_out_of_the_workspace_is_not_read(acme, workspace
     watch = watching(session_in(acme, folder))
     assert sweep_watches() == {watch.pk: "cannot"}
     assert github_server.requests == []
+
+
+def test_a_conflict_with_the_base_is_asked_to_be_resolved_only_with_resolve_conflicts(acme, workspace, github_server):
+    github_server.pull["mergeable_state"] = "dirty"
+    github_server.check_runs = [{**run, "conclusion": "success"} for run in github_server.check_runs]
+    github_server.threads = []
+    session = session_in(acme, checkout(workspace))
+    watch = watching(session, resolveConflicts=False, mergePullRequest="always")
+    assert sweep_watches() == {watch.pk: "not mergeable"}  # never merged while it conflicts
+    watching(session, resolveConflicts=True)
+    assert sweep_watches() == {watch.pk: "repairing"}
+    turn = Turn.objects.get(chat__session=session, origin_kind="automation")
+    assert "- It conflicts with main: merge main into the branch, resolve the conflicts, push." in turn.text
+    assert turn.agent_merge_repair.conflicts_with == "main"

@@ -32,13 +32,14 @@ def do_set_agent_merge(session, folder, enabled, options):
 
 @transaction.atomic
 def do_start_repair_turn(principal, chat, text, repository, pull_number, failed_checks=(), review_threads=(),
-                         head_sha=""):
+                         head_sha="", conflicts_with=""):
     """Agent Merge begins a repair turn and records exactly what it may touch."""
     turn, pending = session_actions.do_send_message(principal, chat, text, origin_kind="automation")
     if turn is None:
         raise Refused("The chat is busy; Agent Merge repairs only in a free chat.", "conflict")
     AgentMergeRepair.objects.create(turn=turn, repository=repository, pull_number=pull_number, head_sha=head_sha,
-                                    failed_checks=list(failed_checks), review_threads=list(review_threads))
+                                    failed_checks=list(failed_checks), review_threads=list(review_threads),
+                                    conflicts_with=conflicts_with)
     return turn
 
 
@@ -72,9 +73,10 @@ def do_note_watch(watch, **fields):
 
 
 @transaction.atomic
-def do_start_watch_repair(watch, principal, chat, text, pull_number, head_sha, failed_checks, review_threads):
+def do_start_watch_repair(watch, principal, chat, text, pull_number, head_sha, failed_checks, review_threads,
+                          conflicts_with):
     turn = do_start_repair_turn(principal, chat, text, watch.repository, pull_number, failed_checks=failed_checks,
-                                review_threads=review_threads, head_sha=head_sha)
+                                review_threads=review_threads, head_sha=head_sha, conflicts_with=conflicts_with)
     PullRequestWatch.objects.filter(pk=watch.pk).update(state="repairing", repair=turn.agent_merge_repair,
                                                         repaired=True, last_problem="")
     return turn

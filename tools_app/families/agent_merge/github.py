@@ -73,10 +73,12 @@ class GitHub:
         return self._send("PUT", path, **kwargs)
 
     def pull_request(self, repository, pull_number):
-        """{number, state, merged, head_sha, base} of one pull request."""
+        """{number, state, merged, head_sha, base, conflicts} of one pull request; `conflicts` when
+        GitHub says it cannot be merged cleanly into its base (mergeable_state "dirty")."""
         pull = self._get(f"/repos/{repository}/pulls/{pull_number}").json()
         return {"number": pull["number"], "state": pull.get("state"), "merged": bool(pull.get("merged")),
-                "head_sha": pull["head"]["sha"], "base": pull["base"]["ref"]}
+                "head_sha": pull["head"]["sha"], "base": pull["base"]["ref"],
+                "conflicts": pull.get("mergeable_state") == "dirty"}
 
     def open_pull_request_for(self, repository, branch):
         """The number of the open pull request from `branch`, or None."""

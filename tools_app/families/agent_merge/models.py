@@ -45,6 +45,8 @@ class AgentMergeRepair(models.Model):
     head_sha = models.CharField(max_length=64, blank=True)
     failed_checks = models.JSONField(default=list, help_text="[{name, runId, jobIds: [...]}]")
     review_threads = models.JSONField(default=list, help_text="Unresolved thread ids it may answer.")
+    conflicts_with = models.CharField(max_length=255, blank=True,
+                                      help_text="The base branch whose merge conflicts it was asked to resolve.")
 
     tenant_path = "turn__chat__session__tenant"
     objects = TenantScopedManager()

@@ -1,8 +1,8 @@
 """The Agent Merge watcher: for each folder with Agent Merge on, its pull request is polled through
-the GitHub adapter by a row-driven sweep. Failed required checks (fixCI) and unresolved review
-threads (addressReviews) start a repair turn asked to fix exactly those; while it runs nothing
-more is asked; once it ends the new head is watched. Green, with nothing unresolved, it merges
-when mergePullRequest says so.
+the GitHub adapter by a row-driven sweep. Failed required checks (fixCI), unresolved review
+threads (addressReviews) and merge conflicts with the base (resolveConflicts) start a repair
+turn asked to fix exactly those; while it runs nothing more is asked; once it ends the new head
+is watched. Green, with nothing unresolved, it merges when mergePullRequest says so.
 
 The repository and branch are read from the folder's `.git` files, never by running git: a
 tenant's folder is data to the host, not a program."""
@@ -94,9 +94,12 @@ def failed_required_checks(hub, repository, pull):
     return list(failed.values()), pending or missing
 
 
-def repair_text(repository, pull_number, checks, threads):
+def repair_text(repository, pull_number, checks, threads, conflicts_with):
     """What the repair turn is asked: exactly these, nothing else."""
     lines = [f"Agent Merge: pull request {repository}#{pull_number} needs these fixed, and nothing else."]
+    if conflicts_with:
+        lines.append(f"- It conflicts with {conflicts_with}: merge {conflicts_with} into the branch, resolve the "
+                     f"conflicts, push.")
     for check in checks:
         lines.append(f"- The required check {check['name']} failed (workflow run {check['runId']}, jobs "
                      f"{', '.join(check['jobIds'])}): read its log with readAgentMergeCI, fix the cause, push.")
@@ -142,10 +145,13 @@ def poll(watch):
     failed, running = failed_required_checks(hub, repository, pull)
     checks = failed if config.fix_ci else []
     threads = hub.unresolved_review_threads(repository, number) if config.address_reviews else []
-    if checks or threads:
-        return start_repair(watch, pull, checks, threads)
+    conflicts_with = pull["base"] if config.resolve_conflicts and pull["conflicts"] else ""
+    if checks or threads or conflicts_with:
+        return start_repair(watch, pull, checks, threads, conflicts_with)
     if failed or running:
         return "waiting for checks"
+    if pull["conflicts"]:
+        return "not mergeable"
     if merges_now(watch):
         hub.merge(repository, number, pull["head_sha"])
         actions.do_note_watch(watch, state="merged")
@@ -153,20 +159,20 @@ def poll(watch):
     return "green"
 
 
-def start_repair(watch, pull, checks, threads):
+def start_repair(watch, pull, checks, threads, conflicts_with):
     """A repair turn in the session's main chat, for its owner; a busy chat is tried at the next poll.
     The same problems on the same head are asked once: a repair that pushed nothing is not repeated."""
     last = watch.repair
     if last is not None and last.head_sha == pull["head_sha"] and last.failed_checks == checks and (
-            last.review_threads == threads):
+            last.review_threads == threads and last.conflicts_with == conflicts_with):
         return "already asked"
     session = watch.config.session
     chat = Chat.objects.filter(session=session, is_default=True).first()
     principal = Principal.for_person(session.tenant, session.owner)
-    text = repair_text(watch.repository, pull["number"], checks, threads)
+    text = repair_text(watch.repository, pull["number"], checks, threads, conflicts_with)
     try:
         turn = actions.do_start_watch_repair(watch, principal, chat, text, pull["number"], pull["head_sha"],
-                                             checks, threads)
+                                             checks, threads, conflicts_with)
     except Refused as busy:
         actions.do_note_watch(watch, last_problem=busy.sentence)
         return "busy"
