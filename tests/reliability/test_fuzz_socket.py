@@ -95,6 +95,9 @@ def action_fields(places, client_id):
         "chat/pendingMessageRemoved": {"kind": fuzzed(st.sampled_from(["steering", "queued"])), "id": places.uuid_text},
         "chat/queuedMessagesReordered": {"order": fuzzed(st.lists(places.uuid_text, max_size=3))},
         "chat/truncated": {"turnId": places.uuid_text},
+        "chat/draftChanged": {"draft": fuzzed(st.fixed_dictionaries(
+            {"text": texts}, optional={"model": fuzzed(st.fixed_dictionaries({"id": texts})),
+                                       "attachments": json_values}))},
         "chat/toolCallResultConfirmed": {**turn, "approved": json_values},
         "chat/inputAnswerChanged": {"requestId": texts, "questionId": texts, "answer": json_values},
         "chat/inputCompleted": {"requestId": texts, "response": texts, "answers": json_values},
