@@ -15,6 +15,11 @@ from ..state import client_execution_request, confirmation_request
 from .checks import client_taken, require
 
 
+# A call's lock is its own row: its turn is nullable (a sessionless call has none), and PostgreSQL
+# locks no row on the nullable side of the outer join select_related makes.
+LOCK_THE_CALL = ("self",)
+
+
 def failure(tool_name, message, text=None):
     return {"success": False, "pastTenseMessage": f"{tool_name} failed", "error": {"message": message},
             "content": [{"type": "text", "text": text or message}]}
@@ -89,7 +94,7 @@ def finish_call(call, result, origin=None):
 def cancel_open_calls(turn):
     """The turn was cancelled: every call it still waits on ends with a cancelled result (a
     question to the person leaves the session's inputNeeded too)."""
-    calls = ToolCall.objects.select_for_update().select_related("turn__chat__session").filter(
+    calls = ToolCall.objects.select_for_update(of=LOCK_THE_CALL).select_related("turn__chat__session").filter(
         turn=turn, completed__isnull=True)
     for call in calls:
         asked = call.confirmation == "asked"
@@ -104,7 +109,7 @@ def cancel_open_calls(turn):
 
 
 def locked_open_call(call_id):
-    return (ToolCall.objects.select_for_update().select_related("turn__chat__session")
+    return (ToolCall.objects.select_for_update(of=LOCK_THE_CALL).select_related("turn__chat__session")
             .filter(id=call_id, completed__isnull=True).first())
 
 
@@ -144,7 +149,7 @@ def do_client_complete_tool_call(principal, client_id, chat, turn_id, tool_call_
     with transaction.atomic():
         require(principal, "chat:tool", chat.session)
         _check_result(result)
-        call = (ToolCall.objects.select_for_update().select_related("turn__chat__session")
+        call = (ToolCall.objects.select_for_update(of=LOCK_THE_CALL).select_related("turn__chat__session")
                 .filter(id=tool_call_id, turn_id=turn_id, turn__chat=chat).first())
         if call is None:
             raise Refused(f"No tool call {tool_call_id} in turn {turn_id} of this chat.", "not_found")
@@ -185,7 +190,7 @@ def do_expire_tool_call(call_id):
 def do_ask_about_tool_call(call_id, title):
     """A running call asks the person first: back to pending-confirmation, and waiting in the
     session's inputNeeded until do_confirm_tool_call."""
-    call = ToolCall.objects.select_for_update().select_related("turn__chat__session").get(id=call_id)
+    call = ToolCall.objects.select_for_update(of=LOCK_THE_CALL).select_related("turn__chat__session").get(id=call_id)
     call.confirmation, call.confirmation_title = "asked", title
     call.save(update_fields=["confirmation", "confirmation_title"])
     publish_many(call.turn.chat.session.tenant_id, [
@@ -198,7 +203,7 @@ def do_ask_about_tool_call(call_id, title):
 @transaction.atomic
 def do_confirm_tool_call(call_id, approved, origin=None):
     """The person's answer to a call's question (chat/toolCallConfirmed)."""
-    call = ToolCall.objects.select_for_update().select_related("turn__chat__session").get(id=call_id)
+    call = ToolCall.objects.select_for_update(of=LOCK_THE_CALL).select_related("turn__chat__session").get(id=call_id)
     call.confirmation = "user-action" if approved else "denied"
     call.save(update_fields=["confirmation"])
     answer = {"approved": approved, **({"confirmed": "user-action"} if approved else {"reason": "denied"})}
