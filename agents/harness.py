@@ -18,7 +18,8 @@ def harness_dir():
 
 
 def executable(path):
-    return str(path) if path and os.path.isfile(path) and os.access(path, os.X_OK) else None
+    """The program's real path: the sandbox binds real paths, so a symlinked var/harness works too."""
+    return os.path.realpath(path) if path and os.path.isfile(path) and os.access(path, os.X_OK) else None
 
 
 def claude_cli():

@@ -24,7 +24,8 @@ from sessions_app import actions
 from sessions_app.models import ChatBackend, ToolCall, Turn
 
 from .catalog.bounding import bound_result, result_text
-from .catalog.loader import catalog_for_chat
+from .catalog.catalog import assemble_catalog
+from .catalog.loader import catalog_for_chat, catalog_inputs
 from .catalog.validation import ToolRefusal, input_problem
 from .families.mcp_servers.server_tools import runnable_session_servers
 from .actions import do_keep_full_output
@@ -79,6 +80,23 @@ class ChatToolbox:
 
     async def names(self):
         return (await self.snapshot()).names
+
+    async def tool_origin_names(self):
+        """The catalog's names in a chat a tool call starts (a sub-agent's): no userChats tools."""
+        return await database_sync_to_async(lambda: assemble_catalog(catalog_inputs(self.session, "tool")).names)()
+
+    async def start_subagent(self, tool_name, arguments, title, prompt):
+        """A harness's sub-agent begins: its call shows in this chat and it works in a worker chat
+        of its own. The sub-agent's toolbox and the id of the call that started it."""
+        def start():
+            return actions.do_start_subagent(self.principal(), self.turn, tool_name, arguments, title, prompt)
+        call, turn = await database_sync_to_async(start)()
+        return ChatToolbox(turn), call.id
+
+    @staticmethod
+    async def end_subagent(call_id, subagent, report, failed=False):
+        """The sub-agent's turn and the call that started it end with its `report`."""
+        await database_sync_to_async(actions.do_end_subagent)(call_id, subagent.turn.id, report, failed)
 
     async def agent_definition(self):
         """The tenant's agent definition the session names (its model, instructions, tools policy), or None."""

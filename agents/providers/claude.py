@@ -8,14 +8,23 @@ host's, plugins' and configured servers' tools, run by the host) and `client` (t
 connected clients, named `<clientId>__<name>`, which their client runs while the harness
 waits), so it sees `mcp__host__<name>` and `mcp__client__<clientId>__<name>`. Every call goes
 through the toolbox: it shows in the chat with its catalog name and source, and a refused call
-goes back to the model as the refusal sentence. None of the CLI's own built-in tools is offered.
+goes back to the model as the refusal sentence.
+
+Of the CLI's own built-ins, only its Agent tool is offered, for one sub-agent, `worker`: each
+Agent call shows in the chat and opens a chat of its own (origin: that call), where the
+sub-agent's calls show and are checked against the tool-origin catalog, which is also all its
+definition lists (no userChats tools). The SDK's MCP servers serve every agent of the CLI, so a
+call is attributed by its tool_use id: the CLI names it in the call's request, and the message
+stream says which Agent call's sub-agent produced it.
 """
+import asyncio
 import logging
 import os
 from collections import deque
 
-from claude_agent_sdk import (AssistantMessage, ClaudeAgentOptions, ClaudeSDKClient, ClaudeSDKError,
-                              ResultMessage, StreamEvent, TextBlock)
+from claude_agent_sdk import (AgentDefinition, AssistantMessage, ClaudeAgentOptions, ClaudeSDKClient,
+                              ClaudeSDKError, HookMatcher, ResultMessage, StreamEvent, TextBlock, ToolResultBlock,
+                              ToolUseBlock, UserMessage)
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
 from mcp import types
 from mcp.server.lowlevel import Server
@@ -33,8 +42,18 @@ NO_CLI = not_installed("claude", "the Claude Code CLI (npm @anthropic-ai/claude-
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 # What the CLI needs besides its model connection; no telemetry, no update checks.
 CLI_ENVIRONMENT = {"CLAUDE_CODE_ENTRYPOINT": "sdk-py", "CLAUDE_CODE_SDK_READS_SESSION_STATE": "1",
-                   "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
+                   "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
+                   # A sub-agent answers within its Agent call (not in the background), and only the host's runs.
+                   "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1", "CLAUDE_CODE_DISABLE_EXPLORE_PLAN_AGENTS": "1"}
 STDERR_LINES = 20
+SUBAGENT = "worker"
+AGENT_TOOL = "Agent"  # Claude Code's sub-agent tool; "Task" is its older name
+NOT_OUR_SUBAGENT = f'Only the host\'s sub-agent runs here: call {AGENT_TOOL} with subagent_type "{SUBAGENT}".'
+SUBAGENT_STOPPED = "The sub-agent stopped with the turn that started it."
+UNATTRIBUTED = "The host could not tell which agent made this call, so it did not run."
+# How long a call waits for the message stream to say which agent made it (it is written before the call).
+ATTRIBUTION_SECONDS = 30
+TOOL_USE_META = "claudecode/toolUseId"
 
 
 class HarnessStopped(RuntimeError):
@@ -47,7 +66,8 @@ def stopped_sentence(error, stderr):
 
 
 def tool_server(name, definitions, answer):
-    """An in-process MCP server offering `definitions`, each call answered by `answer`."""
+    """An in-process MCP server offering `definitions`, each call answered by `answer(name,
+    arguments, tool_use_id)`."""
     server = Server(name)
     tools = [types.Tool(name=d["name"], title=d.get("title"), description=d.get("description") or d["name"],
                         inputSchema=d.get("inputSchema") or {"type": "object"}) for d in definitions]
@@ -59,7 +79,9 @@ def tool_server(name, definitions, answer):
     # The host checks inputs itself, so a bad one is refused with the host's sentence.
     @server.call_tool(validate_input=False)
     async def call_tool(tool_name, arguments):
-        text, failed = await answer(tool_name, arguments or {})
+        meta = server.request_context.meta
+        tool_use_id = (meta.model_extra or {}).get(TOOL_USE_META) if meta is not None else None
+        text, failed = await answer(tool_name, arguments or {}, tool_use_id)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=failed)
 
     return {"type": "sdk", "name": name, "instance": server}
@@ -87,6 +109,82 @@ class Streamed:
         self.new_message = False
         self.pieces.append(piece)
         await self.toolbox.stream(piece)
+
+
+def deny(sentence):
+    """A PreToolUse hook's answer: the call does not run, and the model reads `sentence`."""
+    return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                   "permissionDecisionReason": sentence}}
+
+
+def block_text(content):
+    if isinstance(content, list):
+        return "\n".join(c.get("text", "") for c in content if c.get("type") == "text")
+    return content or ""
+
+
+class Agents:
+    """One turn's agents, the turn's own and each sub-agent an Agent call started, and which of
+    them made each tool call (so it runs, shows and is checked in that agent's chat)."""
+
+    def __init__(self, toolbox, snapshot):
+        self.toolbox, self.snapshot = toolbox, snapshot
+        self.parents = {}  # tool_use id -> the Agent call's tool_use id whose sub-agent made it (None: the turn's)
+        self.subagents = {}  # an Agent call's tool_use id -> (its sub-agent's toolbox, snapshot, the host's call id)
+        self.noted = asyncio.Condition()
+
+    async def note(self, message):
+        """An assistant message from the stream: whose its tool calls are."""
+        for block in message.content:
+            if isinstance(block, ToolUseBlock):
+                self.parents[block.id] = message.parent_tool_use_id
+        async with self.noted:
+            self.noted.notify_all()
+
+    async def answer(self, name, arguments, tool_use_id):
+        try:
+            async with self.noted:
+                await asyncio.wait_for(self.noted.wait_for(lambda: tool_use_id in self.parents), ATTRIBUTION_SECONDS)
+        except asyncio.TimeoutError:
+            return UNATTRIBUTED, True
+        parent = self.parents[tool_use_id]
+        if parent is None:
+            return await self.toolbox.answer(self.snapshot, name, arguments)
+        if parent not in self.subagents:
+            return UNATTRIBUTED, True
+        subagent, snapshot, _ = self.subagents[parent]
+        return await subagent.answer(snapshot, name, arguments)
+
+    async def start(self, hook_input, tool_use_id, context):
+        """An Agent call is about to run (PreToolUse): its sub-agent's chat opens, or it is denied."""
+        arguments = hook_input.get("tool_input") or {}
+        if arguments.get("subagent_type") != SUBAGENT:
+            return deny(NOT_OUR_SUBAGENT)
+        try:
+            subagent, call_id = await self.toolbox.start_subagent(
+                hook_input["tool_name"], arguments, arguments.get("description") or "Sub-agent",
+                arguments.get("prompt") or "")
+        except Refused as refusal:
+            return deny(refusal.sentence)
+        self.subagents[hook_input["tool_use_id"]] = (subagent, await subagent.snapshot(), call_id)
+        return {}
+
+    async def finish(self, message):
+        """A user message in the turn's own thread: an Agent call's result ends its sub-agent."""
+        if message.parent_tool_use_id is not None or isinstance(message.content, str):
+            return
+        for block in message.content:
+            if isinstance(block, ToolResultBlock) and block.tool_use_id in self.subagents:
+                subagent, _, call_id = self.subagents.pop(block.tool_use_id)
+                # Its final report, as the CLI hands it back (it streams no sub-agent's closing words).
+                report = block_text(block.content)
+                await self.toolbox.end_subagent(call_id, subagent, report, bool(block.is_error))
+
+    async def stop(self):
+        """The turn is over: a sub-agent still open ends with it."""
+        subagents, self.subagents = self.subagents, {}
+        for subagent, _, call_id in subagents.values():
+            await self.toolbox.end_subagent(call_id, subagent, SUBAGENT_STOPPED, failed=True)
 
 
 async def no_prompt():
@@ -134,19 +232,29 @@ class ClaudeProvider:
         """NO_CLI while Claude Code is not installed: no turn could start."""
         return None if claude_cli() else NO_CLI
 
-    def options(self, cli, snapshot, toolbox, connection, definition):
-        async def answer(name, arguments):
-            return await toolbox.answer(snapshot, name, arguments)
-
+    def options(self, cli, agents, subagent_names, connection, definition):
+        snapshot, toolbox = agents.snapshot, agents.toolbox
         host, client = [], []
         for tool in snapshot.definitions:
             (client if snapshot.bindings[tool["name"]].client_id else host).append(tool)
+
+        def offered(name):
+            return f"mcp__{CLIENT_SERVER if snapshot.bindings[name].client_id else HOST_SERVER}__{name}"
+
         instructions = "\n\n".join([f"You are the agent of AHP session {toolbox.session.uri}, run by an AHP host.",
                                     *snapshot.instructions, *([definition.instructions] if definition else [])])
+        worker = AgentDefinition(
+            description="Works on a task you hand it, with the session's tools, in a chat of its own; answers what it found.",
+            prompt=f"You are a sub-agent in AHP session {toolbox.session.uri}: do the task you are given with your "
+                   "tools and answer with what you found.",
+            tools=[offered(name) for name in subagent_names if name in snapshot.bindings], background=False)
         return ClaudeAgentOptions(
-            cli_path=cli, tools=[], setting_sources=[], allowed_tools=[f"mcp__{HOST_SERVER}", f"mcp__{CLIENT_SERVER}"],
-            mcp_servers={HOST_SERVER: tool_server(HOST_SERVER, host, answer),
-                         CLIENT_SERVER: tool_server(CLIENT_SERVER, client, answer)},
+            cli_path=cli, tools=[AGENT_TOOL], setting_sources=[],
+            allowed_tools=[f"mcp__{HOST_SERVER}", f"mcp__{CLIENT_SERVER}"],
+            mcp_servers={HOST_SERVER: tool_server(HOST_SERVER, host, agents.answer),
+                         CLIENT_SERVER: tool_server(CLIENT_SERVER, client, agents.answer)},
+            agents={SUBAGENT: worker},
+            hooks={"PreToolUse": [HookMatcher(matcher=f"{AGENT_TOOL}|Task", hooks=[agents.start])]},
             system_prompt={"type": "preset", "preset": "claude_code", "append": instructions},
             model=(definition.model if definition else "") or connection.get("model") or None,
             include_partial_messages=True,
@@ -157,8 +265,9 @@ class ClaudeProvider:
         if cli is None:
             raise Refused(NO_CLI, "no_agent")
         connection = await toolbox.agent_connection(self.id, model_connection())
-        snapshot = await toolbox.snapshot()
-        options = self.options(cli, snapshot, toolbox, connection, await toolbox.agent_definition())
+        agents = Agents(toolbox, await toolbox.snapshot())
+        options = self.options(cli, agents, await toolbox.tool_origin_names(), connection,
+                               await toolbox.agent_definition())
         stderr = deque(maxlen=STDERR_LINES)
         options.stderr = stderr.append
         sandbox = session_sandbox(toolbox.session, destinations=[destination(connection["baseUrl"])])
@@ -173,7 +282,11 @@ class ClaudeProvider:
                     if isinstance(message, StreamEvent) and message.parent_tool_use_id is None:
                         await streamed.take(message.event)
                     elif isinstance(message, AssistantMessage):
-                        replies.extend(block.text for block in message.content if isinstance(block, TextBlock))
+                        await agents.note(message)
+                        if message.parent_tool_use_id is None:
+                            replies.extend(block.text for block in message.content if isinstance(block, TextBlock))
+                    elif isinstance(message, UserMessage):
+                        await agents.finish(message)
                     elif isinstance(message, ResultMessage):
                         self.conversations[toolbox.session.id] = message.session_id
                         # An interrupted turn ends as an error: the turn is already over, cancelled.
@@ -181,4 +294,6 @@ class ClaudeProvider:
                             raise RuntimeError(message.result or f"The claude harness ended the turn: {message.subtype}.")
         except ClaudeSDKError as error:
             raise HarnessStopped(stopped_sentence(error, list(stderr))) from error
+        finally:
+            await agents.stop()
         return streamed.text or "\n\n".join(reply for reply in replies if reply)

@@ -13,8 +13,9 @@ from sessions_app.models import Chat, ToolCall
 from tools_app.catalog.loader import catalog_for_chat
 
 from ..ahp.protocol.harness import AhpClient, default_chat
-from ..ahp.protocol.test_client_tools import announce, complete
-from .model_server import Hold, ModelServer, Text, tool_result_text, use_tool
+from ..ahp.protocol.test_client_tools import OPEN_FILE, announce, complete
+from ..ahp.protocol.test_worker_chats import PICK
+from .model_server import Hold, ModelServer, Text, ToolUse, tool_result_text, use_tool
 
 needs_cli = pytest.mark.skipif(claude_cli() is None, reason=f"needs the Claude Code CLI: {NO_CLI}")
 HARNESS_PROGRAM = os.path.realpath(claude_cli() or "claude")
@@ -56,8 +57,8 @@ def test_a_claude_turn_calls_a_host_tool_and_a_client_tool_and_reads_their_resul
         assert alice.reply_to(turn, timeout=90) == "Both done; the last said: opened README.md"
 
     first, second, third = model.agent_requests()
-    # Exactly the chat's snapshot, none of the CLI's built-ins.
-    assert sorted(first.tool_names) == offered(chat)
+    # Exactly the chat's snapshot, and of the CLI's built-ins only its sub-agent tool.
+    assert sorted(first.tool_names) == sorted([*offered(chat), "Agent"])
     assert {"mcp__host__add", "mcp__client__ide__open_file"} <= set(first.tool_names)
     assert first.last_user_text() == "add, then open the readme"
     assert second.tool_results() == ["42"]
@@ -203,3 +204,36 @@ def test_the_reply_streams_into_the_chat_as_a_part_then_deltas(acme, host, model
 @needs_cli
 def test_cancelling_a_turn_interrupts_claude_and_the_next_turn_answers(acme, host, model):
     cancel_a_turn_waiting_on_a_client_tool(acme, host, model, "claude", HARNESS_PROGRAM)
+
+
+@pytest.mark.e2e
+@needs_cli
+def test_claudes_sub_agent_works_in_a_tool_origin_chat_without_user_chat_tools(acme, host, host_tools, model):
+    task = {"description": "Sum", "prompt": "add 2 and 3", "subagent_type": "worker"}
+    model.add(ToolUse("Agent", task), use_tool("add", {"a": 2, "b": 3}), tool_result_text("Sub-agent: "),
+              tool_result_text("Parent heard: "))
+    with AhpClient(host.port, acme.tokens["member"], "alice") as alice, \
+            AhpClient(host.port, acme.tokens["member"], "ide") as ide:
+        session = alice.create_session(provider="claude")
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        announce(ide, session, OPEN_FILE, PICK)
+        turn = alice.start_turn(chat, "delegate the sum")
+        agent_call = alice.action("chat/toolCallStart", turnId=turn, timeout=90)["action"]
+        reply = alice.reply_to(turn, timeout=90)
+        worker = next(c for c in alice.subscribe(session)["chats"] if c["resource"] != chat)
+
+    assert worker["origin"] == {"kind": "tool", "chat": chat, "toolCallId": agent_call["toolCallId"]}
+    assert (agent_call["toolName"], agent_call["displayName"]) == ("Agent", "Sum")
+    assert reply.startswith("Parent heard: ") and "Sub-agent: 5" in reply
+    parent, subagent, subagent_after, _ = model.agent_requests()
+    assert "mcp__client__ide__pick" in parent.tool_names
+    assert subagent.last_user_text() == "add 2 and 3"
+    assert "mcp__client__ide__pick" not in subagent.tool_names
+    assert {"mcp__host__add", "mcp__client__ide__open_file"} <= set(subagent.tool_names)
+    assert subagent_after.tool_results() == ["5"]
+    # The sub-agent's call shows in its own chat; the parent's chat shows the Agent call, answered.
+    worker_calls = ToolCall.objects.filter(turn__chat_id=worker["resource"].split("/")[-1])
+    assert [(c.tool_name, c.status, c.result["success"]) for c in worker_calls] == [("add", "completed", True)]
+    assert [(c.tool_name, c.status) for c in ToolCall.objects.filter(turn_id=turn)] == [("Agent", "completed")]
+    assert "Sub-agent: 5" in worker_calls[0].turn.response_parts[-1]["content"]
