@@ -1,7 +1,7 @@
 """The `claude` provider: Claude Code, through the Claude Agent SDK, answers the turns.
 
 Each turn starts the Claude Code CLI inside the session's sandbox (only the session's folders,
-no host environment, and only the model endpoint reachable) and resumes the session's Claude
+no host environment, and only the model endpoint reachable) and resumes the chat's Claude
 conversation, which the CLI keeps in the sandbox's home. The model is offered exactly the
 chat's catalog snapshot at the turn's start, as two in-process SDK MCP servers: `host` (the
 host's, plugins' and configured servers' tools, run by the host) and `client` (tools of
@@ -32,6 +32,7 @@ from mcp.server.lowlevel import Server
 from kernel.refusals import Refused
 from sandbox.bubblewrap import session_sandbox
 
+from ..conversations import do_keep_conversation, resumed_conversation
 from ..harness import RunningTurns, claude_cli, destination, not_installed
 
 logger = logging.getLogger(__name__)
@@ -216,7 +217,6 @@ class ClaudeProvider:
     models = ({"id": "claude", "provider": PROVIDER_ID, "name": "Claude Code"},)
 
     def __init__(self):
-        self.conversations = {}  # AHP session id -> the Claude session id its turns resume
         self.turns = RunningTurns()
 
     async def cancel(self, session_id):
@@ -232,7 +232,7 @@ class ClaudeProvider:
         """NO_CLI while Claude Code is not installed: no turn could start."""
         return None if claude_cli() else NO_CLI
 
-    def options(self, cli, agents, subagent_names, connection, definition):
+    def options(self, cli, agents, subagent_names, connection, definition, conversation):
         snapshot, toolbox = agents.snapshot, agents.toolbox
         host, client = [], []
         for tool in snapshot.definitions:
@@ -258,7 +258,7 @@ class ClaudeProvider:
             system_prompt={"type": "preset", "preset": "claude_code", "append": instructions},
             model=(definition.model if definition else "") or connection.get("model") or None,
             include_partial_messages=True,
-            resume=self.conversations.get(toolbox.session.id))
+            resume=conversation)
 
     async def run_turn(self, text, toolbox):
         cli = claude_cli()
@@ -267,7 +267,7 @@ class ClaudeProvider:
         connection = await toolbox.agent_connection(self.id, model_connection())
         agents = Agents(toolbox, await toolbox.snapshot())
         options = self.options(cli, agents, await toolbox.tool_origin_names(), connection,
-                               await toolbox.agent_definition())
+                               await toolbox.agent_definition(), await resumed_conversation(toolbox.chat.id, self.id))
         stderr = deque(maxlen=STDERR_LINES)
         options.stderr = stderr.append
         sandbox = session_sandbox(toolbox.session, destinations=[destination(connection["baseUrl"])])
@@ -288,7 +288,7 @@ class ClaudeProvider:
                     elif isinstance(message, UserMessage):
                         await agents.finish(message)
                     elif isinstance(message, ResultMessage):
-                        self.conversations[toolbox.session.id] = message.session_id
+                        await do_keep_conversation(toolbox.chat.id, self.id, message.session_id)
                         # An interrupted turn ends as an error: the turn is already over, cancelled.
                         if message.is_error and toolbox.session.id not in self.turns.interrupted:
                             raise RuntimeError(message.result or f"The claude harness ended the turn: {message.subtype}.")

@@ -3,7 +3,7 @@ and AgentDefinitions run on the same SDK.
 
 A turn starts the Copilot CLI inside the session's sandbox (only the session's folders, no host
 environment, only the model endpoint reachable), on a BYOK provider (an OpenAI-compatible, Azure
-or Anthropic endpoint the operator configures), and resumes the session's Copilot conversation,
+or Anthropic endpoint the operator configures), and resumes the chat's Copilot conversation,
 which the CLI keeps in the sandbox's home. The chat's catalog snapshot at the turn's start is
 handed over as SDK custom tools whose handlers call the toolbox: every call shows in the chat
 with its catalog name and source, client tools go to their client while the CLI waits, and a
@@ -31,6 +31,7 @@ from copilot.tools import Tool, ToolResult
 from kernel.refusals import Refused
 from sandbox.bubblewrap import session_sandbox
 
+from ..conversations import do_keep_conversation, resumed_conversation
 from ..harness import RunningTurns, copilot_cli, destination, not_installed
 
 logger = logging.getLogger(__name__)
@@ -159,7 +160,6 @@ class GitHubCopilotProvider:
         self.session_fs = session_fs
         self.github_token = github_token
         self._clients = {}
-        self.conversations = {}  # AHP session id -> the Copilot session id its turns resume
         self.turns = RunningTurns()
 
     def agent_info(self):
@@ -204,13 +204,13 @@ class GitHubCopilotProvider:
                    "working_directory": sandbox.working_directory}
         if connection.get("baseUrl"):
             options["provider"] = byok_provider(connection)
-        conversation = self.conversations.get(toolbox.session.id)
+        conversation = await resumed_conversation(toolbox.chat.id, self.id)
         try:
             if conversation:
                 session = await client.resume_session(conversation, **options)
             else:
                 session = await client.create_session(**options)
-            self.conversations[toolbox.session.id] = session.session_id
+            await do_keep_conversation(toolbox.chat.id, self.id, session.session_id)
             streamed = Streamed(toolbox)
             session.on(streamed.take)
             try:

@@ -7,7 +7,9 @@ import time
 
 import pytest
 
+from agents import registry
 from agents.harness import claude_cli
+from agents.models import HarnessConversation
 from agents.providers.claude import NO_CLI
 from sessions_app.models import Chat, ToolCall
 from tools_app.catalog.loader import catalog_for_chat
@@ -237,3 +239,20 @@ def test_claudes_sub_agent_works_in_a_tool_origin_chat_without_user_chat_tools(a
     assert [(c.tool_name, c.status, c.result["success"]) for c in worker_calls] == [("add", "completed", True)]
     assert [(c.tool_name, c.status) for c in ToolCall.objects.filter(turn_id=turn)] == [("Agent", "completed")]
     assert "Sub-agent: 5" in worker_calls[0].turn.response_parts[-1]["content"]
+
+
+@pytest.mark.e2e
+@needs_cli
+def test_a_turn_after_a_restart_resumes_the_chats_claude_conversation(acme, host, model):
+    model.add(Text("first answer"), Text("second answer"))
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        chat = default_chat(alice, alice.create_session(provider="claude"))
+        alice.subscribe(chat)
+        assert alice.reply_to(alice.start_turn(chat, "remember 17"), timeout=90) == "first answer"
+        registry.build()  # the providers a restarted (or another) process has: nothing in memory
+        assert alice.reply_to(alice.start_turn(chat, "what was it?"), timeout=90) == "second answer"
+    first, second = model.agent_requests()
+    assert second.last_user_text() == "what was it?"
+    assert "remember 17" in str(second.body["messages"]) and "first answer" in str(second.body["messages"])
+    conversation = HarnessConversation.objects.get(chat_id=chat.split("/")[-1])
+    assert conversation.provider == "claude" and conversation.conversation_id
