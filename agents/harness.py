@@ -44,6 +44,18 @@ def not_installed(agent, package, variable):
             f"Run `{INSTALL}` (npm, into var/harness) or set {variable} to its executable.")
 
 
+def permission_title(name, command=None):
+    return f"Allow the agent to run `{command}`?" if command else f"Allow the agent's {name}?"
+
+
+async def builtin_permission(toolbox, connection, name, arguments, command=None):
+    """None when the harness may run its own built-in `name` (the tenant's agentConnections entry
+    approves all, or the person allows it: an AHP tool confirmation), else the sentence its model reads."""
+    if connection.get("permissions") == "approve-all":
+        return None
+    return await toolbox.ask_permission(name, arguments, permission_title(name, command))
+
+
 def destination(url):
     """The (host, port) a sandbox must reach for `url`."""
     parts = urlparse(url)

@@ -10,7 +10,14 @@ waits), so it sees `mcp__host__<name>` and `mcp__client__<clientId>__<name>`. Ev
 through the toolbox: it shows in the chat with its catalog name and source, and a refused call
 goes back to the model as the refusal sentence.
 
-Of the CLI's own built-ins, only its Agent tool is offered, for one sub-agent, `worker`: each
+Of the CLI's own built-ins, the session's agent definition's built-in tools entry (the
+specification's one policy shape, `github-cli-builtin-tools`) offers those its available-tools
+name as Claude Code tool names (`Bash`, `Read`; `*` all), less those its excluded-tools name; none
+without one. A built-in that needs a permission asks the person (an AHP tool confirmation),
+unless the tenant's agentConnections.claude says `"permissions": "approve-all"`; a denial reaches
+the model as a sentence. It runs in the CLI, inside the sandbox.
+
+The CLI's Agent tool is always offered, for one sub-agent, `worker`: each
 Agent call shows in the chat and opens a chat of its own (origin: that call), where the
 sub-agent's calls show and are checked against the tool-origin catalog, which is also all its
 definition lists (no userChats tools). The SDK's MCP servers serve every agent of the CLI, so a
@@ -20,10 +27,13 @@ stream says which Agent call's sub-agent produced it.
 import asyncio
 import logging
 import os
+import warnings
 from collections import deque
+from dataclasses import replace
 
-from claude_agent_sdk import (AgentDefinition, AssistantMessage, ClaudeAgentOptions, ClaudeSDKClient,
-                              ClaudeSDKError, HookMatcher, ResultMessage, StreamEvent, TextBlock, ToolResultBlock,
+from claude_agent_sdk import (AgentDefinition, AssistantMessage, CanUseToolShadowedWarning, ClaudeAgentOptions,
+                              ClaudeSDKClient, ClaudeSDKError, HookMatcher, PermissionResultAllow, PermissionResultDeny,
+                              ResultMessage, StreamEvent, TextBlock, ToolResultBlock,
                               ToolUseBlock, UserMessage)
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
 from mcp import types
@@ -33,9 +43,13 @@ from kernel.refusals import Refused
 from sandbox.bubblewrap import session_sandbox
 
 from ..conversations import do_keep_conversation, resumed_conversation
-from ..harness import RunningTurns, claude_cli, destination, not_installed
+from tools_app.definitions.agent_definitions import is_builtin_tools, tool_entries
+
+from ..harness import RunningTurns, builtin_permission, claude_cli, destination, not_installed
 
 logger = logging.getLogger(__name__)
+# The host's own servers are allowed whole on purpose: the host checks their calls, not the CLI.
+warnings.filterwarnings("ignore", category=CanUseToolShadowedWarning)
 
 PROVIDER_ID = "claude"
 HOST_SERVER, CLIENT_SERVER = "host", "client"
@@ -188,6 +202,34 @@ class Agents:
             await self.toolbox.end_subagent(call_id, subagent, SUBAGENT_STOPPED, failed=True)
 
 
+def builtin_names(selector):
+    """Claude Code's tool names a selector of the built-in tools entry names (bare or `builtin:`);
+    `{isolated: true}` names Copilot's isolated set, none of Claude's."""
+    names = (selector or {}).get("tools") or ()
+    return [name.removeprefix("builtin:") for name in names if ":" not in name or name.startswith("builtin:")]
+
+
+def builtin_tools(definition):
+    """The CLI's `tools` and `disallowed_tools`: the built-ins the definition's policy offers
+    (with the Agent tool the host's sub-agent needs) and those it excludes."""
+    document = definition.validated_document() if definition else {}
+    entry = next((e for e in tool_entries(document) if is_builtin_tools(e)), {})
+    available, excluded = builtin_names(entry.get("available-tools")), builtin_names(entry.get("excluded-tools"))
+    tools = {"type": "preset", "preset": "claude_code"} if "*" in available else [*available, AGENT_TOOL]
+    return tools, excluded
+
+
+def permission_asker(toolbox, connection):
+    """The SDK's can_use_tool: a built-in the policy offers runs once the person (or the tenant) allows it."""
+    async def can_use_tool(name, arguments, context):
+        if name in (AGENT_TOOL, "Task"):  # the PreToolUse hook already decided
+            return PermissionResultAllow()
+        command = arguments.get("command") if name == "Bash" else None
+        refusal = await builtin_permission(toolbox, connection, name, arguments, command)
+        return PermissionResultAllow() if refusal is None else PermissionResultDeny(message=refusal)
+    return can_use_tool
+
+
 async def no_prompt():
     return
     yield
@@ -197,7 +239,9 @@ class SandboxedCli(SubprocessCLITransport):
     """The SDK's transport, with the CLI's command line wrapped in the session's sandbox."""
 
     def __init__(self, options, sandbox, environment):
-        super().__init__(prompt=no_prompt(), options=options)
+        # Its command line is built from these options: the CLI asks its permissions over the
+        # control protocol, as the SDK's own transport would be told for a can_use_tool.
+        super().__init__(prompt=no_prompt(), options=replace(options, permission_prompt_tool_name="stdio"))
         self.sandbox, self.environment = sandbox, environment
 
     def _build_command(self):
@@ -248,8 +292,10 @@ class ClaudeProvider:
             prompt=f"You are a sub-agent in AHP session {toolbox.session.uri}: do the task you are given with your "
                    "tools and answer with what you found.",
             tools=[offered(name) for name in subagent_names if name in snapshot.bindings], background=False)
+        tools, disallowed = builtin_tools(definition)
         return ClaudeAgentOptions(
-            cli_path=cli, tools=[AGENT_TOOL], setting_sources=[],
+            cli_path=cli, tools=tools, disallowed_tools=disallowed, setting_sources=[],
+            can_use_tool=permission_asker(toolbox, connection),
             allowed_tools=[f"mcp__{HOST_SERVER}", f"mcp__{CLIENT_SERVER}"],
             mcp_servers={HOST_SERVER: tool_server(HOST_SERVER, host, agents.answer),
                          CLIENT_SERVER: tool_server(CLIENT_SERVER, client, agents.answer)},

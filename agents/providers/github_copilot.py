@@ -32,7 +32,7 @@ from kernel.refusals import Refused
 from sandbox.bubblewrap import session_sandbox
 
 from ..conversations import do_keep_conversation, resumed_conversation
-from ..harness import RunningTurns, copilot_cli, destination, not_installed
+from ..harness import RunningTurns, builtin_permission, copilot_cli, destination, not_installed
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,6 @@ PROVIDER_ID = "github-copilot"
 NO_RUNTIME = not_installed("github-copilot", "the GitHub Copilot CLI (npm @github/copilot)", "COPILOT_CLI_PATH")
 NO_MODEL = ("The github-copilot agent has no model endpoint: set agentConnections.github-copilot (baseUrl and "
             "apiKey, or githubToken) or AHP_COPILOT_BASE_URL.")
-NOT_OFFERED = "The host did not offer this tool to the agent."
 TURN_TIMEOUT_SECONDS = 600
 DEFAULT_MODEL = "gpt-4.1"
 # Where a CLI signed in with a GitHub token finds its models.
@@ -85,27 +84,18 @@ def custom_tools(snapshot, toolbox):
             for d in snapshot.definitions]
 
 
-def refuse_permission(request, invocation):
-    # Only the host's tools are offered, and they need no permission of the CLI's.
-    return PermissionDecisionReject(feedback=NOT_OFFERED)
-
-
 # The built-in a permission request is for, by its kind.
 BUILTIN_OF_KIND = {"shell": "bash", "write": "edit", "read": "view", "url": "web_fetch"}
 
 
-def permission_handler(toolbox, approve_all):
+def permission_handler(toolbox, connection):
     """A permission request for one of the CLI's built-ins: the person's call (an AHP tool
     confirmation), unless the tenant approves all."""
     async def handle(request, invocation):
-        if approve_all:
-            return PermissionDecisionApproveOnce()
         kind = getattr(request, "kind", "tool")
-        name = BUILTIN_OF_KIND.get(kind, kind)
         command = getattr(request, "full_command_text", None)
-        arguments = {"command": command} if command else {}
-        title = f"Allow the agent to run `{command}`?" if command else f"Allow the agent's {name}?"
-        refusal = await toolbox.ask_permission(name, arguments, title)
+        refusal = await builtin_permission(toolbox, connection, BUILTIN_OF_KIND.get(kind, kind),
+                                           {"command": command} if command else {}, command)
         return PermissionDecisionApproveOnce() if refusal is None else PermissionDecisionReject(feedback=refusal)
     return handle
 
@@ -200,7 +190,7 @@ class GitHubCopilotProvider:
         # A definition's built-in tools policy decides, as for any of its sessions; without one, only the host's tools.
         policy = self.session_options(definition) if definition else {"available_tools": [t.name for t in tools]}
         options = {"model": connection.get("model") or DEFAULT_MODEL, **policy, "tools": tools, "streaming": True,
-                   "on_permission_request": permission_handler(toolbox, connection.get("permissions") == "approve-all"),
+                   "on_permission_request": permission_handler(toolbox, connection),
                    "working_directory": sandbox.working_directory}
         if connection.get("baseUrl"):
             options["provider"] = byok_provider(connection)
