@@ -15,11 +15,13 @@ For AgentDefinitions, the `github-cli-builtin-tools` entry becomes two things: t
 `available_tools` / `excluded_tools` (passed identically to create and resume) and the client's
 `mode`, which the SDK fixes when a client is constructed. Clients are therefore pooled by
 (mode, storage): an empty-mode agent never shares a client with a copilot-cli one, and tenants
-never share storage.
+never share storage. A turn of an empty-mode agent runs its CLI in that mode, keeping its state
+in its tenant's own base directory (var/copilot/tenant-<id>), not in the session's sandbox home.
 """
 import asyncio
 import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from copilot import CopilotClient, RuntimeConnection
@@ -27,6 +29,7 @@ from copilot.generated.rpc import PermissionDecisionApproveOnce, PermissionDecis
 from copilot.generated.session_events import AssistantMessageDeltaData
 from copilot.session import CopilotSession
 from copilot.tools import Tool, ToolResult
+from django.conf import settings
 
 from kernel.refusals import Refused
 from sandbox.bubblewrap import session_sandbox
@@ -181,12 +184,19 @@ class GitHubCopilotProvider:
             reached, environment = GITHUB_ENDPOINTS, {"COPILOT_SDK_AUTH_TOKEN": connection["githubToken"]}
         else:
             raise Refused(NO_MODEL, "no_agent")
+        definition = await toolbox.agent_definition()
+        mode = definition.builtin_tool_policy().client_mode if definition else "copilot-cli"
         sandbox = session_sandbox(toolbox.session, destinations=reached)
+        storage = self.tenant_storage(toolbox.session.tenant_id) if mode == "empty" else None
+        if storage is not None:
+            # An empty-mode client keeps its state in its tenant's base directory (the sandbox
+            # clears the environment the SDK would set, so the CLI is told inside it).
+            sandbox = replace(sandbox, writable=(*sandbox.writable, storage))
+            environment = {**environment, "COPILOT_HOME": storage, "COPILOT_DISABLE_KEYTAR": "1"}
         # The SDK appends its own flags to the command line: they reach the CLI inside the sandbox.
         argv = sandbox.argv([cli], env=environment)
         client = CopilotClient(connection=RuntimeConnection.for_stdio(path=argv[0], args=argv[1:]),
-                               github_token=connection.get("githubToken") or None)
-        definition = await toolbox.agent_definition()
+                               github_token=connection.get("githubToken") or None, mode=mode, base_directory=storage)
         # A definition's built-in tools policy decides, as for any of its sessions; without one, only the host's tools.
         policy = self.session_options(definition) if definition else {"available_tools": [t.name for t in tools]}
         options = {"model": connection.get("model") or DEFAULT_MODEL, **policy, "tools": tools, "streaming": True,
@@ -222,6 +232,12 @@ class GitHubCopilotProvider:
         if self.base_directory is None:
             return None
         return str(Path(self.base_directory) / f"tenant-{definition.tenant_id}")
+
+    def tenant_storage(self, tenant_id):
+        """The tenant's own base directory for empty-mode clients (under var/copilot unless configured)."""
+        folder = Path(self.base_directory or Path(settings.VAR_DIR) / "copilot") / f"tenant-{tenant_id}"
+        folder.mkdir(parents=True, exist_ok=True)
+        return str(folder)
 
     def client_for(self, definition):
         """The pooled client this definition's sessions run on, made on first use."""
