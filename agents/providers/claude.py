@@ -40,7 +40,7 @@ from mcp import types
 from mcp.server.lowlevel import Server
 
 from kernel.refusals import Refused
-from sandbox.bubblewrap import session_sandbox
+from sandbox.bubblewrap import program_prefix, session_sandbox
 
 from ..conversations import do_keep_conversation, resumed_conversation
 from tools_app.definitions.agent_definitions import is_builtin_tools, tool_entries
@@ -59,12 +59,15 @@ DEFAULT_BASE_URL = "https://api.anthropic.com"
 CLI_ENVIRONMENT = {"CLAUDE_CODE_ENTRYPOINT": "sdk-py", "CLAUDE_CODE_SDK_READS_SESSION_STATE": "1",
                    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
                    # A sub-agent answers within its Agent call (not in the background), and only the host's runs.
-                   "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1", "CLAUDE_CODE_DISABLE_EXPLORE_PLAN_AGENTS": "1"}
+                   "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1", "CLAUDE_CODE_DISABLE_EXPLORE_PLAN_AGENTS": "1",
+                   # The session's servers' tools are in the first model request.
+                   "MCP_CONNECTION_NONBLOCKING": "false"}
 STDERR_LINES = 20
 SUBAGENT = "worker"
 AGENT_TOOL = "Agent"  # Claude Code's sub-agent tool; "Task" is its older name
 NOT_OUR_SUBAGENT = f'Only the host\'s sub-agent runs here: call {AGENT_TOOL} with subagent_type "{SUBAGENT}".'
 SUBAGENT_STOPPED = "The sub-agent stopped with the turn that started it."
+OWN_CALL_STOPPED = "The turn ended before the server answered."
 UNATTRIBUTED = "The host could not tell which agent made this call, so it did not run."
 # How long a call waits for the message stream to say which agent made it (it is written before the call).
 ATTRIBUTION_SECONDS = 30
@@ -138,12 +141,55 @@ def block_text(content):
     return content or ""
 
 
+class OwnServers:
+    """The session's MCP servers, handed to the CLI as its own: it starts the stdio ones inside
+    the sandbox (their programs are the operator's) and reaches the http ones through the
+    sandbox's outbound rules. Of their tools, only those the chat's snapshot holds are offered;
+    their calls show in the chat from the message stream."""
+
+    def __init__(self, servers, working_directory, snapshot, listed):
+        self.config = {}  # server name -> the CLI's entry for it
+        for name, entry in servers.items():
+            if name in (HOST_SERVER, CLIENT_SERVER):
+                logger.warning('Left out MCP server "%s": the name is one of the host\'s own servers.', name)
+            elif entry["type"] == "stdio" and entry.get("cwd") not in (None, working_directory):
+                logger.warning('Left out MCP server "%s": its cwd %s is not the session\'s folder %s.',
+                               name, entry["cwd"], working_directory)
+            elif entry["type"] == "stdio":
+                self.config[name] = {"type": "stdio", "command": entry["command"],
+                                     "args": list(entry.get("args") or ()), "env": dict(entry.get("env") or {})}
+            else:
+                self.config[name] = {"type": "http", "url": entry["url"], "headers": dict(entry.get("headers") or {})}
+        self.held, self.hidden = {}, []  # the CLI's name -> the catalog's, of the tools the snapshot holds; the rest
+        for tool in listed:
+            if tool.namespace in self.config:
+                cli_name = f"mcp__{tool.namespace}__{tool.name}"
+                if tool.effective_name in snapshot.bindings:
+                    self.held[cli_name] = tool.effective_name
+                else:
+                    self.hidden.append(cli_name)
+
+    @property
+    def programs(self):
+        """The folders the stdio servers' programs need inside the sandbox, as if the host started them."""
+        return [prefix for entry in self.config.values() if entry["type"] == "stdio"
+                and (prefix := program_prefix(entry["command"]))]
+
+    @property
+    def destinations(self):
+        return [destination(entry["url"]) for entry in self.config.values() if entry["type"] == "http"]
+
+    def is_theirs(self, cli_name):
+        return any(cli_name.startswith(f"mcp__{name}__") for name in self.config)
+
+
 class Agents:
     """One turn's agents, the turn's own and each sub-agent an Agent call started, and which of
     them made each tool call (so it runs, shows and is checked in that agent's chat)."""
 
-    def __init__(self, toolbox, snapshot):
-        self.toolbox, self.snapshot = toolbox, snapshot
+    def __init__(self, toolbox, snapshot, own):
+        self.toolbox, self.snapshot, self.own = toolbox, snapshot, own
+        self.own_calls = {}  # tool_use id -> (the toolbox it shows in, the host's call id, its catalog name)
         self.parents = {}  # tool_use id -> the Agent call's tool_use id whose sub-agent made it (None: the turn's)
         self.subagents = {}  # an Agent call's tool_use id -> (its sub-agent's toolbox, snapshot, the host's call id)
         self.noted = asyncio.Condition()
@@ -153,8 +199,19 @@ class Agents:
         for block in message.content:
             if isinstance(block, ToolUseBlock):
                 self.parents[block.id] = message.parent_tool_use_id
+                if block.name in self.own.held:
+                    await self.begin_own_call(block, message.parent_tool_use_id)
         async with self.noted:
             self.noted.notify_all()
+
+    async def begin_own_call(self, block, parent):
+        """A call on one of the CLI's own servers, which the CLI runs: it shows in its agent's chat."""
+        toolbox, snapshot = self.toolbox, self.snapshot
+        if parent in self.subagents:
+            toolbox, snapshot = self.subagents[parent][:2]
+        name = self.own.held[block.name]
+        snapshot = snapshot if name in snapshot.bindings else self.snapshot
+        self.own_calls[block.id] = (toolbox, await toolbox.begin_harness_call(snapshot, name, block.input), name)
 
     async def answer(self, name, arguments, tool_use_id):
         try:
@@ -185,18 +242,27 @@ class Agents:
         return {}
 
     async def finish(self, message):
-        """A user message in the turn's own thread: an Agent call's result ends its sub-agent."""
-        if message.parent_tool_use_id is not None or isinstance(message.content, str):
+        """A user message: a result of an own server's call completes it; one of an Agent call
+        (in the turn's own thread) ends its sub-agent."""
+        if isinstance(message.content, str):
             return
         for block in message.content:
-            if isinstance(block, ToolResultBlock) and block.tool_use_id in self.subagents:
+            if not isinstance(block, ToolResultBlock):
+                continue
+            if block.tool_use_id in self.own_calls:
+                toolbox, call_id, name = self.own_calls.pop(block.tool_use_id)
+                await toolbox.complete_harness_call(call_id, name, block_text(block.content), bool(block.is_error))
+            elif message.parent_tool_use_id is None and block.tool_use_id in self.subagents:
                 subagent, _, call_id = self.subagents.pop(block.tool_use_id)
                 # Its final report, as the CLI hands it back (it streams no sub-agent's closing words).
                 report = block_text(block.content)
                 await self.toolbox.end_subagent(call_id, subagent, report, bool(block.is_error))
 
     async def stop(self):
-        """The turn is over: a sub-agent still open ends with it."""
+        """The turn is over: a call or a sub-agent still open ends with it."""
+        calls, self.own_calls = self.own_calls, {}
+        for toolbox, call_id, name in calls.values():
+            await toolbox.complete_harness_call(call_id, name, OWN_CALL_STOPPED, True)
         subagents, self.subagents = self.subagents, {}
         for subagent, _, call_id in subagents.values():
             await self.toolbox.end_subagent(call_id, subagent, SUBAGENT_STOPPED, failed=True)
@@ -219,11 +285,18 @@ def builtin_tools(definition):
     return tools, excluded
 
 
-def permission_asker(toolbox, connection):
-    """The SDK's can_use_tool: a built-in the policy offers runs once the person (or the tenant) allows it."""
+def not_offered(name):
+    return f"The host does not offer {name} in this chat."
+
+
+def permission_asker(toolbox, connection, own):
+    """The SDK's can_use_tool: a built-in the policy offers runs once the person (or the tenant)
+    allows it; a tool of an own server the snapshot does not hold (one it listed later) never runs."""
     async def can_use_tool(name, arguments, context):
         if name in (AGENT_TOOL, "Task"):  # the PreToolUse hook already decided
             return PermissionResultAllow()
+        if own.is_theirs(name):
+            return PermissionResultAllow() if name in own.held else PermissionResultDeny(message=not_offered(name))
         command = arguments.get("command") if name == "Bash" else None
         refusal = await builtin_permission(toolbox, connection, name, arguments, command)
         return PermissionResultAllow() if refusal is None else PermissionResultDeny(message=refusal)
@@ -277,13 +350,15 @@ class ClaudeProvider:
         return None if claude_cli() else NO_CLI
 
     def options(self, cli, agents, subagent_names, connection, definition, conversation):
-        snapshot, toolbox = agents.snapshot, agents.toolbox
+        snapshot, toolbox, own = agents.snapshot, agents.toolbox, agents.own
+        run_by_cli = {catalog: cli_name for cli_name, catalog in own.held.items()}
         host, client = [], []
         for tool in snapshot.definitions:
-            (client if snapshot.bindings[tool["name"]].client_id else host).append(tool)
+            if tool["name"] not in run_by_cli:
+                (client if snapshot.bindings[tool["name"]].client_id else host).append(tool)
 
         def offered(name):
-            return f"mcp__{CLIENT_SERVER if snapshot.bindings[name].client_id else HOST_SERVER}__{name}"
+            return run_by_cli.get(name) or f"mcp__{CLIENT_SERVER if snapshot.bindings[name].client_id else HOST_SERVER}__{name}"
 
         instructions = "\n\n".join([f"You are the agent of AHP session {toolbox.session.uri}, run by an AHP host.",
                                     *snapshot.instructions, *([definition.instructions] if definition else [])])
@@ -294,10 +369,10 @@ class ClaudeProvider:
             tools=[offered(name) for name in subagent_names if name in snapshot.bindings], background=False)
         tools, disallowed = builtin_tools(definition)
         return ClaudeAgentOptions(
-            cli_path=cli, tools=tools, disallowed_tools=disallowed, setting_sources=[],
-            can_use_tool=permission_asker(toolbox, connection),
-            allowed_tools=[f"mcp__{HOST_SERVER}", f"mcp__{CLIENT_SERVER}"],
-            mcp_servers={HOST_SERVER: tool_server(HOST_SERVER, host, agents.answer),
+            cli_path=cli, tools=tools, disallowed_tools=[*disallowed, *own.hidden], setting_sources=[],
+            can_use_tool=permission_asker(toolbox, connection, own),
+            allowed_tools=[f"mcp__{HOST_SERVER}", f"mcp__{CLIENT_SERVER}", *own.held],
+            mcp_servers={**own.config, HOST_SERVER: tool_server(HOST_SERVER, host, agents.answer),
                          CLIENT_SERVER: tool_server(CLIENT_SERVER, client, agents.answer)},
             agents={SUBAGENT: worker},
             hooks={"PreToolUse": [HookMatcher(matcher=f"{AGENT_TOOL}|Task", hooks=[agents.start])]},
@@ -311,12 +386,17 @@ class ClaudeProvider:
         if cli is None:
             raise Refused(NO_CLI, "no_agent")
         connection = await toolbox.agent_connection(self.id, model_connection())
-        agents = Agents(toolbox, await toolbox.snapshot())
+        snapshot = await toolbox.snapshot()
+        servers, read_only = await toolbox.runnable_mcp_servers()
+        sandbox = session_sandbox(toolbox.session, read_only=read_only, destinations=[destination(connection["baseUrl"])])
+        own = OwnServers(servers, sandbox.working_directory, snapshot, await toolbox.listed_server_tools())
+        sandbox = replace(sandbox, read_only=(*sandbox.read_only, *own.programs),
+                          destinations=(*sandbox.destinations, *own.destinations))
+        agents = Agents(toolbox, snapshot, own)
         options = self.options(cli, agents, await toolbox.tool_origin_names(), connection,
                                await toolbox.agent_definition(), await resumed_conversation(toolbox.chat.id, self.id))
         stderr = deque(maxlen=STDERR_LINES)
         options.stderr = stderr.append
-        sandbox = session_sandbox(toolbox.session, destinations=[destination(connection["baseUrl"])])
         environment = {**CLI_ENVIRONMENT, "ANTHROPIC_BASE_URL": connection["baseUrl"],
                        "ANTHROPIC_API_KEY": connection["apiKey"]}
         replies, streamed = [], Streamed(toolbox)

@@ -1,22 +1,25 @@
 """The `claude` provider: the real Claude Code CLI, in the session's sandbox, against a scripted
 model, over a real socket. The model's tool list is what the CLI actually sent."""
+import logging
 import os
 import signal
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from agents import registry
 from agents.harness import claude_cli
 from agents.models import HarnessConversation
-from agents.providers.claude import NO_CLI
+from agents.providers.claude import NO_CLI, OwnServers
 from sessions_app.models import Chat, ToolCall
 from tools_app.catalog.loader import catalog_for_chat
 
-from ..ahp.protocol.harness import AhpClient, default_chat
+from ..ahp.protocol.harness import AhpClient, default_chat, set_config
 from ..ahp.protocol.test_client_tools import OPEN_FILE, announce, complete
 from ..ahp.protocol.test_worker_chats import PICK
+from ..tools_app.families.mcp_servers.test_configured_servers import listed, tiny_server  # noqa: F401  (a fixture)
 from .model_server import Hold, ModelServer, Text, ToolUse, tool_result_text, use_tool
 
 needs_cli = pytest.mark.skipif(claude_cli() is None, reason=f"needs the Claude Code CLI: {NO_CLI}")
@@ -256,3 +259,40 @@ def test_a_turn_after_a_restart_resumes_the_chats_claude_conversation(acme, host
     assert "remember 17" in str(second.body["messages"]) and "first answer" in str(second.body["messages"])
     conversation = HarnessConversation.objects.get(chat_id=chat.split("/")[-1])
     assert conversation.provider == "claude" and conversation.conversation_id
+
+
+@pytest.mark.e2e
+@needs_cli
+def test_the_sessions_mcp_server_is_the_clis_own_and_its_calls_show_in_the_chat(acme, host, model, tiny_server):
+    set_config(host.port, acme.tokens["root"], mcpServers={"tiny": {**tiny_server, "env": {"SUFFIX": "!"}}})
+    model.add(use_tool("shout", {"text": "hi"}), tool_result_text())
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        session = alice.create_session(provider="claude")
+        listed(session, "tiny")
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        turn = alice.start_turn(chat, "shout hi")
+        start = alice.action("chat/toolCallStart", turnId=turn, timeout=90)["action"]
+        # What the CLI handed its model: the server's structured answer.
+        assert alice.reply_to(turn, timeout=90) == 'The tool said: {"result":"HI!"}'
+    first = model.agent_requests()[0]
+    # The CLI runs the server itself (in the sandbox): its tool under the CLI's name, not the host's.
+    assert "mcp__tiny__shout" in first.tool_names and "mcp__host__tiny_shout" not in first.tool_names
+    assert sorted(first.tool_names) == sorted(
+        ["Agent", *(("mcp__tiny__shout" if n == "mcp__host__tiny_shout" else n) for n in offered(chat))])
+    assert (start["toolName"], start["displayName"]) == ("tiny_shout", "shout")
+    call = ToolCall.objects.get(turn_id=turn)
+    assert (call.tool_name, call.source, call.status, call.result["content"]) == (
+        "tiny_shout", "mcp", "completed", [{"type": "text", "text": '{"result":"HI!"}'}])
+
+
+def test_a_stdio_server_set_to_run_outside_the_sessions_folder_is_left_out_and_logged(caplog):
+    servers = {"there": {"type": "stdio", "command": "/bin/true", "cwd": "/elsewhere"},
+               "here": {"type": "stdio", "command": "/bin/true", "cwd": "/work/s"},
+               "host": {"type": "http", "url": "http://127.0.0.1:9/mcp"}}
+    with caplog.at_level(logging.WARNING, logger="agents.providers.claude"):
+        own = OwnServers(servers, "/work/s", SimpleNamespace(bindings={}), listed=())
+    assert list(own.config) == ["here"]
+    assert [r.getMessage() for r in caplog.records] == [
+        'Left out MCP server "there": its cwd /elsewhere is not the session\'s folder /work/s.',
+        'Left out MCP server "host": the name is one of the host\'s own servers.']
