@@ -4,11 +4,12 @@ Each turn starts the Claude Code CLI inside the session's sandbox (only the sess
 no host environment, and only the model endpoint reachable) and resumes the chat's Claude
 conversation, which the CLI keeps in the sandbox's home. The model is offered exactly the
 chat's catalog snapshot at the turn's start, as two in-process SDK MCP servers: `host` (the
-host's, plugins' and configured servers' tools, run by the host) and `client` (tools of
+host's and plugins' tools, run by the host) and `client` (tools of
 connected clients, named `<clientId>__<name>`, which their client runs while the harness
 waits), so it sees `mcp__host__<name>` and `mcp__client__<clientId>__<name>`. Every call goes
 through the toolbox: it shows in the chat with its catalog name and source, and a refused call
-goes back to the model as the refusal sentence.
+goes back to the model as the refusal sentence. The session's own MCP servers are the CLI's
+(OwnServers): their tools the snapshot holds are offered as `mcp__<server>__<tool>`.
 
 Of the CLI's own built-ins, the session's agent definition's built-in tools entry (the
 specification's one policy shape, `github-cli-builtin-tools`) offers those its available-tools
@@ -33,18 +34,16 @@ from dataclasses import replace
 
 from claude_agent_sdk import (AgentDefinition, AssistantMessage, CanUseToolShadowedWarning, ClaudeAgentOptions,
                               ClaudeSDKClient, ClaudeSDKError, HookMatcher, PermissionResultAllow, PermissionResultDeny,
-                              ResultMessage, StreamEvent, TextBlock, ToolResultBlock,
-                              ToolUseBlock, UserMessage)
+                              ResultMessage, StreamEvent, TextBlock, ToolResultBlock, ToolUseBlock, UserMessage)
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
 from mcp import types
 from mcp.server.lowlevel import Server
 
 from kernel.refusals import Refused
 from sandbox.bubblewrap import program_prefix, session_sandbox
-
-from ..conversations import do_keep_conversation, resumed_conversation
 from tools_app.definitions.agent_definitions import is_builtin_tools, tool_entries
 
+from ..conversations import do_keep_conversation, resumed_conversation
 from ..harness import RunningTurns, builtin_permission, claude_cli, destination, not_installed
 
 logger = logging.getLogger(__name__)
