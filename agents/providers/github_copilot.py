@@ -7,9 +7,10 @@ or Anthropic endpoint the operator configures), and resumes the chat's Copilot c
 which the CLI keeps in the sandbox's home. The chat's catalog snapshot at the turn's start is
 handed over as SDK custom tools whose handlers call the toolbox: every call shows in the chat
 with its catalog name and source, client tools go to their client while the CLI waits, and a
-refused call goes back to the model as the refusal sentence. `available_tools` names exactly
-those tools, so none of the CLI's built-ins is offered. The reply streams into the chat as the
-model writes it, and a cancelled turn aborts the session's message.
+refused call goes back to the model as the refusal sentence. Without an agent definition,
+`available_tools` names exactly those tools and the task tool, for the host's one sub-agent,
+`worker` (Agents): it works in a chat of its own on the tool-origin catalog. The reply streams
+into the chat as the model writes it, and a cancelled turn aborts the session's message.
 
 For AgentDefinitions, the `github-cli-builtin-tools` entry becomes two things: the session's
 `available_tools` / `excluded_tools` (passed identically to create and resume) and the client's
@@ -26,7 +27,8 @@ from pathlib import Path
 
 from copilot import CopilotClient, RuntimeConnection
 from copilot.generated.rpc import PermissionDecisionApproveOnce, PermissionDecisionReject
-from copilot.generated.session_events import AssistantMessageDeltaData
+from copilot.generated.session_events import (AssistantMessageDeltaData, SubagentStartedData, ToolExecutionCompleteData,
+                                              ToolExecutionStartData)
 from copilot.session import CopilotSession
 from copilot.tools import Tool, ToolResult
 from django.conf import settings
@@ -45,6 +47,11 @@ NO_RUNTIME = not_installed("github-copilot", "the GitHub Copilot CLI (npm @githu
 NO_MODEL = ("The github-copilot agent has no model endpoint: set agentConnections.github-copilot (baseUrl and "
             "apiKey, or githubToken) or AHP_COPILOT_BASE_URL.")
 TURN_TIMEOUT_SECONDS = 600
+TASK_TOOL, SUBAGENT = "task", "worker"
+SUBAGENT_PROMPT = "You are a sub-agent in an AHP session: do the task you are given with your tools and answer what you found."
+SUBAGENT_STOPPED = "The sub-agent stopped with the turn that started it."
+UNATTRIBUTED = "The host could not tell which agent made this call, so it did not run."
+ATTRIBUTION_SECONDS = 30  # how long a sub-agent's call waits for the event naming its task call
 DEFAULT_MODEL = "gpt-4.1"
 # Where a CLI signed in with a GitHub token finds its models.
 GITHUB_ENDPOINTS = (("api.github.com", 443), ("api.githubcopilot.com", 443), ("api.individual.githubcopilot.com", 443))
@@ -71,12 +78,73 @@ def byok_provider(connection):
     return provider
 
 
-def custom_tools(snapshot, toolbox):
-    """The snapshot's tools as SDK custom tools, each answered through the toolbox."""
+class Agents:
+    """One turn's agents: the turn's own and each sub-agent a `task` call started, which works in a
+    chat of its own (origin: that call) on the tool-origin catalog. The CLI names the sub-agent
+    that makes a custom tool call (ToolInvocation.agent_id), and its SubagentStarted event the
+    task call that runs it."""
+
+    def __init__(self, toolbox, snapshot):
+        self.toolbox, self.snapshot = toolbox, snapshot
+        self.loop = asyncio.get_running_loop()
+        self.subagents = {}  # a task call's id -> the task opening its sub-agent: (toolbox, snapshot, host call id)
+        self.task_of = {}  # a sub-agent's id -> its task call's id
+        self.noted = asyncio.Condition()
+
+    def take(self, event):
+        """An SDK event (its handlers are synchronous): noted on the turn's loop."""
+        self.loop.call_soon_threadsafe(self.note, event)
+
+    def note(self, event):
+        data = event.data
+        if isinstance(data, ToolExecutionStartData) and data.tool_name == TASK_TOOL and not event.agent_id:
+            self.subagents[data.tool_call_id] = self.loop.create_task(self.start(data))
+        elif isinstance(data, SubagentStartedData) and event.agent_id:
+            self.task_of[event.agent_id] = data.tool_call_id
+            self.loop.create_task(self.wake())
+        elif isinstance(data, ToolExecutionCompleteData) and data.tool_call_id in self.subagents:
+            self.loop.create_task(self.finish(data.tool_call_id, data))
+
+    async def wake(self):
+        async with self.noted:
+            self.noted.notify_all()
+
+    async def start(self, data):
+        arguments = data.arguments if isinstance(data.arguments, dict) else {}
+        subagent, call_id = await self.toolbox.start_subagent(
+            TASK_TOOL, arguments, arguments.get("description") or "Sub-agent", arguments.get("prompt") or "")
+        return subagent, await subagent.snapshot(), call_id
+
+    async def finish(self, task_call_id, data):
+        subagent, _, call_id = await self.subagents.pop(task_call_id)
+        report = data.result.content if data.result else (data.error.message if data.error else "")
+        await self.toolbox.end_subagent(call_id, subagent, report, not data.success)
+
+    async def answer(self, name, arguments, agent_id):
+        if not agent_id:
+            return await self.toolbox.answer(self.snapshot, name, arguments)
+        try:
+            async with self.noted:
+                await asyncio.wait_for(self.noted.wait_for(lambda: agent_id in self.task_of), ATTRIBUTION_SECONDS)
+            subagent, snapshot, _ = await self.subagents[self.task_of[agent_id]]
+        except (asyncio.TimeoutError, KeyError):
+            return UNATTRIBUTED, True
+        return await subagent.answer(snapshot, name, arguments)
+
+    async def stop(self):
+        """The turn is over: a sub-agent still open ends with it."""
+        subagents, self.subagents = self.subagents, {}
+        for opening in subagents.values():
+            subagent, _, call_id = await opening
+            await self.toolbox.end_subagent(call_id, subagent, SUBAGENT_STOPPED, failed=True)
+
+
+def custom_tools(snapshot, agents):
+    """The snapshot's tools as SDK custom tools, each answered through its agent's toolbox."""
     def handler_for(name):
         async def handler(invocation):
             arguments = invocation.arguments if invocation.arguments is not None else {}
-            text, failed = await toolbox.answer(snapshot, name, arguments)
+            text, failed = await agents.answer(name, arguments, invocation.agent_id)
             return ToolResult(text_result_for_llm=text, result_type="failure" if failed else "success",
                               error=text if failed else None)
         return handler
@@ -177,7 +245,8 @@ class GitHubCopilotProvider:
         connection = tenant if tenant.get("githubToken") and not tenant.get("baseUrl") else {
             **model_connection(), **tenant}
         snapshot = await toolbox.snapshot()
-        tools = custom_tools(snapshot, toolbox)
+        agents = Agents(toolbox, snapshot)
+        tools = custom_tools(snapshot, agents)
         if connection.get("baseUrl"):
             reached, environment = [destination(connection["baseUrl"])], {}
         elif connection.get("githubToken"):
@@ -197,9 +266,16 @@ class GitHubCopilotProvider:
         argv = sandbox.argv([cli], env=environment)
         client = CopilotClient(connection=RuntimeConnection.for_stdio(path=argv[0], args=argv[1:]),
                                github_token=connection.get("githubToken") or None, mode=mode, base_directory=storage)
-        # A definition's built-in tools policy decides, as for any of its sessions; without one, only the host's tools.
-        policy = self.session_options(definition) if definition else {"available_tools": [t.name for t in tools]}
+        # A definition's built-in tools policy decides, as for any of its sessions; without one, only the
+        # host's tools and the task tool for the host's sub-agent.
+        policy = self.session_options(definition) if definition else {
+            "available_tools": [*(t.name for t in tools), TASK_TOOL]}
+        held = set(snapshot.names)
+        worker = {"name": SUBAGENT, "display_name": "Worker", "prompt": SUBAGENT_PROMPT,
+                  "description": "Works on a task you hand it, with the session's tools, in a chat of its own.",
+                  "tools": [name for name in await toolbox.tool_origin_names() if name in held]}
         options = {"model": connection.get("model") or DEFAULT_MODEL, **policy, "tools": tools, "streaming": True,
+                   "custom_agents": [worker],
                    "on_permission_request": permission_handler(toolbox, connection),
                    "working_directory": sandbox.working_directory}
         if connection.get("baseUrl"):
@@ -213,6 +289,7 @@ class GitHubCopilotProvider:
             await do_keep_conversation(toolbox.chat.id, self.id, session.session_id)
             streamed = Streamed(toolbox)
             session.on(streamed.take)
+            session.on(agents.take)
             try:
                 async with self.turns.running(toolbox.session.id, session):
                     answer = await session.send_and_wait(text, timeout=TURN_TIMEOUT_SECONDS)
@@ -223,6 +300,7 @@ class GitHubCopilotProvider:
                 answer = None
             finally:
                 await streamed.finish()
+                await agents.stop()
                 await session.disconnect()
         finally:
             await client.stop()
