@@ -116,7 +116,10 @@ class Agents:
         return subagent, await subagent.snapshot(), call_id
 
     async def finish(self, task_call_id, data):
-        subagent, _, call_id = await self.subagents.pop(task_call_id)
+        try:
+            subagent, _, call_id = await self.subagents.pop(task_call_id)
+        except Refused:
+            return  # its chat never opened (the person may not create chats): nothing to end
         report = data.result.content if data.result else (data.error.message if data.error else "")
         await self.toolbox.end_subagent(call_id, subagent, report, not data.success)
 
@@ -129,13 +132,18 @@ class Agents:
             subagent, snapshot, _ = await self.subagents[self.task_of[agent_id]]
         except (asyncio.TimeoutError, KeyError):
             return UNATTRIBUTED, True
+        except Refused as refusal:
+            return refusal.sentence, True
         return await subagent.answer(snapshot, name, arguments)
 
     async def stop(self):
         """The turn is over: a sub-agent still open ends with it."""
         subagents, self.subagents = self.subagents, {}
         for opening in subagents.values():
-            subagent, _, call_id = await opening
+            try:
+                subagent, _, call_id = await opening
+            except Refused:
+                continue
             await self.toolbox.end_subagent(call_id, subagent, SUBAGENT_STOPPED, failed=True)
 
 
