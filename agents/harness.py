@@ -18,7 +18,8 @@ def harness_dir():
 
 
 def executable(path):
-    return str(path) if path and os.path.isfile(path) and os.access(path, os.X_OK) else None
+    """The program's real path: the sandbox binds real paths, so a symlinked var/harness works too."""
+    return os.path.realpath(path) if path and os.path.isfile(path) and os.access(path, os.X_OK) else None
 
 
 def claude_cli():
@@ -41,6 +42,18 @@ def copilot_cli():
 def not_installed(agent, package, variable):
     return (f"The {agent} agent cannot run on this host: {package} is not installed. "
             f"Run `{INSTALL}` (npm, into var/harness) or set {variable} to its executable.")
+
+
+def permission_title(name, command=None):
+    return f"Allow the agent to run `{command}`?" if command else f"Allow the agent's {name}?"
+
+
+async def builtin_permission(toolbox, connection, name, arguments, command=None):
+    """None when the harness may run its own built-in `name` (the tenant's agentConnections entry
+    approves all, or the person allows it: an AHP tool confirmation), else the sentence its model reads."""
+    if connection.get("permissions") == "approve-all":
+        return None
+    return await toolbox.ask_permission(name, arguments, permission_title(name, command))
 
 
 def destination(url):

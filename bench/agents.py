@@ -79,9 +79,11 @@ async def claude_alone(cli, model, home):
 
 async def copilot_alone(cli, model, home):
     from copilot import CopilotClient, RuntimeConnection
+    from copilot.generated.rpc import PermissionDecisionReject
     from copilot.tools import Tool, ToolResult
 
-    from agents.providers.github_copilot import refuse_permission
+    def refuse_permission(request, invocation):  # only the host's tool is offered: it needs none
+        return PermissionDecisionReject(feedback="Not offered.")
 
     async def handler(invocation):
         return ToolResult(text_result_for_llm=add(None, invocation.arguments))

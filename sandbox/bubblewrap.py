@@ -79,6 +79,15 @@ def bridge_python():
     raise SandboxUnavailable("This host cannot start a sandbox: no Python for its bridge.")
 
 
+def program_prefix(command):
+    """The folder a program outside /usr (pyenv, nvm, an operator's /opt) is bound with so it
+    runs in a sandbox, or None."""
+    program = os.path.realpath(shutil.which(command) or command)
+    if program.startswith("/usr/") or not os.path.isabs(program):
+        return None
+    return str(Path(program).parents[1])
+
+
 def _ancestors(path):
     parts = Path(path).parts
     return [str(Path(*parts[:i])) for i in range(2, len(parts))]
@@ -162,10 +171,8 @@ class Sandbox:
         # /tmp is everyone's, as on any host: the sandbox's user (after setpriv) writes there too.
         args.extend(["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"])
         python = bridge_python()
-        # An interpreter outside /usr (pyenv, nvm, an operator's /opt) is bound with its prefix.
-        for program in (python, os.path.realpath(shutil.which(command[0]) or command[0])):
-            prefix = str(Path(program).parents[1])
-            if not program.startswith("/usr/") and os.path.isabs(program) and prefix not in made:
+        for prefix in (program_prefix(python), program_prefix(command[0])):
+            if prefix and prefix not in made:
                 mount("--ro-bind", prefix)
         for path in self.read_only:
             if os.path.exists(path):

@@ -40,7 +40,7 @@ class ConnectionRow(forms.Form):
                                 help_text="github-copilot: the endpoint's API.")
     githubToken = _text('github-copilot: reads "<set>" when stored; leave it so to keep it.', 12)
     permissions = forms.ChoiceField(choices=_choices(COPILOT["permissions"]), required=False,
-                                    help_text="github-copilot: approve-all runs its built-ins without asking.")
+                                    help_text="claude, github-copilot: approve-all runs its built-ins without asking.")
     agent = forms.ChoiceField(choices=acp_agent_choices, required=False,
                               help_text="acp: one of the operator's ACP agents (AHP_ACP_AGENTS).")
     other = forms.JSONField(required=False, widget=forms.HiddenInput)  # keys these rows do not edit, kept

@@ -9,9 +9,9 @@ from sandbox.sealing import seal, unseal
 from .credentials import MASK
 
 # provider id -> {field: allowed values (a tuple) or str}
+# permissions: whether a harness's request to run one of its built-ins asks the person or is approved.
 FIELDS = {
-    "claude": {"baseUrl": str, "apiKey": str, "model": str},
-    # permissions: whether a harness's request to run one of its built-ins asks the person or is approved.
+    "claude": {"baseUrl": str, "apiKey": str, "model": str, "permissions": ("ask", "approve-all")},
     "github-copilot": {"type": ("openai", "azure", "anthropic"), "baseUrl": str, "apiKey": str,
                        "wireApi": ("completions", "responses"), "model": str, "githubToken": str,
                        "permissions": ("ask", "approve-all")},

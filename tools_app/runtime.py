@@ -24,9 +24,10 @@ from sessions_app import actions
 from sessions_app.models import ChatBackend, ToolCall, Turn
 
 from .catalog.bounding import bound_result, result_text
-from .catalog.loader import catalog_for_chat
+from .catalog.catalog import assemble_catalog
+from .catalog.loader import catalog_for_chat, catalog_inputs
 from .catalog.validation import ToolRefusal, input_problem
-from .families.mcp_servers.server_tools import runnable_session_servers
+from .families.mcp_servers.server_tools import runnable_session_servers, session_server_tools
 from .actions import do_keep_full_output
 from .agent_connections import opened_connection
 from .models import AgentDefinition, HostConfig
@@ -80,6 +81,23 @@ class ChatToolbox:
     async def names(self):
         return (await self.snapshot()).names
 
+    async def tool_origin_names(self):
+        """The catalog's names in a chat a tool call starts (a sub-agent's): no userChats tools."""
+        return await database_sync_to_async(lambda: assemble_catalog(catalog_inputs(self.session, "tool")).names)()
+
+    async def start_subagent(self, tool_name, arguments, title, prompt):
+        """A harness's sub-agent begins: its call shows in this chat and it works in a worker chat
+        of its own. The sub-agent's toolbox and the id of the call that started it."""
+        def start():
+            return actions.do_start_subagent(self.principal(), self.turn, tool_name, arguments, title, prompt)
+        call, turn = await database_sync_to_async(start)()
+        return ChatToolbox(turn), call.id
+
+    @staticmethod
+    async def end_subagent(call_id, subagent, report, failed=False):
+        """The sub-agent's turn and the call that started it end with its `report`."""
+        await database_sync_to_async(actions.do_end_subagent)(call_id, subagent.turn.id, report, failed)
+
     async def agent_definition(self):
         """The tenant's agent definition the session names (its model, instructions, tools policy), or None."""
         def load():
@@ -95,10 +113,26 @@ class ChatToolbox:
             return opened_connection(HostConfig.for_tenant(self.session.tenant).agent_connections, provider_id, defaults)
         return await database_sync_to_async(load)()
 
+    async def listed_server_tools(self):
+        """Every tool the session's MCP servers listed, offered in this chat or not."""
+        return await database_sync_to_async(session_server_tools)(self.session)
+
     async def runnable_mcp_servers(self):
         """The session's MCP servers as an agent the host starts runs them, and the host
         folders their commands read."""
         return await database_sync_to_async(runnable_session_servers)(self.session)
+
+    async def begin_harness_call(self, snapshot, name, arguments):
+        """A call the harness runs itself, on an MCP server it was handed: it shows here under its
+        catalog name and source, as any call. Its id."""
+        call, _ = await database_sync_to_async(self.begin_host_call)(snapshot.bindings[name], arguments)
+        return call.id
+
+    @staticmethod
+    async def complete_harness_call(call_id, name, text, failed):
+        result = actions.failure(name, text) if failed else {
+            "success": True, "pastTenseMessage": f"Ran {name}", "content": [{"type": "text", "text": text}]}
+        await database_sync_to_async(complete_host_call)(call_id, result)
 
     async def call(self, name, arguments):
         return result_text(await self.execute(await self.snapshot(), name, arguments))

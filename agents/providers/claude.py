@@ -1,31 +1,54 @@
 """The `claude` provider: Claude Code, through the Claude Agent SDK, answers the turns.
 
 Each turn starts the Claude Code CLI inside the session's sandbox (only the session's folders,
-no host environment, and only the model endpoint reachable) and resumes the session's Claude
+no host environment, and only the model endpoint reachable) and resumes the chat's Claude
 conversation, which the CLI keeps in the sandbox's home. The model is offered exactly the
 chat's catalog snapshot at the turn's start, as two in-process SDK MCP servers: `host` (the
-host's, plugins' and configured servers' tools, run by the host) and `client` (tools of
+host's and plugins' tools, run by the host) and `client` (tools of
 connected clients, named `<clientId>__<name>`, which their client runs while the harness
 waits), so it sees `mcp__host__<name>` and `mcp__client__<clientId>__<name>`. Every call goes
 through the toolbox: it shows in the chat with its catalog name and source, and a refused call
-goes back to the model as the refusal sentence. None of the CLI's own built-in tools is offered.
+goes back to the model as the refusal sentence. The session's own MCP servers are the CLI's
+(OwnServers): their tools the snapshot holds are offered as `mcp__<server>__<tool>`.
+
+Of the CLI's own built-ins, the session's agent definition's built-in tools entry (the
+specification's one policy shape, `github-cli-builtin-tools`) offers those its available-tools
+name as Claude Code tool names (`Bash`, `Read`; `*` all), less those its excluded-tools name; none
+without one. A built-in that needs a permission asks the person (an AHP tool confirmation),
+unless the tenant's agentConnections.claude says `"permissions": "approve-all"`; a denial reaches
+the model as a sentence. It runs in the CLI, inside the sandbox.
+
+The CLI's Agent tool is always offered, for one sub-agent, `worker`: each
+Agent call shows in the chat and opens a chat of its own (origin: that call), where the
+sub-agent's calls show and are checked against the tool-origin catalog, which is also all its
+definition lists (no userChats tools). The SDK's MCP servers serve every agent of the CLI, so a
+call is attributed by its tool_use id: the CLI names it in the call's request, and the message
+stream says which Agent call's sub-agent produced it.
 """
+import asyncio
 import logging
 import os
+import warnings
 from collections import deque
+from dataclasses import replace
 
-from claude_agent_sdk import (AssistantMessage, ClaudeAgentOptions, ClaudeSDKClient, ClaudeSDKError,
-                              ResultMessage, StreamEvent, TextBlock)
+from claude_agent_sdk import (AgentDefinition, AssistantMessage, CanUseToolShadowedWarning, ClaudeAgentOptions,
+                              ClaudeSDKClient, ClaudeSDKError, HookMatcher, PermissionResultAllow, PermissionResultDeny,
+                              ResultMessage, StreamEvent, TextBlock, ToolResultBlock, ToolUseBlock, UserMessage)
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
 from mcp import types
 from mcp.server.lowlevel import Server
 
 from kernel.refusals import Refused
-from sandbox.bubblewrap import session_sandbox
+from sandbox.bubblewrap import program_prefix, session_sandbox
+from tools_app.definitions.agent_definitions import is_builtin_tools, tool_entries
 
-from ..harness import RunningTurns, claude_cli, destination, not_installed
+from ..conversations import do_keep_conversation, resumed_conversation
+from ..harness import RunningTurns, builtin_permission, claude_cli, destination, not_installed
 
 logger = logging.getLogger(__name__)
+# The host's own servers are allowed whole on purpose: the host checks their calls, not the CLI.
+warnings.filterwarnings("ignore", category=CanUseToolShadowedWarning)
 
 PROVIDER_ID = "claude"
 HOST_SERVER, CLIENT_SERVER = "host", "client"
@@ -33,8 +56,21 @@ NO_CLI = not_installed("claude", "the Claude Code CLI (npm @anthropic-ai/claude-
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 # What the CLI needs besides its model connection; no telemetry, no update checks.
 CLI_ENVIRONMENT = {"CLAUDE_CODE_ENTRYPOINT": "sdk-py", "CLAUDE_CODE_SDK_READS_SESSION_STATE": "1",
-                   "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
+                   "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
+                   # A sub-agent answers within its Agent call (not in the background), and only the host's runs.
+                   "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1", "CLAUDE_CODE_DISABLE_EXPLORE_PLAN_AGENTS": "1",
+                   # The session's servers' tools are in the first model request.
+                   "MCP_CONNECTION_NONBLOCKING": "false"}
 STDERR_LINES = 20
+SUBAGENT = "worker"
+AGENT_TOOL = "Agent"  # Claude Code's sub-agent tool; "Task" is its older name
+NOT_OUR_SUBAGENT = f'Only the host\'s sub-agent runs here: call {AGENT_TOOL} with subagent_type "{SUBAGENT}".'
+SUBAGENT_STOPPED = "The sub-agent stopped with the turn that started it."
+OWN_CALL_STOPPED = "The turn ended before the server answered."
+UNATTRIBUTED = "The host could not tell which agent made this call, so it did not run."
+# How long a call waits for the message stream to say which agent made it (it is written before the call).
+ATTRIBUTION_SECONDS = 30
+TOOL_USE_META = "claudecode/toolUseId"
 
 
 class HarnessStopped(RuntimeError):
@@ -47,7 +83,8 @@ def stopped_sentence(error, stderr):
 
 
 def tool_server(name, definitions, answer):
-    """An in-process MCP server offering `definitions`, each call answered by `answer`."""
+    """An in-process MCP server offering `definitions`, each call answered by `answer(name,
+    arguments, tool_use_id)`."""
     server = Server(name)
     tools = [types.Tool(name=d["name"], title=d.get("title"), description=d.get("description") or d["name"],
                         inputSchema=d.get("inputSchema") or {"type": "object"}) for d in definitions]
@@ -59,7 +96,9 @@ def tool_server(name, definitions, answer):
     # The host checks inputs itself, so a bad one is refused with the host's sentence.
     @server.call_tool(validate_input=False)
     async def call_tool(tool_name, arguments):
-        text, failed = await answer(tool_name, arguments or {})
+        meta = server.request_context.meta
+        tool_use_id = (meta.model_extra or {}).get(TOOL_USE_META) if meta is not None else None
+        text, failed = await answer(tool_name, arguments or {}, tool_use_id)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=failed)
 
     return {"type": "sdk", "name": name, "instance": server}
@@ -89,6 +128,180 @@ class Streamed:
         await self.toolbox.stream(piece)
 
 
+def deny(sentence):
+    """A PreToolUse hook's answer: the call does not run, and the model reads `sentence`."""
+    return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                   "permissionDecisionReason": sentence}}
+
+
+def block_text(content):
+    if isinstance(content, list):
+        return "\n".join(c.get("text", "") for c in content if c.get("type") == "text")
+    return content or ""
+
+
+class OwnServers:
+    """The session's MCP servers, handed to the CLI as its own: it starts the stdio ones inside
+    the sandbox (their programs are the operator's) and reaches the http ones through the
+    sandbox's outbound rules. Of their tools, only those the chat's snapshot holds are offered;
+    their calls show in the chat from the message stream."""
+
+    def __init__(self, servers, working_directory, snapshot, listed):
+        self.config = {}  # server name -> the CLI's entry for it
+        for name, entry in servers.items():
+            if name in (HOST_SERVER, CLIENT_SERVER):
+                logger.warning('Left out MCP server "%s": the name is one of the host\'s own servers.', name)
+            elif entry["type"] == "stdio" and entry.get("cwd") not in (None, working_directory):
+                logger.warning('Left out MCP server "%s": its cwd %s is not the session\'s folder %s.',
+                               name, entry["cwd"], working_directory)
+            elif entry["type"] == "stdio":
+                self.config[name] = {"type": "stdio", "command": entry["command"],
+                                     "args": list(entry.get("args") or ()), "env": dict(entry.get("env") or {})}
+            else:
+                self.config[name] = {"type": "http", "url": entry["url"], "headers": dict(entry.get("headers") or {})}
+        self.held, self.hidden = {}, []  # the CLI's name -> the catalog's, of the tools the snapshot holds; the rest
+        for tool in listed:
+            if tool.namespace in self.config:
+                cli_name = f"mcp__{tool.namespace}__{tool.name}"
+                if tool.effective_name in snapshot.bindings:
+                    self.held[cli_name] = tool.effective_name
+                else:
+                    self.hidden.append(cli_name)
+
+    @property
+    def programs(self):
+        """The folders the stdio servers' programs need inside the sandbox, as if the host started them."""
+        return [prefix for entry in self.config.values() if entry["type"] == "stdio"
+                and (prefix := program_prefix(entry["command"]))]
+
+    @property
+    def destinations(self):
+        return [destination(entry["url"]) for entry in self.config.values() if entry["type"] == "http"]
+
+    def is_theirs(self, cli_name):
+        return any(cli_name.startswith(f"mcp__{name}__") for name in self.config)
+
+
+class Agents:
+    """One turn's agents, the turn's own and each sub-agent an Agent call started, and which of
+    them made each tool call (so it runs, shows and is checked in that agent's chat)."""
+
+    def __init__(self, toolbox, snapshot, own):
+        self.toolbox, self.snapshot, self.own = toolbox, snapshot, own
+        self.own_calls = {}  # tool_use id -> (the toolbox it shows in, the host's call id, its catalog name)
+        self.parents = {}  # tool_use id -> the Agent call's tool_use id whose sub-agent made it (None: the turn's)
+        self.subagents = {}  # an Agent call's tool_use id -> (its sub-agent's toolbox, snapshot, the host's call id)
+        self.noted = asyncio.Condition()
+
+    async def note(self, message):
+        """An assistant message from the stream: whose its tool calls are."""
+        for block in message.content:
+            if isinstance(block, ToolUseBlock):
+                self.parents[block.id] = message.parent_tool_use_id
+                if block.name in self.own.held:
+                    await self.begin_own_call(block, message.parent_tool_use_id)
+        async with self.noted:
+            self.noted.notify_all()
+
+    async def begin_own_call(self, block, parent):
+        """A call on one of the CLI's own servers, which the CLI runs: it shows in its agent's chat."""
+        toolbox, snapshot = self.toolbox, self.snapshot
+        if parent in self.subagents:
+            toolbox, snapshot = self.subagents[parent][:2]
+        name = self.own.held[block.name]
+        snapshot = snapshot if name in snapshot.bindings else self.snapshot
+        self.own_calls[block.id] = (toolbox, await toolbox.begin_harness_call(snapshot, name, block.input), name)
+
+    async def answer(self, name, arguments, tool_use_id):
+        try:
+            async with self.noted:
+                await asyncio.wait_for(self.noted.wait_for(lambda: tool_use_id in self.parents), ATTRIBUTION_SECONDS)
+        except asyncio.TimeoutError:
+            return UNATTRIBUTED, True
+        parent = self.parents[tool_use_id]
+        if parent is None:
+            return await self.toolbox.answer(self.snapshot, name, arguments)
+        if parent not in self.subagents:
+            return UNATTRIBUTED, True
+        subagent, snapshot, _ = self.subagents[parent]
+        return await subagent.answer(snapshot, name, arguments)
+
+    async def start(self, hook_input, tool_use_id, context):
+        """An Agent call is about to run (PreToolUse): its sub-agent's chat opens, or it is denied."""
+        arguments = hook_input.get("tool_input") or {}
+        if arguments.get("subagent_type") != SUBAGENT:
+            return deny(NOT_OUR_SUBAGENT)
+        try:
+            subagent, call_id = await self.toolbox.start_subagent(
+                hook_input["tool_name"], arguments, arguments.get("description") or "Sub-agent",
+                arguments.get("prompt") or "")
+        except Refused as refusal:
+            return deny(refusal.sentence)
+        self.subagents[hook_input["tool_use_id"]] = (subagent, await subagent.snapshot(), call_id)
+        return {}
+
+    async def finish(self, message):
+        """A user message: a result of an own server's call completes it; one of an Agent call
+        (in the turn's own thread) ends its sub-agent."""
+        if isinstance(message.content, str):
+            return
+        for block in message.content:
+            if not isinstance(block, ToolResultBlock):
+                continue
+            if block.tool_use_id in self.own_calls:
+                toolbox, call_id, name = self.own_calls.pop(block.tool_use_id)
+                await toolbox.complete_harness_call(call_id, name, block_text(block.content), bool(block.is_error))
+            elif message.parent_tool_use_id is None and block.tool_use_id in self.subagents:
+                subagent, _, call_id = self.subagents.pop(block.tool_use_id)
+                # Its final report, as the CLI hands it back (it streams no sub-agent's closing words).
+                report = block_text(block.content)
+                await self.toolbox.end_subagent(call_id, subagent, report, bool(block.is_error))
+
+    async def stop(self):
+        """The turn is over: a call or a sub-agent still open ends with it."""
+        calls, self.own_calls = self.own_calls, {}
+        for toolbox, call_id, name in calls.values():
+            await toolbox.complete_harness_call(call_id, name, OWN_CALL_STOPPED, True)
+        subagents, self.subagents = self.subagents, {}
+        for subagent, _, call_id in subagents.values():
+            await self.toolbox.end_subagent(call_id, subagent, SUBAGENT_STOPPED, failed=True)
+
+
+def builtin_names(selector):
+    """Claude Code's tool names a selector of the built-in tools entry names (bare or `builtin:`);
+    `{isolated: true}` names Copilot's isolated set, none of Claude's."""
+    names = (selector or {}).get("tools") or ()
+    return [name.removeprefix("builtin:") for name in names if ":" not in name or name.startswith("builtin:")]
+
+
+def builtin_tools(definition):
+    """The CLI's `tools` and `disallowed_tools`: the built-ins the definition's policy offers
+    (with the Agent tool the host's sub-agent needs) and those it excludes."""
+    document = definition.validated_document() if definition else {}
+    entry = next((e for e in tool_entries(document) if is_builtin_tools(e)), {})
+    available, excluded = builtin_names(entry.get("available-tools")), builtin_names(entry.get("excluded-tools"))
+    tools = {"type": "preset", "preset": "claude_code"} if "*" in available else [*available, AGENT_TOOL]
+    return tools, excluded
+
+
+def not_offered(name):
+    return f"The host does not offer {name} in this chat."
+
+
+def permission_asker(toolbox, connection, own):
+    """The SDK's can_use_tool: a built-in the policy offers runs once the person (or the tenant)
+    allows it; a tool of an own server the snapshot does not hold (one it listed later) never runs."""
+    async def can_use_tool(name, arguments, context):
+        if name in (AGENT_TOOL, "Task"):  # the PreToolUse hook already decided
+            return PermissionResultAllow()
+        if own.is_theirs(name):
+            return PermissionResultAllow() if name in own.held else PermissionResultDeny(message=not_offered(name))
+        command = arguments.get("command") if name == "Bash" else None
+        refusal = await builtin_permission(toolbox, connection, name, arguments, command)
+        return PermissionResultAllow() if refusal is None else PermissionResultDeny(message=refusal)
+    return can_use_tool
+
+
 async def no_prompt():
     return
     yield
@@ -98,7 +311,9 @@ class SandboxedCli(SubprocessCLITransport):
     """The SDK's transport, with the CLI's command line wrapped in the session's sandbox."""
 
     def __init__(self, options, sandbox, environment):
-        super().__init__(prompt=no_prompt(), options=options)
+        # Its command line is built from these options: the CLI asks its permissions over the
+        # control protocol, as the SDK's own transport would be told for a can_use_tool.
+        super().__init__(prompt=no_prompt(), options=replace(options, permission_prompt_tool_name="stdio"))
         self.sandbox, self.environment = sandbox, environment
 
     def _build_command(self):
@@ -118,7 +333,6 @@ class ClaudeProvider:
     models = ({"id": "claude", "provider": PROVIDER_ID, "name": "Claude Code"},)
 
     def __init__(self):
-        self.conversations = {}  # AHP session id -> the Claude session id its turns resume
         self.turns = RunningTurns()
 
     async def cancel(self, session_id):
@@ -134,23 +348,37 @@ class ClaudeProvider:
         """NO_CLI while Claude Code is not installed: no turn could start."""
         return None if claude_cli() else NO_CLI
 
-    def options(self, cli, snapshot, toolbox, connection, definition):
-        async def answer(name, arguments):
-            return await toolbox.answer(snapshot, name, arguments)
-
+    def options(self, cli, agents, subagent_names, connection, definition, conversation):
+        snapshot, toolbox, own = agents.snapshot, agents.toolbox, agents.own
+        run_by_cli = {catalog: cli_name for cli_name, catalog in own.held.items()}
         host, client = [], []
         for tool in snapshot.definitions:
-            (client if snapshot.bindings[tool["name"]].client_id else host).append(tool)
+            if tool["name"] not in run_by_cli:
+                (client if snapshot.bindings[tool["name"]].client_id else host).append(tool)
+
+        def offered(name):
+            return run_by_cli.get(name) or f"mcp__{CLIENT_SERVER if snapshot.bindings[name].client_id else HOST_SERVER}__{name}"
+
         instructions = "\n\n".join([f"You are the agent of AHP session {toolbox.session.uri}, run by an AHP host.",
                                     *snapshot.instructions, *([definition.instructions] if definition else [])])
+        worker = AgentDefinition(
+            description="Works on a task you hand it, with the session's tools, in a chat of its own; answers what it found.",
+            prompt=f"You are a sub-agent in AHP session {toolbox.session.uri}: do the task you are given with your "
+                   "tools and answer with what you found.",
+            tools=[offered(name) for name in subagent_names if name in snapshot.bindings], background=False)
+        tools, disallowed = builtin_tools(definition)
         return ClaudeAgentOptions(
-            cli_path=cli, tools=[], setting_sources=[], allowed_tools=[f"mcp__{HOST_SERVER}", f"mcp__{CLIENT_SERVER}"],
-            mcp_servers={HOST_SERVER: tool_server(HOST_SERVER, host, answer),
-                         CLIENT_SERVER: tool_server(CLIENT_SERVER, client, answer)},
+            cli_path=cli, tools=tools, disallowed_tools=[*disallowed, *own.hidden], setting_sources=[],
+            can_use_tool=permission_asker(toolbox, connection, own),
+            allowed_tools=[f"mcp__{HOST_SERVER}", f"mcp__{CLIENT_SERVER}", *own.held],
+            mcp_servers={**own.config, HOST_SERVER: tool_server(HOST_SERVER, host, agents.answer),
+                         CLIENT_SERVER: tool_server(CLIENT_SERVER, client, agents.answer)},
+            agents={SUBAGENT: worker},
+            hooks={"PreToolUse": [HookMatcher(matcher=f"{AGENT_TOOL}|Task", hooks=[agents.start])]},
             system_prompt={"type": "preset", "preset": "claude_code", "append": instructions},
             model=(definition.model if definition else "") or connection.get("model") or None,
             include_partial_messages=True,
-            resume=self.conversations.get(toolbox.session.id))
+            resume=conversation)
 
     async def run_turn(self, text, toolbox):
         cli = claude_cli()
@@ -158,10 +386,16 @@ class ClaudeProvider:
             raise Refused(NO_CLI, "no_agent")
         connection = await toolbox.agent_connection(self.id, model_connection())
         snapshot = await toolbox.snapshot()
-        options = self.options(cli, snapshot, toolbox, connection, await toolbox.agent_definition())
+        servers, read_only = await toolbox.runnable_mcp_servers()
+        sandbox = session_sandbox(toolbox.session, read_only=read_only, destinations=[destination(connection["baseUrl"])])
+        own = OwnServers(servers, sandbox.working_directory, snapshot, await toolbox.listed_server_tools())
+        sandbox = replace(sandbox, read_only=(*sandbox.read_only, *own.programs),
+                          destinations=(*sandbox.destinations, *own.destinations))
+        agents = Agents(toolbox, snapshot, own)
+        options = self.options(cli, agents, await toolbox.tool_origin_names(), connection,
+                               await toolbox.agent_definition(), await resumed_conversation(toolbox.chat.id, self.id))
         stderr = deque(maxlen=STDERR_LINES)
         options.stderr = stderr.append
-        sandbox = session_sandbox(toolbox.session, destinations=[destination(connection["baseUrl"])])
         environment = {**CLI_ENVIRONMENT, "ANTHROPIC_BASE_URL": connection["baseUrl"],
                        "ANTHROPIC_API_KEY": connection["apiKey"]}
         replies, streamed = [], Streamed(toolbox)
@@ -173,12 +407,18 @@ class ClaudeProvider:
                     if isinstance(message, StreamEvent) and message.parent_tool_use_id is None:
                         await streamed.take(message.event)
                     elif isinstance(message, AssistantMessage):
-                        replies.extend(block.text for block in message.content if isinstance(block, TextBlock))
+                        await agents.note(message)
+                        if message.parent_tool_use_id is None:
+                            replies.extend(block.text for block in message.content if isinstance(block, TextBlock))
+                    elif isinstance(message, UserMessage):
+                        await agents.finish(message)
                     elif isinstance(message, ResultMessage):
-                        self.conversations[toolbox.session.id] = message.session_id
+                        await do_keep_conversation(toolbox.chat.id, self.id, message.session_id)
                         # An interrupted turn ends as an error: the turn is already over, cancelled.
                         if message.is_error and toolbox.session.id not in self.turns.interrupted:
                             raise RuntimeError(message.result or f"The claude harness ended the turn: {message.subtype}.")
         except ClaudeSDKError as error:
             raise HarnessStopped(stopped_sentence(error, list(stderr))) from error
+        finally:
+            await agents.stop()
         return streamed.text or "\n\n".join(reply for reply in replies if reply)

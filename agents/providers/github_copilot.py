@@ -3,35 +3,41 @@ and AgentDefinitions run on the same SDK.
 
 A turn starts the Copilot CLI inside the session's sandbox (only the session's folders, no host
 environment, only the model endpoint reachable), on a BYOK provider (an OpenAI-compatible, Azure
-or Anthropic endpoint the operator configures), and resumes the session's Copilot conversation,
+or Anthropic endpoint the operator configures), and resumes the chat's Copilot conversation,
 which the CLI keeps in the sandbox's home. The chat's catalog snapshot at the turn's start is
 handed over as SDK custom tools whose handlers call the toolbox: every call shows in the chat
 with its catalog name and source, client tools go to their client while the CLI waits, and a
-refused call goes back to the model as the refusal sentence. `available_tools` names exactly
-those tools, so none of the CLI's built-ins is offered. The reply streams into the chat as the
-model writes it, and a cancelled turn aborts the session's message.
+refused call goes back to the model as the refusal sentence. Without an agent definition,
+`available_tools` names exactly those tools and the task tool, for the host's one sub-agent,
+`worker` (Agents): it works in a chat of its own on the tool-origin catalog. The reply streams
+into the chat as the model writes it, and a cancelled turn aborts the session's message.
 
 For AgentDefinitions, the `github-cli-builtin-tools` entry becomes two things: the session's
 `available_tools` / `excluded_tools` (passed identically to create and resume) and the client's
 `mode`, which the SDK fixes when a client is constructed. Clients are therefore pooled by
 (mode, storage): an empty-mode agent never shares a client with a copilot-cli one, and tenants
-never share storage.
+never share storage. A turn of an empty-mode agent runs its CLI in that mode, keeping its state
+in its tenant's own base directory (var/copilot/tenant-<id>), not in the session's sandbox home.
 """
 import asyncio
 import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from copilot import CopilotClient, RuntimeConnection
 from copilot.generated.rpc import PermissionDecisionApproveOnce, PermissionDecisionReject
-from copilot.generated.session_events import AssistantMessageDeltaData
+from copilot.generated.session_events import (AssistantMessageDeltaData, SubagentStartedData, ToolExecutionCompleteData,
+                                              ToolExecutionStartData)
 from copilot.session import CopilotSession
 from copilot.tools import Tool, ToolResult
+from django.conf import settings
 
 from kernel.refusals import Refused
 from sandbox.bubblewrap import session_sandbox
 
-from ..harness import RunningTurns, copilot_cli, destination, not_installed
+from ..conversations import do_keep_conversation, resumed_conversation
+from ..harness import RunningTurns, builtin_permission, copilot_cli, destination, not_installed
 
 logger = logging.getLogger(__name__)
 
@@ -40,8 +46,12 @@ PROVIDER_ID = "github-copilot"
 NO_RUNTIME = not_installed("github-copilot", "the GitHub Copilot CLI (npm @github/copilot)", "COPILOT_CLI_PATH")
 NO_MODEL = ("The github-copilot agent has no model endpoint: set agentConnections.github-copilot (baseUrl and "
             "apiKey, or githubToken) or AHP_COPILOT_BASE_URL.")
-NOT_OFFERED = "The host did not offer this tool to the agent."
 TURN_TIMEOUT_SECONDS = 600
+TASK_TOOL, SUBAGENT = "task", "worker"
+SUBAGENT_PROMPT = "You are a sub-agent in an AHP session: do the task you are given with your tools and answer what you found."
+SUBAGENT_STOPPED = "The sub-agent stopped with the turn that started it."
+UNATTRIBUTED = "The host could not tell which agent made this call, so it did not run."
+ATTRIBUTION_SECONDS = 30  # how long a sub-agent's call waits for the event naming its task call
 DEFAULT_MODEL = "gpt-4.1"
 # Where a CLI signed in with a GitHub token finds its models.
 GITHUB_ENDPOINTS = (("api.github.com", 443), ("api.githubcopilot.com", 443), ("api.individual.githubcopilot.com", 443))
@@ -68,12 +78,81 @@ def byok_provider(connection):
     return provider
 
 
-def custom_tools(snapshot, toolbox):
-    """The snapshot's tools as SDK custom tools, each answered through the toolbox."""
+class Agents:
+    """One turn's agents: the turn's own and each sub-agent a `task` call started, which works in a
+    chat of its own (origin: that call) on the tool-origin catalog. The CLI names the sub-agent
+    that makes a custom tool call (ToolInvocation.agent_id), and its SubagentStarted event the
+    task call that runs it."""
+
+    def __init__(self, toolbox, snapshot):
+        self.toolbox, self.snapshot = toolbox, snapshot
+        self.loop = asyncio.get_running_loop()
+        self.subagents = {}  # a task call's id -> the task opening its sub-agent: (toolbox, snapshot, host call id)
+        self.task_of = {}  # a sub-agent's id -> its task call's id
+        self.noted = asyncio.Condition()
+
+    def take(self, event):
+        """An SDK event (its handlers are synchronous): noted on the turn's loop."""
+        self.loop.call_soon_threadsafe(self.note, event)
+
+    def note(self, event):
+        data = event.data
+        if isinstance(data, ToolExecutionStartData) and data.tool_name == TASK_TOOL and not event.agent_id:
+            self.subagents[data.tool_call_id] = self.loop.create_task(self.start(data))
+        elif isinstance(data, SubagentStartedData) and event.agent_id:
+            self.task_of[event.agent_id] = data.tool_call_id
+            self.loop.create_task(self.wake())
+        elif isinstance(data, ToolExecutionCompleteData) and data.tool_call_id in self.subagents:
+            self.loop.create_task(self.finish(data.tool_call_id, data))
+
+    async def wake(self):
+        async with self.noted:
+            self.noted.notify_all()
+
+    async def start(self, data):
+        arguments = data.arguments if isinstance(data.arguments, dict) else {}
+        subagent, call_id = await self.toolbox.start_subagent(
+            TASK_TOOL, arguments, arguments.get("description") or "Sub-agent", arguments.get("prompt") or "")
+        return subagent, await subagent.snapshot(), call_id
+
+    async def finish(self, task_call_id, data):
+        try:
+            subagent, _, call_id = await self.subagents.pop(task_call_id)
+        except Refused:
+            return  # its chat never opened (the person may not create chats): nothing to end
+        report = data.result.content if data.result else (data.error.message if data.error else "")
+        await self.toolbox.end_subagent(call_id, subagent, report, not data.success)
+
+    async def answer(self, name, arguments, agent_id):
+        if not agent_id:
+            return await self.toolbox.answer(self.snapshot, name, arguments)
+        try:
+            async with self.noted:
+                await asyncio.wait_for(self.noted.wait_for(lambda: agent_id in self.task_of), ATTRIBUTION_SECONDS)
+            subagent, snapshot, _ = await self.subagents[self.task_of[agent_id]]
+        except (asyncio.TimeoutError, KeyError):
+            return UNATTRIBUTED, True
+        except Refused as refusal:
+            return refusal.sentence, True
+        return await subagent.answer(snapshot, name, arguments)
+
+    async def stop(self):
+        """The turn is over: a sub-agent still open ends with it."""
+        subagents, self.subagents = self.subagents, {}
+        for opening in subagents.values():
+            try:
+                subagent, _, call_id = await opening
+            except Refused:
+                continue
+            await self.toolbox.end_subagent(call_id, subagent, SUBAGENT_STOPPED, failed=True)
+
+
+def custom_tools(snapshot, agents):
+    """The snapshot's tools as SDK custom tools, each answered through its agent's toolbox."""
     def handler_for(name):
         async def handler(invocation):
             arguments = invocation.arguments if invocation.arguments is not None else {}
-            text, failed = await toolbox.answer(snapshot, name, arguments)
+            text, failed = await agents.answer(name, arguments, invocation.agent_id)
             return ToolResult(text_result_for_llm=text, result_type="failure" if failed else "success",
                               error=text if failed else None)
         return handler
@@ -84,27 +163,18 @@ def custom_tools(snapshot, toolbox):
             for d in snapshot.definitions]
 
 
-def refuse_permission(request, invocation):
-    # Only the host's tools are offered, and they need no permission of the CLI's.
-    return PermissionDecisionReject(feedback=NOT_OFFERED)
-
-
 # The built-in a permission request is for, by its kind.
 BUILTIN_OF_KIND = {"shell": "bash", "write": "edit", "read": "view", "url": "web_fetch"}
 
 
-def permission_handler(toolbox, approve_all):
+def permission_handler(toolbox, connection):
     """A permission request for one of the CLI's built-ins: the person's call (an AHP tool
     confirmation), unless the tenant approves all."""
     async def handle(request, invocation):
-        if approve_all:
-            return PermissionDecisionApproveOnce()
         kind = getattr(request, "kind", "tool")
-        name = BUILTIN_OF_KIND.get(kind, kind)
         command = getattr(request, "full_command_text", None)
-        arguments = {"command": command} if command else {}
-        title = f"Allow the agent to run `{command}`?" if command else f"Allow the agent's {name}?"
-        refusal = await toolbox.ask_permission(name, arguments, title)
+        refusal = await builtin_permission(toolbox, connection, BUILTIN_OF_KIND.get(kind, kind),
+                                           {"command": command} if command else {}, command)
         return PermissionDecisionApproveOnce() if refusal is None else PermissionDecisionReject(feedback=refusal)
     return handle
 
@@ -159,7 +229,6 @@ class GitHubCopilotProvider:
         self.session_fs = session_fs
         self.github_token = github_token
         self._clients = {}
-        self.conversations = {}  # AHP session id -> the Copilot session id its turns resume
         self.turns = RunningTurns()
 
     def agent_info(self):
@@ -184,35 +253,51 @@ class GitHubCopilotProvider:
         connection = tenant if tenant.get("githubToken") and not tenant.get("baseUrl") else {
             **model_connection(), **tenant}
         snapshot = await toolbox.snapshot()
-        tools = custom_tools(snapshot, toolbox)
+        agents = Agents(toolbox, snapshot)
+        tools = custom_tools(snapshot, agents)
         if connection.get("baseUrl"):
             reached, environment = [destination(connection["baseUrl"])], {}
         elif connection.get("githubToken"):
             reached, environment = GITHUB_ENDPOINTS, {"COPILOT_SDK_AUTH_TOKEN": connection["githubToken"]}
         else:
             raise Refused(NO_MODEL, "no_agent")
+        definition = await toolbox.agent_definition()
+        mode = definition.builtin_tool_policy().client_mode if definition else "copilot-cli"
         sandbox = session_sandbox(toolbox.session, destinations=reached)
+        storage = self.tenant_storage(toolbox.session.tenant_id) if mode == "empty" else None
+        if storage is not None:
+            # An empty-mode client keeps its state in its tenant's base directory (the sandbox
+            # clears the environment the SDK would set, so the CLI is told inside it).
+            sandbox = replace(sandbox, writable=(*sandbox.writable, storage))
+            environment = {**environment, "COPILOT_HOME": storage, "COPILOT_DISABLE_KEYTAR": "1"}
         # The SDK appends its own flags to the command line: they reach the CLI inside the sandbox.
         argv = sandbox.argv([cli], env=environment)
         client = CopilotClient(connection=RuntimeConnection.for_stdio(path=argv[0], args=argv[1:]),
-                               github_token=connection.get("githubToken") or None)
-        definition = await toolbox.agent_definition()
-        # A definition's built-in tools policy decides, as for any of its sessions; without one, only the host's tools.
-        policy = self.session_options(definition) if definition else {"available_tools": [t.name for t in tools]}
+                               github_token=connection.get("githubToken") or None, mode=mode, base_directory=storage)
+        # A definition's built-in tools policy decides, as for any of its sessions; without one, only the
+        # host's tools and the task tool for the host's sub-agent.
+        policy = self.session_options(definition) if definition else {
+            "available_tools": [*(t.name for t in tools), TASK_TOOL]}
+        held = set(snapshot.names)
+        worker = {"name": SUBAGENT, "display_name": "Worker", "prompt": SUBAGENT_PROMPT,
+                  "description": "Works on a task you hand it, with the session's tools, in a chat of its own.",
+                  "tools": [name for name in await toolbox.tool_origin_names() if name in held]}
         options = {"model": connection.get("model") or DEFAULT_MODEL, **policy, "tools": tools, "streaming": True,
-                   "on_permission_request": permission_handler(toolbox, connection.get("permissions") == "approve-all"),
+                   "custom_agents": [worker],
+                   "on_permission_request": permission_handler(toolbox, connection),
                    "working_directory": sandbox.working_directory}
         if connection.get("baseUrl"):
             options["provider"] = byok_provider(connection)
-        conversation = self.conversations.get(toolbox.session.id)
+        conversation = await resumed_conversation(toolbox.chat.id, self.id)
         try:
             if conversation:
                 session = await client.resume_session(conversation, **options)
             else:
                 session = await client.create_session(**options)
-            self.conversations[toolbox.session.id] = session.session_id
+            await do_keep_conversation(toolbox.chat.id, self.id, session.session_id)
             streamed = Streamed(toolbox)
             session.on(streamed.take)
+            session.on(agents.take)
             try:
                 async with self.turns.running(toolbox.session.id, session):
                     answer = await session.send_and_wait(text, timeout=TURN_TIMEOUT_SECONDS)
@@ -223,6 +308,7 @@ class GitHubCopilotProvider:
                 answer = None
             finally:
                 await streamed.finish()
+                await agents.stop()
                 await session.disconnect()
         finally:
             await client.stop()
@@ -232,6 +318,12 @@ class GitHubCopilotProvider:
         if self.base_directory is None:
             return None
         return str(Path(self.base_directory) / f"tenant-{definition.tenant_id}")
+
+    def tenant_storage(self, tenant_id):
+        """The tenant's own base directory for empty-mode clients (under var/copilot unless configured)."""
+        folder = Path(self.base_directory or Path(settings.VAR_DIR) / "copilot") / f"tenant-{tenant_id}"
+        folder.mkdir(parents=True, exist_ok=True)
+        return str(folder)
 
     def client_for(self, definition):
         """The pooled client this definition's sessions run on, made on first use."""

@@ -26,6 +26,7 @@ from .tool_calls import (
     do_ask_about_tool_call, do_begin_tool_call, do_client_complete_tool_call, do_complete_tool_call,
     do_confirm_tool_call, do_expire_tool_call, do_refuse_tool_call, failure,
 )
+from .subagents import do_end_subagent, do_start_subagent
 from .tools_endpoints import do_open_tools_endpoint
 from .turns import do_cancel_turn, do_end_turn, do_start_turn, do_stream_reply, do_truncate_chat
 
@@ -33,11 +34,11 @@ __all__ = [
     "MAX_MESSAGE_CHARS", "MAX_SPAWN_DEPTH", "ORCHESTRATION_LIMITS", "ORCHESTRATION_WINDOW", "Orchestration",
     "check_message_text", "check_working_directory", "do_add_turn_effect", "do_archive_chat", "do_ask_about_tool_call", "do_cancel_turn", "do_change_session_config", "do_begin_tool_call",
     "do_client_complete_tool_call", "do_close_connection", "do_complete_tool_call", "do_confirm_tool_call", "do_create_chat",
-    "do_create_session", "do_dispose_chat", "do_dispose_session", "do_end_turn", "do_expire_tool_call",
+    "do_create_session", "do_dispose_chat", "do_dispose_session", "do_end_subagent", "do_end_turn", "do_expire_tool_call",
     "do_move_session", "do_open_connection", "do_open_tools_endpoint", "do_refuse_tool_call", "do_release_client", "do_remove_active_client",
     "do_remove_pending_message", "do_rename_chat", "do_reorder_queued_messages", "do_send_message",
     "do_set_pending_message", "do_set_active_client", "do_set_chat_folder", "do_set_default_chat", "do_set_flag",
     "do_set_server_tools", "do_set_session_workspace", "do_set_subscriptions", "do_set_title",
-    "do_start_queued_turn", "do_start_turn", "do_stream_reply", "do_tool_create_chat", "do_tool_create_session",
+    "do_start_queued_turn", "do_start_subagent", "do_start_turn", "do_stream_reply", "do_tool_create_chat", "do_tool_create_session",
     "do_tool_send_message", "do_truncate_chat", "drop_turn_effect", "failure", "pending_turn_effects", "require",
 ]

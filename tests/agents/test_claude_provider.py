@@ -1,20 +1,26 @@
 """The `claude` provider: the real Claude Code CLI, in the session's sandbox, against a scripted
 model, over a real socket. The model's tool list is what the CLI actually sent."""
+import logging
 import os
 import signal
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
+from agents import registry
 from agents.harness import claude_cli
-from agents.providers.claude import NO_CLI
+from agents.models import HarnessConversation
+from agents.providers.claude import NO_CLI, OwnServers
 from sessions_app.models import Chat, ToolCall
 from tools_app.catalog.loader import catalog_for_chat
 
-from ..ahp.protocol.harness import AhpClient, default_chat
-from ..ahp.protocol.test_client_tools import announce, complete
-from .model_server import Hold, ModelServer, Text, tool_result_text, use_tool
+from ..ahp.protocol.harness import AhpClient, default_chat, set_config
+from ..ahp.protocol.test_client_tools import OPEN_FILE, announce, complete
+from ..ahp.protocol.test_worker_chats import PICK
+from ..tools_app.families.mcp_servers.test_configured_servers import listed, tiny_server  # noqa: F401  (a fixture)
+from .model_server import Hold, ModelServer, Text, ToolUse, tool_result_text, use_tool
 
 needs_cli = pytest.mark.skipif(claude_cli() is None, reason=f"needs the Claude Code CLI: {NO_CLI}")
 HARNESS_PROGRAM = os.path.realpath(claude_cli() or "claude")
@@ -56,8 +62,8 @@ def test_a_claude_turn_calls_a_host_tool_and_a_client_tool_and_reads_their_resul
         assert alice.reply_to(turn, timeout=90) == "Both done; the last said: opened README.md"
 
     first, second, third = model.agent_requests()
-    # Exactly the chat's snapshot, none of the CLI's built-ins.
-    assert sorted(first.tool_names) == offered(chat)
+    # Exactly the chat's snapshot, and of the CLI's built-ins only its sub-agent tool.
+    assert sorted(first.tool_names) == sorted([*offered(chat), "Agent"])
     assert {"mcp__host__add", "mcp__client__ide__open_file"} <= set(first.tool_names)
     assert first.last_user_text() == "add, then open the readme"
     assert second.tool_results() == ["42"]
@@ -203,3 +209,90 @@ def test_the_reply_streams_into_the_chat_as_a_part_then_deltas(acme, host, model
 @needs_cli
 def test_cancelling_a_turn_interrupts_claude_and_the_next_turn_answers(acme, host, model):
     cancel_a_turn_waiting_on_a_client_tool(acme, host, model, "claude", HARNESS_PROGRAM)
+
+
+@pytest.mark.e2e
+@needs_cli
+def test_claudes_sub_agent_works_in_a_tool_origin_chat_without_user_chat_tools(acme, host, host_tools, model):
+    task = {"description": "Sum", "prompt": "add 2 and 3", "subagent_type": "worker"}
+    model.add(ToolUse("Agent", task), use_tool("add", {"a": 2, "b": 3}), tool_result_text("Sub-agent: "),
+              tool_result_text("Parent heard: "))
+    with AhpClient(host.port, acme.tokens["member"], "alice") as alice, \
+            AhpClient(host.port, acme.tokens["member"], "ide") as ide:
+        session = alice.create_session(provider="claude")
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        announce(ide, session, OPEN_FILE, PICK)
+        turn = alice.start_turn(chat, "delegate the sum")
+        agent_call = alice.action("chat/toolCallStart", turnId=turn, timeout=90)["action"]
+        reply = alice.reply_to(turn, timeout=90)
+        worker = next(c for c in alice.subscribe(session)["chats"] if c["resource"] != chat)
+
+    assert worker["origin"] == {"kind": "tool", "chat": chat, "toolCallId": agent_call["toolCallId"]}
+    assert (agent_call["toolName"], agent_call["displayName"]) == ("Agent", "Sum")
+    assert reply.startswith("Parent heard: ") and "Sub-agent: 5" in reply
+    parent, subagent, subagent_after, _ = model.agent_requests()
+    assert "mcp__client__ide__pick" in parent.tool_names
+    assert subagent.last_user_text() == "add 2 and 3"
+    assert "mcp__client__ide__pick" not in subagent.tool_names
+    assert {"mcp__host__add", "mcp__client__ide__open_file"} <= set(subagent.tool_names)
+    assert subagent_after.tool_results() == ["5"]
+    # The sub-agent's call shows in its own chat; the parent's chat shows the Agent call, answered.
+    worker_calls = ToolCall.objects.filter(turn__chat_id=worker["resource"].split("/")[-1])
+    assert [(c.tool_name, c.status, c.result["success"]) for c in worker_calls] == [("add", "completed", True)]
+    assert [(c.tool_name, c.status) for c in ToolCall.objects.filter(turn_id=turn)] == [("Agent", "completed")]
+    assert "Sub-agent: 5" in worker_calls[0].turn.response_parts[-1]["content"]
+
+
+@pytest.mark.e2e
+@needs_cli
+def test_a_turn_after_a_restart_resumes_the_chats_claude_conversation(acme, host, model):
+    model.add(Text("first answer"), Text("second answer"))
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        chat = default_chat(alice, alice.create_session(provider="claude"))
+        alice.subscribe(chat)
+        assert alice.reply_to(alice.start_turn(chat, "remember 17"), timeout=90) == "first answer"
+        registry.build()  # the providers a restarted (or another) process has: nothing in memory
+        assert alice.reply_to(alice.start_turn(chat, "what was it?"), timeout=90) == "second answer"
+    first, second = model.agent_requests()
+    assert second.last_user_text() == "what was it?"
+    assert "remember 17" in str(second.body["messages"]) and "first answer" in str(second.body["messages"])
+    conversation = HarnessConversation.objects.get(chat_id=chat.split("/")[-1])
+    assert conversation.provider == "claude" and conversation.conversation_id
+
+
+@pytest.mark.e2e
+@needs_cli
+def test_the_sessions_mcp_server_is_the_clis_own_and_its_calls_show_in_the_chat(acme, host, model, tiny_server):
+    set_config(host.port, acme.tokens["root"], mcpServers={"tiny": {**tiny_server, "env": {"SUFFIX": "!"}}})
+    model.add(use_tool("shout", {"text": "hi"}), tool_result_text())
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        session = alice.create_session(provider="claude")
+        listed(session, "tiny")
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        turn = alice.start_turn(chat, "shout hi")
+        start = alice.action("chat/toolCallStart", turnId=turn, timeout=90)["action"]
+        # What the CLI handed its model: the server's structured answer.
+        assert alice.reply_to(turn, timeout=90) == 'The tool said: {"result":"HI!"}'
+    first = model.agent_requests()[0]
+    # The CLI runs the server itself (in the sandbox): its tool under the CLI's name, not the host's.
+    assert "mcp__tiny__shout" in first.tool_names and "mcp__host__tiny_shout" not in first.tool_names
+    assert sorted(first.tool_names) == sorted(
+        ["Agent", *(("mcp__tiny__shout" if n == "mcp__host__tiny_shout" else n) for n in offered(chat))])
+    assert (start["toolName"], start["displayName"]) == ("tiny_shout", "shout")
+    call = ToolCall.objects.get(turn_id=turn)
+    assert (call.tool_name, call.source, call.status, call.result["content"]) == (
+        "tiny_shout", "mcp", "completed", [{"type": "text", "text": '{"result":"HI!"}'}])
+
+
+def test_a_stdio_server_set_to_run_outside_the_sessions_folder_is_left_out_and_logged(caplog):
+    servers = {"there": {"type": "stdio", "command": "/bin/true", "cwd": "/elsewhere"},
+               "here": {"type": "stdio", "command": "/bin/true", "cwd": "/work/s"},
+               "host": {"type": "http", "url": "http://127.0.0.1:9/mcp"}}
+    with caplog.at_level(logging.WARNING, logger="agents.providers.claude"):
+        own = OwnServers(servers, "/work/s", SimpleNamespace(bindings={}), listed=())
+    assert list(own.config) == ["here"]
+    assert [r.getMessage() for r in caplog.records] == [
+        'Left out MCP server "there": its cwd /elsewhere is not the session\'s folder /work/s.',
+        'Left out MCP server "host": the name is one of the host\'s own servers.']

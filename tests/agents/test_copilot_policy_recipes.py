@@ -8,6 +8,7 @@ from copilot import BUILTIN_TOOLS_ISOLATED
 from django.conf import settings
 
 from agents.harness import copilot_cli
+from agents.models import HarnessConversation
 from agents.providers.github_copilot import NO_RUNTIME
 from sandbox.bubblewrap import sandbox_root
 from sessions_app.models import ToolCall
@@ -113,3 +114,20 @@ def test_a_tenant_approving_all_lets_the_builtin_run_in_the_sandbox(acme, host, 
     assert list((sandbox_root() / session.split("/")[-1]).rglob("allowed-marker"))  # in the sandbox's home
     if os.geteuid() == 0:  # as the sandbox's user, not the host's
         assert str(settings.AHP_SANDBOX_UID) in reply
+
+
+def test_an_empty_mode_agent_keeps_its_state_in_its_tenants_own_base_directory(acme, host, model):
+    AgentDefinition.objects.create(tenant=acme.tenant, name="bare", provider="github-copilot", tools=[
+        {"kind": BUILTIN, "client-mode": "empty", "available-tools": {"tools": ["view"]}}])
+    model.add(Text("first"), Text("second"))
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        session = alice.create_session(provider="github-copilot", config={"agentDefinition": "bare"})
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        assert alice.reply_to(alice.start_turn(chat, "remember 17"), timeout=90) == "first"
+        assert alice.reply_to(alice.start_turn(chat, "what was it?"), timeout=90) == "second"
+    storage = settings.VAR_DIR / "copilot" / f"tenant-{acme.tenant.id}"
+    conversation = HarnessConversation.objects.get(chat_id=chat.split("/")[-1]).conversation_id
+    assert list(storage.rglob(f"*{conversation}*"))  # the CLI's session state is the tenant's
+    assert not list((sandbox_root() / session.split("/")[-1]).rglob(f"*{conversation}*"))  # not the session's home
+    assert "remember 17" in str(model.requests[-1].body["messages"])  # the second turn resumed from there

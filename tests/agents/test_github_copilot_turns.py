@@ -9,8 +9,9 @@ from agents.providers.github_copilot import NO_RUNTIME
 from sessions_app.models import ToolCall
 
 from ..ahp.protocol.harness import AhpClient, default_chat
-from ..ahp.protocol.test_client_tools import announce, complete
-from .model_server import ModelServer, Text, tool_result_text, use_tool
+from ..ahp.protocol.test_client_tools import OPEN_FILE, announce, complete
+from ..ahp.protocol.test_worker_chats import PICK
+from .model_server import ModelServer, Text, ToolUse, tool_result_text, use_tool
 from .test_claude_provider import cancel_a_turn_waiting_on_a_client_tool, offered
 
 HARNESS_PROGRAM = os.path.realpath(copilot_cli() or "copilot")
@@ -44,8 +45,8 @@ def test_a_copilot_turn_calls_a_host_tool_and_a_client_tool_and_reads_their_resu
         assert alice.reply_to(turn, timeout=90) == "Both done; the last said: opened README.md"
 
     first, second, third = model.agent_requests()
-    # Exactly the chat's snapshot under its catalog names, none of the CLI's built-ins.
-    assert sorted(first.tool_names) == sorted(n.split("__", 2)[-1] for n in offered(chat))
+    # Exactly the chat's snapshot under its catalog names; of the CLI's built-ins only its sub-agent tool.
+    assert sorted(first.tool_names) == sorted([*(n.split("__", 2)[-1] for n in offered(chat)), "task"])
     assert second.tool_results()[-1] == "42"
     assert third.tool_results()[-1] == "opened README.md"
     calls = list(ToolCall.objects.filter(turn_id=turn).order_by("created"))
@@ -73,3 +74,31 @@ def test_the_reply_streams_into_the_chat_as_a_part_then_deltas(acme, host, model
                         "chat/responsePart", "chat/delta")]
         assert alice.subscribe(chat)["turns"][-1]["responseParts"] == [
             {"kind": "markdown", "id": part["id"], "content": "Hello from a streaming model"}]
+
+
+def test_copilots_sub_agent_works_in_a_tool_origin_chat_without_user_chat_tools(acme, host, host_tools, model):
+    task = {"agent_type": "worker", "name": "sum", "description": "Sum", "prompt": "add 2 and 3", "mode": "sync"}
+    model.add(ToolUse("task", task), use_tool("add", {"a": 2, "b": 3}), tool_result_text("Sub-agent: "),
+              tool_result_text("Parent heard: "))
+    with AhpClient(host.port, acme.tokens["member"], "alice") as alice, \
+            AhpClient(host.port, acme.tokens["member"], "ide") as ide:
+        session = alice.create_session(provider="github-copilot")
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        announce(ide, session, OPEN_FILE, PICK)
+        turn = alice.start_turn(chat, "delegate the sum")
+        task_call = alice.action("chat/toolCallStart", turnId=turn, timeout=90)["action"]
+        reply = alice.reply_to(turn, timeout=90)
+        worker = next(c for c in alice.subscribe(session)["chats"] if c["resource"] != chat)
+
+    assert worker["origin"] == {"kind": "tool", "chat": chat, "toolCallId": task_call["toolCallId"]}
+    assert (task_call["toolName"], task_call["displayName"]) == ("task", "Sum")
+    assert reply.startswith("Parent heard: ") and "Sub-agent: 5" in reply
+    parent, subagent, subagent_after, _ = model.agent_requests()
+    assert "ide__pick" in parent.tool_names and "task" in parent.tool_names
+    assert "add 2 and 3" in subagent.last_user_text()
+    assert "ide__pick" not in subagent.tool_names and {"add", "ide__open_file"} <= set(subagent.tool_names)
+    assert subagent_after.tool_results()[-1] == "5"
+    worker_calls = ToolCall.objects.filter(turn__chat_id=worker["resource"].split("/")[-1])
+    assert [(c.tool_name, c.status, c.result["success"]) for c in worker_calls] == [("add", "completed", True)]
+    assert [(c.tool_name, c.status) for c in ToolCall.objects.filter(turn_id=turn)] == [("task", "completed")]

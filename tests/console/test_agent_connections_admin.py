@@ -33,7 +33,7 @@ def test_a_bad_value_is_refused_on_its_own_field_with_the_rest_sentence(acme, te
     assert response.context["adminform"].form.errors["agentConnections"] == ["Correct the rows marked below."]
     assert row_errors(response, 0) == {"baseUrl": ["agentConnections.claude.baseUrl must be an http or https URL."]}
     assert row_errors(response, 1) == {
-        "type": ["agentConnections.claude.type: unknown field; use one of baseUrl, apiKey, model."],
+        "type": ["agentConnections.claude.type: unknown field; use one of baseUrl, apiKey, model, permissions."],
         "provider": ["Another row is already for claude."]}
     page = response.content.decode()
     assert "agentConnections.claude.baseUrl must be an http or https URL." in page

@@ -1,0 +1,23 @@
+"""Which harness conversation a chat's next turn resumes."""
+from channels.db import database_sync_to_async
+from django.db import IntegrityError, transaction
+
+from .models import HarnessConversation
+
+
+@database_sync_to_async
+def resumed_conversation(chat_id, provider):
+    """The conversation id the chat's last turn on `provider` left, or None."""
+    return HarnessConversation.objects.filter(chat_id=chat_id, provider=provider).values_list(
+        "conversation_id", flat=True).first()
+
+
+@database_sync_to_async
+def do_keep_conversation(chat_id, provider, conversation_id):
+    """The chat's turns on `provider` resume `conversation_id` from now on."""
+    try:
+        with transaction.atomic():
+            HarnessConversation.objects.update_or_create(chat_id=chat_id, provider=provider,
+                                                         defaults={"conversation_id": conversation_id})
+    except IntegrityError:
+        pass  # the chat was deleted meanwhile: there is nothing left to resume
