@@ -118,10 +118,22 @@ def denied_everywhere(action, rules):
     return verdict
 
 
+class Verdicts(dict):
+    """action -> whether `rules` deny it everywhere, each worked out on first lookup."""
+
+    def __init__(self, rules):
+        super().__init__()
+        self.rules = rules
+
+    def __missing__(self, action):
+        denied = self[action] = denied_everywhere(action, self.rules)
+        return denied
+
+
 @lru_cache(maxsize=256)
 def verdicts_for(rules):
-    """A per-rule-set memo of action -> hidden; an agent's rules rarely change, its tools repeat."""
-    return {}
+    """A per-rule-set memo; an agent's rules rarely change, its tools repeat."""
+    return Verdicts(rules)
 
 
 @lru_cache(maxsize=256)
@@ -145,6 +157,10 @@ def rows_by_source(tools):
     mcp = tuple(t.binding.catalog_row for t in tools if t.source == "mcp")
     _last_split = (tools, own, mcp)
     return own, mcp
+
+
+# The gates checked after the allowlist and permission rules, against this session and chat.
+GATE_SESSION_CHECKS = GATE_ENABLED_HOOK | GATE_USER_CHATS
 
 
 def session_tools_offered(switches, provider):
@@ -188,20 +204,17 @@ def assemble_catalog(inputs: CatalogInputs) -> CatalogSnapshot:
         if allowlist and name not in allowlist:
             hidden.append(HiddenTool(name, source, "allowlist"))
             continue
-        if hidden_actions is not None:
-            denied = hidden_actions.get(action)
-            if denied is None:
-                denied = hidden_actions[action] = denied_everywhere(action, rules)
-            if denied:
-                hidden.append(HiddenTool(name, source, "permission_rule", action))
+        if hidden_actions is not None and hidden_actions[action]:
+            hidden.append(HiddenTool(name, source, "permission_rule", action))
+            continue
+        if gate & GATE_SESSION_CHECKS:
+            if gate & GATE_ENABLED_HOOK and not binding.tool.is_enabled_for_session(session):
+                hidden.append(HiddenTool(name, source, "not_enabled"))
                 continue
-        if gate & GATE_ENABLED_HOOK and not binding.tool.is_enabled_for_session(session):
-            hidden.append(HiddenTool(name, source, "not_enabled"))
-            continue
-        if gate & GATE_USER_CHATS and in_tool_chat:
-            withheld.add(name)
-            hidden.append(HiddenTool(name, source, "tool_chat"))
-            continue
+            if gate & GATE_USER_CHATS and in_tool_chat:
+                withheld.add(name)
+                hidden.append(HiddenTool(name, source, "tool_chat"))
+                continue
         if for_session is not None:
             definition = binding.tool.wire_definition(for_session(session))
         definitions.append(definition)
