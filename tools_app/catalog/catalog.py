@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 from itertools import chain
+from operator import attrgetter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from types import MappingProxyType
@@ -159,6 +160,8 @@ def rows_by_source(tools):
     return own, mcp
 
 
+CATALOG_ROW = attrgetter("catalog_row")
+
 # The gates checked after the allowlist and permission rules, against this session and chat.
 GATE_SESSION_CHECKS = GATE_ENABLED_HOOK | GATE_USER_CHATS
 
@@ -184,7 +187,7 @@ def assemble_catalog(inputs: CatalogInputs) -> CatalogSnapshot:
 
     # Sources in the order the model sees them: host and plugin, then clients, then MCP.
     own_rows, mcp_rows = rows_by_source(inputs.tools)
-    rows = chain(own_rows, [b.catalog_row for b in inputs.client_tools], mcp_rows)
+    rows = chain(own_rows, map(CATALOG_ROW, inputs.client_tools), mcp_rows)
     hidden_actions = verdicts_for(rules) if rules else None
 
     blocked = (0 if advanced_on else GATE_ADVANCED) | (0 if session_group_on else GATE_SESSION_GROUP)
