@@ -88,7 +88,8 @@ def main():
               f"{ratios[total]:>6.2f}   ({offered} offered)")
     worst = max(ratios.values())
     growth = per_tool[5000] / per_tool[50]
-    print(f"worst ratio to the bare comprehension: {worst:.2f} (target <= {MAX_RATIO:g}: {verdict(worst <= MAX_RATIO)})")
+    print(f"worst ratio to the bare comprehension: {worst:.2f} "
+          f"(target <= {MAX_RATIO:g}: {verdict(worst <= MAX_RATIO)})")
     print(f"per-tool cost at 5000 / at 50: {growth:.2f} "
           f"(target <= {MAX_PER_TOOL_GROWTH:g}: {verdict(growth <= MAX_PER_TOOL_GROWTH)})")
 

@@ -10,10 +10,10 @@ operators' explainer shows exactly what the model is (not) offered.
 from __future__ import annotations
 
 import fnmatch
-from itertools import chain
-from operator import attrgetter
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import chain
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
