@@ -12,6 +12,8 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import chain
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
@@ -117,10 +119,51 @@ def denied_everywhere(action, rules):
     return verdict
 
 
+class Verdicts(dict):
+    """action -> whether `rules` deny it everywhere, each worked out on first lookup."""
+
+    def __init__(self, rules):
+        super().__init__()
+        self.rules = rules
+
+    def __missing__(self, action):
+        denied = self[action] = denied_everywhere(action, self.rules)
+        return denied
+
+
 @lru_cache(maxsize=256)
 def verdicts_for(rules):
-    """A per-rule-set memo of action -> hidden; an agent's rules rarely change, its tools repeat."""
-    return {}
+    """A per-rule-set memo; an agent's rules rarely change, its tools repeat."""
+    return Verdicts(rules)
+
+
+@lru_cache(maxsize=256)
+def allowed_names(allowlist):
+    """An agent's allowlist as a set, built once per allowlist rather than per model request."""
+    return frozenset(allowlist)
+
+
+# The last tools tuple split by source: (tools, host-and-plugin rows, MCP rows). A chat without
+# MCP servers is handed the registry's own tuple, the same object until the registry reloads.
+_last_split = (None, (), ())
+
+
+def rows_by_source(tools):
+    """The catalog rows of `tools`' host and plugin tools, and of its MCP tools, each in order."""
+    global _last_split
+    last = _last_split
+    if last[0] is tools:
+        return last[1], last[2]
+    own = tuple(t.binding.catalog_row for t in tools if t.source != "mcp")
+    mcp = tuple(t.binding.catalog_row for t in tools if t.source == "mcp")
+    _last_split = (tools, own, mcp)
+    return own, mcp
+
+
+CATALOG_ROW = attrgetter("catalog_row")
+
+# The gates checked after the allowlist and permission rules, against this session and chat.
+GATE_SESSION_CHECKS = GATE_ENABLED_HOOK | GATE_USER_CHATS
 
 
 def session_tools_offered(switches, provider):
@@ -135,7 +178,7 @@ def assemble_catalog(inputs: CatalogInputs) -> CatalogSnapshot:
     session_group_on = session_tools_offered(switches, inputs.provider)
     in_tool_chat = inputs.chat_origin_kind == "tool"
     host_tools_on = inputs.provider not in switches.without_host_tools
-    allowlist = frozenset(inputs.allowlist)
+    allowlist = allowed_names(tuple(inputs.allowlist))
     rules = tuple(inputs.permission_rules)
     session = inputs.session
 
@@ -143,54 +186,47 @@ def assemble_catalog(inputs: CatalogInputs) -> CatalogSnapshot:
     bindings = {}
 
     # Sources in the order the model sees them: host and plugin, then clients, then MCP.
-    ordered = [t.binding for t in inputs.tools if t.source != "mcp"]
-    ordered.extend(inputs.client_tools)
-    ordered.extend(t.binding for t in inputs.tools if t.source == "mcp")
+    own_rows, mcp_rows = rows_by_source(inputs.tools)
+    rows = chain(own_rows, map(CATALOG_ROW, inputs.client_tools), mcp_rows)
     hidden_actions = verdicts_for(rules) if rules else None
 
     blocked = (0 if advanced_on else GATE_ADVANCED) | (0 if session_group_on else GATE_SESSION_GROUP)
     hidden = list(inputs.invalid_tools)
-    for binding in ordered:
-        tool = binding.tool
-        gate = tool.gate
-        name = binding.name
-        if tool.source == "host" and not host_tools_on:
-            hidden.append(HiddenTool(name, tool.source, "host_tools_off", inputs.provider))
+    for binding, name, source, gate, action, definition, for_session, instruction, defer_loading, serves in rows:
+        if not host_tools_on and source == "host":
+            hidden.append(HiddenTool(name, source, "host_tools_off", inputs.provider))
             continue
         if gate & blocked:
             if gate & blocked & GATE_ADVANCED:
-                hidden.append(HiddenTool(name, tool.source, "advanced"))
+                hidden.append(HiddenTool(name, source, "advanced"))
             elif not switches.session_tools:
-                hidden.append(HiddenTool(name, tool.source, "session_tools_off"))
+                hidden.append(HiddenTool(name, source, "session_tools_off"))
             else:
-                hidden.append(HiddenTool(name, tool.source, "provider_scoping", inputs.provider))
+                hidden.append(HiddenTool(name, source, "provider_scoping", inputs.provider))
             continue
         if allowlist and name not in allowlist:
-            hidden.append(HiddenTool(name, tool.source, "allowlist"))
+            hidden.append(HiddenTool(name, source, "allowlist"))
             continue
-        if hidden_actions is not None:
-            action = tool.action
-            denied = hidden_actions.get(action)
-            if denied is None:
-                denied = hidden_actions[action] = denied_everywhere(action, rules)
-            if denied:
-                hidden.append(HiddenTool(name, tool.source, "permission_rule", action))
+        if hidden_actions is not None and hidden_actions[action]:
+            hidden.append(HiddenTool(name, source, "permission_rule", action))
+            continue
+        if gate & GATE_SESSION_CHECKS:
+            if gate & GATE_ENABLED_HOOK and not binding.tool.is_enabled_for_session(session):
+                hidden.append(HiddenTool(name, source, "not_enabled"))
                 continue
-        if gate & GATE_ENABLED_HOOK and not tool.is_enabled_for_session(session):
-            hidden.append(HiddenTool(name, tool.source, "not_enabled"))
-            continue
-        if gate & GATE_USER_CHATS and in_tool_chat:
-            withheld.add(name)
-            hidden.append(HiddenTool(name, tool.source, "tool_chat"))
-            continue
-        definition = tool.definition if tool.for_session is None else tool.wire_definition(tool.for_session(session))
+            if gate & GATE_USER_CHATS and in_tool_chat:
+                withheld.add(name)
+                hidden.append(HiddenTool(name, source, "tool_chat"))
+                continue
+        if for_session is not None:
+            definition = binding.tool.wire_definition(for_session(session))
         definitions.append(definition)
         bindings[name] = binding
-        if tool.source == "host" or tool.source == "plugin":
+        if serves:
             server_tools.append(definition)
-        if tool.instruction:
-            instructions.append(tool.instruction)
-        if tool.defer_loading and (tool.defer_loading is True or tool.defer_loading(session)):
+        if instruction:
+            instructions.append(instruction)
+        if defer_loading and (defer_loading is True or defer_loading(session)):
             deferred.add(name)
 
     for file_name, text in inputs.client_rules:

@@ -138,6 +138,14 @@ class Binding:
     client_id: str | None = None  # set for a client's tool: that client runs it
     client_tool_name: str | None = None  # the name the client announced
 
+    @cached_property
+    def catalog_row(self):
+        """What `assemble_catalog` reads of this binding, in one tuple: unpacking it per model
+        request costs a fraction of the attribute lookups it replaces."""
+        tool = self.tool
+        return (self, self.name, tool.source, tool.gate, tool.action, tool.definition, tool.for_session,
+                tool.instruction, tool.defer_loading, tool.source == "host" or tool.source == "plugin")
+
 
 class ToolEditor:
     """What a transform sees: add, update and remove by effective name, and namespaces."""
