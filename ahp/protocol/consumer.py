@@ -15,7 +15,6 @@ import json
 import logging
 from urllib.parse import parse_qs
 
-from channels.db import database_sync_to_async
 from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
@@ -27,6 +26,7 @@ from grants.actions import person_group, token_group
 from grants.algebra import holds
 from grants.authentication import token_from_headers
 from grants.models import ApiToken, Principal
+from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
 from sessions_app import actions, events, quotas
 from tools_app.config import HostConfig

@@ -1,9 +1,9 @@
 """A connection's subscriptions: who may read a channel, its snapshot, joining and leaving its
 group, and the replay of the log a reconnecting client missed."""
-from channels.db import database_sync_to_async
 from django.db import transaction
 
 from agents.registry import agent_infos
+from kernel.orm import database_sync_to_async
 from sessions_app import actions, events, state
 from sessions_app.channels import annotations_session_at, chat_at, parse, session_at
 from sessions_app.models import ActionLog, ActiveClient

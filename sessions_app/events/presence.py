@@ -6,10 +6,10 @@ import logging
 import os
 import weakref
 
-from channels.db import database_sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from grants.models import ApiToken
+from kernel.orm import database_sync_to_async
 from kernel.outbox import serve_from
 
 from ..actions.presence import do_mark_connections_seen
