@@ -169,7 +169,7 @@ class AsyncOutboundTransport(httpx.AsyncHTTPTransport):
     """The async one; the check (DNS and a rarely read allow-list) runs off the event loop."""
 
     async def handle_request(self, request):
-        from kernel.orm import database_sync_to_async
+        from channels.db import database_sync_to_async
 
         check = database_sync_to_async(check_destination, thread_sensitive=False)
         try:
@@ -181,7 +181,7 @@ class AsyncOutboundTransport(httpx.AsyncHTTPTransport):
 
 async def acheck_url(url):
     """check_destination for a URL, from async code."""
-    from kernel.orm import database_sync_to_async
+    from channels.db import database_sync_to_async
 
     parsed = httpx.URL(url)
     return await database_sync_to_async(check_destination, thread_sensitive=False)(parsed.host, _port(parsed))
