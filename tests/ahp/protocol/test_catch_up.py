@@ -1,5 +1,6 @@
-"""A subscriber whose layer messages are lost still gets every action, in order and once: the
-heartbeat sends each socket what the action log holds beyond what it has heard."""
+"""A subscriber whose layer messages are lost still gets every action, once: the heartbeat sends
+each socket what the action log holds beyond what it has heard (a recovered action may come after
+higher numbers; clients apply by serverSeq)."""
 import copy
 import time
 import uuid
@@ -28,8 +29,8 @@ def host_with_a_one_message_layer(transactional_db, settings, monkeypatch):
 
 
 def titles_heard(client, channel, count, timeout=15):
-    """The titles of the first `count` title changes `client` hears on `channel`, then any more
-    it hears within half a second (there should be none)."""
+    """(serverSeq, title) of the first `count` title changes `client` hears on `channel`, then of
+    any more it hears within half a second (there should be none)."""
     titles, deadline = [], time.monotonic() + timeout
     settle_until = None
     while True:
@@ -44,10 +45,10 @@ def titles_heard(client, channel, count, timeout=15):
             continue
         action = frame.get("params", {}) if frame.get("method") == "action" else {}
         if action.get("channel") == channel and action["action"]["type"] == "session/titleChanged":
-            titles.append(action["action"]["title"])
+            titles.append((action["serverSeq"], action["action"]["title"]))
 
 
-def test_a_subscriber_whose_layer_messages_are_dropped_still_gets_every_action_once_in_order(
+def test_a_subscriber_whose_layer_messages_are_dropped_still_gets_every_action_once(
         acme, host_with_a_one_message_layer):
     session = f"ahp-session:/{uuid.uuid4()}"
     with AhpClient(host_with_a_one_message_layer.port, acme.tokens["member"], "alice") as alice:
@@ -56,4 +57,5 @@ def test_a_subscriber_whose_layer_messages_are_dropped_still_gets_every_action_o
         burst = [(session, {"type": "session/titleChanged", "title": f"title {i}"}, None) for i in range(BURST)]
         with transaction.atomic():  # one delivery of 50 envelopes: the layer keeps the first
             events.publish_many(acme.tenant.pk, burst)
-        assert titles_heard(alice, session, BURST) == [f"title {i}" for i in range(BURST)]
+        heard = titles_heard(alice, session, BURST)
+        assert [title for _, title in sorted(heard)] == [f"title {i}" for i in range(BURST)]
