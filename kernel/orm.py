@@ -6,7 +6,9 @@ connections per serving process), checked at the start and end of every unit of 
 Channels does: one that failed or outlived CONN_MAX_AGE is closed and the next hop reconnects.
 Work awaited from under a synchronous caller (a test body, a Celery task, a management command
 going through `async_to_sync`) runs on that caller's thread, as Channels' own would: the caller
-may hold a transaction the work must see.
+may hold a transaction the work must see. With one thread (SQLite's default) the work stays on
+asgiref's shared thread, where the hops not yet moved here (agents/, tools_app/families/) run:
+two SQLite writers on two threads would only wait on each other's lock.
 """
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +20,7 @@ from django.db import close_old_connections, connections
 
 from . import outbox
 
+SHARED_THREAD = settings.AHP_ORM_THREADS == 1
 POOL = ThreadPoolExecutor(max_workers=settings.AHP_ORM_THREADS, thread_name_prefix="orm")
 
 
@@ -26,7 +29,7 @@ class database_sync_to_async(SyncToAsync):  # noqa: N801 (used as a decorator, a
         super().__init__(func, thread_sensitive=False, executor=POOL)
 
     async def __call__(self, *args, **kwargs):
-        if getattr(AsyncToSync.executors, "current", None) is not None:
+        if SHARED_THREAD or getattr(AsyncToSync.executors, "current", None) is not None:
             return await DatabaseSyncToAsync(self.func)(*args, **kwargs)
         return await super().__call__(*args, **kwargs)
 
@@ -43,6 +46,8 @@ class database_sync_to_async(SyncToAsync):  # noqa: N801 (used as a decorator, a
 def close_connections():
     """Close every pool thread's connection (a database is dropped only once none is open):
     one task per thread, each held until all have started, so no thread takes two."""
+    if SHARED_THREAD:
+        return  # nothing ran on the pool
     started = threading.Barrier(settings.AHP_ORM_THREADS)
 
     def close():
