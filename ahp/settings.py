@@ -177,6 +177,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 else:
     DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}
 
+# Threads for the ORM work of async code (kernel/orm.py), each holding one connection. SQLite
+# takes one writer at a time and its busy handler sleeps 1-100 ms between tries rather than
+# queueing, so more threads there only turn waits into sleeps.
+AHP_ORM_THREADS = int(os.environ.get("AHP_ORM_THREADS") or (1 if DATABASES["default"]["ENGINE"].endswith("sqlite3") else 4))
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTHENTICATION_BACKENDS = [

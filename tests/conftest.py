@@ -36,6 +36,15 @@ class People:
         return Principal.for_person(self.tenant, getattr(self, role))
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup):
+    """pytest-django's, closing the ORM pool's connections before the test database is dropped."""
+    yield
+    from kernel import orm
+
+    orm.close_connections()
+
+
 @pytest.fixture
 def acme(db):
     return People("acme")

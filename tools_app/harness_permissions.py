@@ -5,8 +5,8 @@ for `chat/toolCallConfirmed`. A tenant's agentConnections entry may say `"permis
 "approve-all"` instead."""
 import asyncio
 
-from channels.db import database_sync_to_async
 
+from kernel.orm import database_sync_to_async
 from sessions_app import actions
 
 from .families.comments import actions as questions

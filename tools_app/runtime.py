@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import SyncToAsync, sync_to_async
-from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.db import transaction
 from django.utils import timezone
 
 from agents.registry import get_provider
 from grants.models import Principal
+from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
 from sessions_app import actions
 from sessions_app.models import ChatBackend, ToolCall, Turn

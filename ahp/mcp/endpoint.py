@@ -15,20 +15,24 @@ name whoever called. The token of the agent the host started (the `acp` provider
 within the turn it is answering, as that turn's sender.
 """
 import json
+import time
 import uuid
 from dataclasses import dataclass
 
 import anyio
-from channels.db import database_sync_to_async
+from django.db.models.signals import post_delete
 from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 
 from ahp.protocol import errors, frames
+from grants import liveness
 from grants.authentication import token_from_headers
 from grants.models import Principal
+from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
 from sessions_app import actions
+from sessions_app.events.presence import HEARTBEAT_SECONDS
 from sessions_app.models import Chat, ToolCall, Turn
 from sessions_app.tools_endpoint import ToolsEndpoint, remember_listener
 from tools_app.catalog.loader import catalog_for_chat
@@ -74,6 +78,34 @@ def open_endpoint(session_id, token):
     if not Principal.for_token(api_token).may("session:write", session):
         return None
     return OpenEndpoint(session.id, session.tenant_id, api_token.person_id, for_agent=False)
+
+
+# Endpoint checks this process made: (session id, token digest) -> (OpenEndpoint, the liveness
+# count read before the check, when). An agent calls many times a second; its token is read again
+# only when access may have ended: a change committed in this process (grants.liveness; the
+# endpoint's own rows deleted count too), or HEARTBEAT_SECONDS after the check, the bound within
+# which a socket of this process learns of a change committed in another.
+_checked = {}
+CHECKS_KEPT = 10_000
+post_delete.connect(liveness.changed_after_commit, sender=ToolsEndpoint, dispatch_uid="liveness-delete-ToolsEndpoint")
+
+
+async def checked_endpoint(session_id, token):
+    """`open_endpoint`, answered from this process's last check while it holds."""
+    key = (session_id, ToolsEndpoint.digest(token))
+    now = time.monotonic()
+    kept = _checked.get(key)
+    if kept is not None and kept[1] == liveness.current() and now - kept[2] < HEARTBEAT_SECONDS:
+        return kept[0]
+    reading = liveness.current()
+    endpoint = await database_sync_to_async(open_endpoint)(session_id, token)
+    if endpoint is None:
+        _checked.pop(key, None)
+        return None
+    if len(_checked) >= CHECKS_KEPT:
+        _checked.clear()
+    _checked[key] = (endpoint, reading, now)
+    return endpoint
 
 
 def default_chat(session_id):
@@ -300,7 +332,7 @@ async def tools_endpoint_app(scope, receive, send):
     session_id = session_id_of(scope["path"])
     endpoint = None
     if session_id is not None:
-        endpoint = await database_sync_to_async(open_endpoint)(session_id, token)
+        endpoint = await checked_endpoint(session_id, token)
     if endpoint is None:
         # A token that is not this endpoint's own (or no longer any person's) is answered exactly
         # as where there is no endpoint: no token can tell which sessions (of any tenant) exist.

@@ -15,7 +15,6 @@ import json
 import logging
 from urllib.parse import parse_qs
 
-from channels.db import database_sync_to_async
 from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
@@ -27,6 +26,7 @@ from grants.actions import person_group, token_group
 from grants.algebra import holds
 from grants.authentication import token_from_headers
 from grants.models import ApiToken, Principal
+from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
 from sessions_app import actions, events, quotas
 from tools_app.config import HostConfig
@@ -85,6 +85,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
         self.client_id = None
         self.connection_id = None
         self.subscriptions = set()
+        self.heard = {}  # channel -> process.Heard: what this socket has sent of it
         self.turn_tasks = set()
         self.background = set()  # tasks that must not block this consumer's own messages
         self.server_requests = {}  # JSON-RPC id of a request this host sent -> channel awaiting the answer
@@ -289,8 +290,28 @@ class AhpConsumer(AsyncWebsocketConsumer):
 
     async def ahp_action(self, message):
         envelope = message["envelope"]
-        if envelope["channel"] in self.subscriptions:
+        channel = envelope["channel"]
+        if channel not in self.subscriptions:
+            return
+        heard = self.heard.get(channel)
+        if heard is None:
+            heard = self.heard[channel] = process.Heard(envelope["serverSeq"] - 1)
+        if heard.take(envelope["serverSeq"]):  # not already sent from the log
             await self.send_notification("action", envelope)
+
+    async def catch_up(self, rows):
+        """Send, in serverSeq order, the logged actions (channel, seq, envelope) of this socket's
+        channels it has not sent; all of them up to the newest read now count as heard."""
+        newest = {}
+        for channel, seq, envelope in rows:
+            heard = self.heard.get(channel)
+            if heard is None or channel not in self.subscriptions:
+                continue
+            newest[channel] = seq
+            if heard.take(seq):
+                await self.send_notification("action", envelope)
+        for channel, seq in newest.items():
+            self.heard[channel].complete_to(seq)
 
     async def ahp_notification(self, message):
         params = message["params"]

@@ -4,12 +4,12 @@ import base64
 import uuid
 from datetime import datetime
 
-from channels.db import database_sync_to_async
 from django.db import transaction
 from django.db.models import Q
 
 from grants.models import ApiToken
 from kernel.ids import parse_uuid
+from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
 from sessions_app import actions, events, state
 from sessions_app.channels import chat_at, parse, session_at

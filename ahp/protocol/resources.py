@@ -1,7 +1,7 @@
 """The `resource*` commands for `file:` URIs in sessions' working directories
 (tools_app.families.files decides what may be reached)."""
-from channels.db import database_sync_to_async
 
+from kernel.orm import database_sync_to_async
 from tools_app.families import files
 
 from . import errors

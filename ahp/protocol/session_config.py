@@ -1,9 +1,9 @@
 """The root channel's session config commands: `resolveSessionConfig` (the schema a new
 session's settings follow, and the values with the agent's defaults) and
 `sessionConfigCompletions` (the values one setting may take)."""
-from channels.db import database_sync_to_async
 
 from agents.registry import PROVIDERS
+from kernel.orm import database_sync_to_async
 from tools_app.families.session.listing import session_config_schema
 from tools_app.models import AgentDefinition
 

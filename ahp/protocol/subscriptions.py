@@ -1,11 +1,12 @@
 """A connection's subscriptions: who may read a channel, its snapshot, joining and leaving its
 group, and the replay of the log a reconnecting client missed."""
-from channels.db import database_sync_to_async
 from django.db import transaction
 
 from agents.registry import agent_infos
+from kernel.orm import database_sync_to_async
 from sessions_app import actions, events, state
 from sessions_app.channels import annotations_session_at, chat_at, parse, session_at
+from sessions_app.events import presence
 from sessions_app.models import ActionLog, ActiveClient
 from tools_app.config import HostConfig, config_schema, wire_values
 from tools_app.live import refresh_server_tools
@@ -69,13 +70,16 @@ async def join(consumer, uri):
 
 async def leave(consumer, uri):
     consumer.subscriptions.discard(uri)
+    consumer.heard.pop(uri, None)
     await consumer.channel_layer.group_discard(events.group_for(uri, consumer.tenant.pk), consumer.channel_name)
 
 
 async def subscribe_to(consumer, uri):
     # Join first, so nothing published between the snapshot and the join is missed.
     await join(consumer, uri)
-    return await database_sync_to_async(read_snapshot)(consumer, uri)
+    snapshot = await database_sync_to_async(read_snapshot)(consumer, uri)
+    consumer.heard.setdefault(uri, presence.Heard(snapshot["fromSeq"])).complete_to(snapshot["fromSeq"])
+    return snapshot
 
 
 async def try_subscribe(consumer, uri):

@@ -1,7 +1,7 @@
 """createTerminal and disposeTerminal, and what the connection does once a terminal action is
 applied (the PTY is written to, resized)."""
-from channels.db import database_sync_to_async
 
+from kernel.orm import database_sync_to_async
 from sessions_app.channels import parse, session_at
 from tools_app.families.terminals import actions, pty
 

@@ -16,15 +16,16 @@ def group_for(channel, tenant_id):
     return f"{kind.removeprefix('ahp-')}.{rest.replace('/', '.')}"
 
 
-def deliver(tenant_id, *envelopes):
-    """Hand envelopes to their channels' groups, in order, in one trip to the event loop."""
+def deliver(tenant_id, place, *envelopes):
+    """Hand envelopes to their channels' groups, in order, in one trip to the event loop, at
+    `place` in the tenant's line (kernel.outbox.place_in_line)."""
     layer = get_channel_layer()
 
     async def send_all():
         for env in envelopes:
             await layer.group_send(group_for(env["channel"], tenant_id), {"type": "ahp.action", "envelope": env})
 
-    send_soon(f"serverSeq {envelopes[0]['serverSeq']}-{envelopes[-1]['serverSeq']}", send_all)
+    place.fill(f"serverSeq {envelopes[0]['serverSeq']}-{envelopes[-1]['serverSeq']}", send_all)
 
 
 def notify(tenant_id, method, params):

@@ -9,6 +9,8 @@ import uuid
 
 from django.db import transaction
 
+from kernel.outbox import place_in_line
+
 from ..models import ActionLog, ServerSeq
 from .delivery import deliver
 from .numbering import take_seqs
@@ -39,13 +41,14 @@ def publish_many(tenant_id, items):
     """Publish (channel, action, origin) items in order, numbered by one step of the tenant's counter."""
     with transaction.atomic():
         last = take_seqs(tenant_id, len(items))
+        place = place_in_line(tenant_id)
         envelopes = [envelope(channel, action, last - len(items) + 1 + i, origin)
                      for i, (channel, action, origin) in enumerate(items)]
         ActionLog.objects.bulk_create([
             ActionLog(seq=env["serverSeq"], tenant_id=tenant_id, channel=env["channel"], envelope=env, process=PROCESS)
             for env in envelopes
         ])
-    transaction.on_commit(lambda: deliver(tenant_id, *envelopes))
+    transaction.on_commit(lambda: deliver(tenant_id, place, *envelopes))
     return envelopes
 
 

@@ -6,10 +6,11 @@ import logging
 import os
 import weakref
 
-from channels.db import database_sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.db.models import Q
 
 from grants.models import ApiToken
+from kernel.orm import database_sync_to_async
 from kernel.outbox import serve_from
 
 from ..actions.presence import do_mark_connections_seen
@@ -76,6 +77,7 @@ async def heartbeat():
             open_ids = [c.connection_id for c in list(_consumers) if getattr(c, "connection_id", None)]
             await database_sync_to_async(do_mark_connections_seen)(PROCESS, open_ids)
             await close_revoked()
+            await catch_up_subscribers()
         except Exception:
             logger.exception("Could not refresh this process's connections")
         await asyncio.sleep(HEARTBEAT_SECONDS)
@@ -96,6 +98,58 @@ async def close_revoked():
     for consumer in consumers:
         if consumer.token_id not in live:
             await consumer.close_revoked()
+
+
+class Heard:
+    """What one socket has sent of one channel: every logged action numbered up to `complete`,
+    and the numbers above it sent since (a channel's numbers are not contiguous, so a gap alone
+    tells nothing). The heartbeat sends from the log whatever is missing above `complete`."""
+
+    def __init__(self, complete):
+        self.complete = complete
+        self.above = set()
+
+    def take(self, seq):
+        """Whether the action numbered `seq` is still to be sent; if so it now counts as sent."""
+        if seq <= self.complete or seq in self.above:
+            return False
+        self.above.add(seq)
+        return True
+
+    def complete_to(self, seq):
+        if seq > self.complete:
+            self.complete = seq
+            self.above = {s for s in self.above if s > seq}
+
+
+CATCH_UP_ROWS = 1000
+
+
+def _logged_beyond(tenant_id, completes):
+    """(channel, seq, envelope) of the tenant's logged actions past each channel's number, in
+    serverSeq order."""
+    beyond = Q()
+    for channel, complete in completes.items():
+        beyond |= Q(channel=channel, seq__gt=complete)
+    return list(ActionLog.objects.filter(beyond, tenant_id=tenant_id).order_by("seq")
+                .values_list("channel", "seq", "envelope")[:CATCH_UP_ROWS])
+
+
+async def catch_up_subscribers():
+    """Send each socket what the log holds beyond what it has heard on its channels: an action
+    whose layer message was lost (a full channel, a layer restarting) reaches its subscriber
+    within a heartbeat. One query per tenant with sockets here."""
+    consumers = [c for c in list(_consumers) if getattr(c, "heard", None)]
+    completes = {}  # tenant id -> {channel: the lowest number every socket here heard up to}
+    for consumer in consumers:
+        tenant_completes = completes.setdefault(consumer.tenant.pk, {})
+        for channel, heard in list(consumer.heard.items()):
+            tenant_completes[channel] = min(tenant_completes.get(channel, heard.complete), heard.complete)
+    for tenant_id, tenant_completes in completes.items():
+        rows = await database_sync_to_async(_logged_beyond)(tenant_id, tenant_completes)
+        for consumer in consumers:
+            if consumer.tenant.pk == tenant_id and rows:
+                await consumer.catch_up(rows)
 
 
 def _counters():

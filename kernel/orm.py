@@ -1,0 +1,58 @@
+"""ORM work from async code: `database_sync_to_async`, on a pool of threads rather than the one
+thread asgiref shares between every socket and every agent of a process.
+
+Each pool thread keeps one database connection (settings.AHP_ORM_THREADS threads, so as many
+connections per serving process), checked at the start and end of every unit of work as
+Channels does: one that failed or outlived CONN_MAX_AGE is closed and the next hop reconnects.
+Work awaited from under a synchronous caller (a test body, a Celery task, a management command
+going through `async_to_sync`) runs on that caller's thread, as Channels' own would: the caller
+may hold a transaction the work must see. With one thread (SQLite's default) the work stays on
+asgiref's shared thread, where the hops not yet moved here (agents/, tools_app/families/) run:
+two SQLite writers on two threads would only wait on each other's lock.
+"""
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from asgiref.sync import AsyncToSync, SyncToAsync
+from channels.db import DatabaseSyncToAsync
+from django.conf import settings
+from django.db import close_old_connections, connections
+
+from . import outbox
+
+SHARED_THREAD = settings.AHP_ORM_THREADS == 1
+POOL = ThreadPoolExecutor(max_workers=settings.AHP_ORM_THREADS, thread_name_prefix="orm")
+
+
+class database_sync_to_async(SyncToAsync):  # noqa: N801 (used as a decorator, as Channels' is)
+    def __init__(self, func):
+        super().__init__(func, thread_sensitive=False, executor=POOL)
+
+    async def __call__(self, *args, **kwargs):
+        if SHARED_THREAD or getattr(AsyncToSync.executors, "current", None) is not None:
+            return await DatabaseSyncToAsync(self.func)(*args, **kwargs)
+        return await super().__call__(*args, **kwargs)
+
+    def thread_handler(self, loop, *args, **kwargs):
+        close_old_connections()
+        outbox.unit_of_work_begins()
+        try:
+            return super().thread_handler(loop, *args, **kwargs)
+        finally:
+            outbox.unit_of_work_ends()
+            close_old_connections()
+
+
+def close_connections():
+    """Close every pool thread's connection (a database is dropped only once none is open):
+    one task per thread, each held until all have started, so no thread takes two."""
+    if SHARED_THREAD:
+        return  # nothing ran on the pool
+    started = threading.Barrier(settings.AHP_ORM_THREADS)
+
+    def close():
+        connections.close_all()
+        started.wait(timeout=30)
+
+    for done in [POOL.submit(close) for _ in range(settings.AHP_ORM_THREADS)]:
+        done.result()
