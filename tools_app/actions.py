@@ -2,6 +2,8 @@
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
+from kernel.after_commit import after_commit
+
 from .definitions.agent_definitions import validate_definition
 from .models import AgentDefinition, FullToolOutput
 
@@ -69,5 +71,6 @@ def do_change_host_config(principal, changes, replace=False, origin=None):
         if replace:
             action["replace"] = True
         events.publish(principal.tenant.pk, ROOT, action, origin)
-        transaction.on_commit(lambda: refresh_live_sessions(principal.tenant))
+        after_commit("telling live sessions of their new serverTools",
+                     lambda: refresh_live_sessions(principal.tenant))
     return config

@@ -9,6 +9,8 @@ import uuid
 
 from django.db import transaction
 
+from kernel.after_commit import after_commit
+
 from ..models import ActionLog, ServerSeq
 from .delivery import deliver
 from .numbering import take_seqs
@@ -45,7 +47,7 @@ def publish_many(tenant_id, items):
             ActionLog(seq=env["serverSeq"], tenant_id=tenant_id, channel=env["channel"], envelope=env, process=PROCESS)
             for env in envelopes
         ])
-    transaction.on_commit(lambda: deliver(tenant_id, *envelopes))
+    after_commit("delivering actions to subscribers (they catch up by reconnect)", lambda: deliver(tenant_id, *envelopes))
     return envelopes
 
 
