@@ -50,6 +50,11 @@ DATABASE_UNAVAILABLE = "Service unavailable: the host's database did not answer;
 SERVICE_RESTART = 4012
 
 
+def answer_too_big(size):
+    return (f"The answer would take {size} bytes, more than one message carries ({MAX_FRAME_BYTES}); "
+            "ask for less (fetchTurns pages a chat's turns).")
+
+
 def token_from_scope(scope):
     """The token on the upgrade: `?tkn=` in the query string or `Authorization: Bearer`."""
     query = parse_qs(scope.get("query_string", b"").decode())
@@ -344,12 +349,26 @@ class AhpConsumer(AsyncWebsocketConsumer):
     # Sending -----------------------------------------------------------------------------------
 
     async def send_json(self, payload):
+        text = json.dumps(payload)  # ASCII: its length is its size in bytes
+        if len(text) > MAX_FRAME_BYTES:
+            await self.send_too_big(payload, len(text))
+            return
         try:
-            await self.send(text_data=json.dumps(payload))
+            await self.send(text_data=text)
         except OSError:
             # The client vanished while news for it was on its way (servers raise
             # ClientDisconnected); its websocket.disconnect follows and cleans up.
             logger.debug("Dropped a frame for a client that already left")
+
+    async def send_too_big(self, payload, size):
+        """The host never sends what a peer holding to the 1 MiB limit would close the connection
+        over: an answer becomes an error saying so; a notification is left out and logged."""
+        if "id" in payload and "method" not in payload:
+            await self.send_error(payload["id"], errors.INTERNAL_ERROR, answer_too_big(size))
+            return
+        params = payload.get("params") or {}
+        logger.warning("Left out a %s of %d bytes on %s for client %s: more than one message carries",
+                       payload.get("method"), size, params.get("channel"), self.client_id)
 
     async def send_notification(self, method, params):
         await self.send_json({"jsonrpc": "2.0", "method": method, "params": params})
