@@ -64,13 +64,19 @@ def token_from_scope(scope):
     return token_from_headers(headers.get(b"authorization", b"").decode())
 
 
+def authenticated(offered):
+    """(token, principal) for the offered token, or (None, None): one database hop per handshake."""
+    token = ApiToken.authenticate(offered)
+    return (token, token.principal()) if token is not None else (None, None)
+
+
 class AhpConsumer(AsyncWebsocketConsumer):
     async def connect(self):
         offered = token_from_scope(self.scope)
         key = throttle.key_of(self.scope, offered)
         await throttle.HANDSHAKES.wait(key)  # only repeated failures of this address and token prefix wait
         self.liveness_read = liveness.current()  # read before the token: a change meanwhile is re-read
-        token = await database_sync_to_async(ApiToken.authenticate)(offered)
+        token, principal = await database_sync_to_async(authenticated)(offered)
         if token is None:
             throttle.HANDSHAKES.failed(key)
             await self.close(code=4401)
@@ -78,7 +84,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
         self.token_id = token.pk  # revoking it ends the connection
         self.token_expires = token.expires  # so does its expiry (a console page's token), with no access change
         self.revoked = False
-        self.principal = await database_sync_to_async(token.principal)()
+        self.principal = principal
         self.tenant = self.principal.tenant
         self.access_groups = [token_group(token.pk)] + ([person_group(token.person_id)] if token.person_id else [])
         limit = settings.AHP_MAX_CONNECTIONS_PER_PERSON

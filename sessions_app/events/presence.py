@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import weakref
+from collections import Counter
 
 from channels.db import database_sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
@@ -29,17 +30,33 @@ _renewing = weakref.WeakKeyDictionary()  # event loop -> its task renewing this 
 _consumers = weakref.WeakSet()
 
 
+_open = Counter()  # (tenant pk, person pk or None) -> sockets of this process it holds
+
+
+def owner_of(consumer):
+    return consumer.tenant.pk, getattr(consumer.principal.person, "pk", None)
+
+
 def track(consumer):
-    _consumers.add(consumer)
+    if consumer not in _consumers:
+        _consumers.add(consumer)
+        _open[owner_of(consumer)] += 1
 
 
 def open_by(tenant_id, person_id):
-    """How many sockets of this process one person (None: the tenant's root token) holds."""
-    return sum(1 for c in list(_consumers) if c.tenant.pk == tenant_id and getattr(c.principal.person, "pk", None) == person_id)
+    """How many sockets of this process one person (None: the tenant's root token) holds: a
+    count kept as sockets come and go, so a connection's quota check costs the same however
+    many sockets the process holds."""
+    return _open[tenant_id, person_id]
 
 
 def untrack(consumer):
-    _consumers.discard(consumer)
+    if consumer in _consumers:
+        _consumers.discard(consumer)
+        owner = owner_of(consumer)
+        _open[owner] -= 1
+        if not _open[owner]:
+            del _open[owner]
 
 
 def is_layer_failure(exc):
