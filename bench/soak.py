@@ -25,11 +25,21 @@ from .load import (
 from .servers import daphne, free_port, host_install, rss_kib
 
 
+async def counted(job, stats, what):
+    """Run `job`; whatever it raises is an error of the run, not the end of it."""
+    try:
+        return await job
+    except Exception as exc:
+        stats.error(what, repr(exc))
+        return None
+
+
 async def churn(url, count, deadline, stats, counts):
     serial = itertools.count()
     while time.monotonic() < deadline:
-        sockets = [c for c in await opened((Connection.open(url, f"churn{next(serial)}", stats) for _ in range(count)),
-                                           stats) if c is not None]
+        openings = (counted(Connection.open(url, f"churn{next(serial)}", stats), stats, "socket error")
+                    for _ in range(count))
+        sockets = [c for c in await opened(openings, stats) if c is not None]
         counts["opened"] += len(sockets)
         for connection in sockets:
             await connection.close()
@@ -42,9 +52,10 @@ async def soak(urls, args, server):
     stats = [Stats() for _ in range(tenants)]
     crew = [Agent(i, urls[i % quiet], urls[i % quiet], stats[i % quiet], args.calls_per_turn)
             for i in range(args.agents)]
-    await opened((a.open() for a in crew), stats[0])
+    await opened((counted(a.open(), a.stats, "socket error") for a in crew), stats[0])
     ready = [a for a in crew if a.announced.done()]
-    watchers = [Connection.open(urls[i % quiet], f"watcher{i}", stats[i % quiet])
+    watchers = [counted(Connection.open(urls[i % quiet], f"watcher{i}", stats[i % quiet]), stats[i % quiet],
+                        "socket error")
                 for i in range(max(0, args.connections - 2 * args.agents - args.churn))]
     watchers = list(enumerate(await opened(watchers, stats[0])))
     start = time.monotonic()
@@ -63,14 +74,15 @@ async def soak(urls, args, server):
                 memory["warm"] = rss
 
     chats = [[a.chat for a in ready if a.index % quiet == t] for t in range(quiet)]
-    jobs = [a.run(deadline) for a in ready] + [
-        watch(w, chats[i % quiet][i % len(chats[i % quiet])], deadline, args.watch_interval, stats[i % quiet])
+    jobs = [counted(a.run(deadline), a.stats, "agent failed") for a in ready] + [
+        counted(watch(w, chats[i % quiet][i % len(chats[i % quiet])], deadline, args.watch_interval,
+                      stats[i % quiet]), stats[i % quiet], "watcher failed")
         for i, w in watchers if w is not None and chats[i % quiet]]
     await asyncio.gather(sample_memory(), churn(urls[quiet], args.churn, deadline, stats[quiet], counts), *jobs)
     memory["end"] = rss_kib(server.pid)
     open_sockets = [c for a in crew for c in (a.driver, a.tools) if c is not None] + [w for _, w in watchers if w]
     for connection in open_sockets:
-        await connection.close()
+        await counted(connection.close(), stats[0], "socket error")
     return {"stats": stats, "memory": memory, "counts": counts, "sockets": len(open_sockets) + args.churn}
 
 
