@@ -233,6 +233,7 @@ CELERY_BEAT_SCHEDULE = {
     # Fires whatever scheduled work is due and was missed (downtime, a dead process).
     "sweep-due-work": {"task": "sessions_app.tasks.sweep_due_work", "schedule": 5.0},
     "sweep-wakeups": {"task": "tools_app.families.wakeups.tasks.sweep_wakeups", "schedule": 5.0},
+    "sweep-orphaned-terminals": {"task": "tools_app.families.terminals.tasks.sweep_orphaned_terminals", "schedule": 15.0},
     "sweep-deferred-reruns": {"task": "tools_app.families.agent_merge.tasks.sweep_deferred_reruns", "schedule": 30.0},
     # Each watch has its own due time (AHP_AGENT_MERGE_POLL_SECONDS); this only looks for due ones.
     "watch-pull-requests": {"task": "tools_app.families.agent_merge.tasks.watch_pull_requests", "schedule": 15.0},

@@ -19,7 +19,8 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_for_port(port, process, timeout=30):
+def wait_for_port(port, process, timeout=90):
+    # Generous: a loaded machine (a fresh clone's `make test` beside other jobs) took over 30 s to start runhost.
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:

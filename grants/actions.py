@@ -13,6 +13,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from kernel.after_commit import after_commit
 from kernel.outbox import send_soon
 
 from . import liveness
@@ -45,7 +46,7 @@ def _tell_sockets_after_commit(messages):
         liveness.changed()
         send_soon("an access change", send_all)
 
-    transaction.on_commit(send)
+    after_commit("telling sockets of an access change", send)
 
 
 def _access_ended(group, tenant_id=None):

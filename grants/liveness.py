@@ -11,7 +11,8 @@ tokens of every socket of the process (sessions_app.events.presence) for what ne
 """
 import itertools
 
-from django.db import transaction
+from kernel.after_commit import after_commit
+
 
 _steps = itertools.count(1)
 _current = 0
@@ -29,7 +30,7 @@ def changed():
 
 
 def changed_after_commit(**_signal):
-    transaction.on_commit(changed)
+    after_commit("marking sockets to re-read their tokens", changed)
 
 
 def watch_access_rows():

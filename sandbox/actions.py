@@ -1,6 +1,8 @@
 """Every change this app makes: one `do_*` function each."""
 from django.db import transaction
 
+from kernel.after_commit import after_commit
+
 from .models import OutboundAllow
 from .outbound import forget_admin_rules
 from .rules import parse_rule
@@ -13,11 +15,11 @@ def do_save_outbound_allow(allow):
     parse_rule(allow.entry)
     allow.entry = allow.entry.strip()
     allow.save()
-    transaction.on_commit(forget_admin_rules)
+    after_commit("forgetting the cached allow-list in this process", forget_admin_rules)
     return allow
 
 
 @transaction.atomic
 def do_delete_outbound_allow(allow):
     OutboundAllow.objects.filter(pk=allow.pk).delete()
-    transaction.on_commit(forget_admin_rules)
+    after_commit("forgetting the cached allow-list in this process", forget_admin_rules)

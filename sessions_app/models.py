@@ -177,6 +177,8 @@ class Turn(models.Model):
     )
     state = models.CharField(max_length=16, choices=STATES, default="active")
     error = models.JSONField(null=True, blank=True, help_text="The AHP error ({errorType, message}) it ended in.")
+    runner = models.CharField(max_length=64, blank=True,
+                              help_text="The host process running its agent (a HostProcess name): its lease.")
     started = models.DateTimeField(default=timezone.now)
     ended = models.DateTimeField(null=True, blank=True)
 
@@ -184,7 +186,8 @@ class Turn(models.Model):
     objects = TenantScopedManager()
 
     class Meta:
-        indexes = [models.Index(fields=["chat", "started"], name="turn_chat_started")]
+        indexes = [models.Index(fields=["chat", "started"], name="turn_chat_started"),
+                   models.Index(fields=["started"], condition=models.Q(state="active"), name="turn_active_started")]
 
     def message(self):
         """The wire Message that started it."""
@@ -383,6 +386,18 @@ class ActionLog(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["tenant", "seq"], name="actionlog_tenant_seq")]
         indexes = [models.Index(fields=["tenant", "channel", "seq"], name="actionlog_tenant_channel_seq")]
+
+
+class HostProcess(models.Model):
+    """A host process that runs turns or holds sockets and terminals, refreshing `seen` while it
+    lives. What names a process whose row went stale (or never came) is that of a dead process:
+    the sweep ends its turns and terminals."""
+
+    name = models.CharField(max_length=64, primary_key=True)
+    seen = models.DateTimeField(default=timezone.now, db_index=True)
+
+    def __str__(self):
+        return f"{self.name} at {self.seen:%Y-%m-%d %H:%M:%S}"
 
 
 class ClientConnection(models.Model):

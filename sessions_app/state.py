@@ -1,9 +1,19 @@
-"""AHP state snapshots of the root, a session and a chat, read from the rows."""
+"""AHP state snapshots of the root, a session and a chat, read from the rows. Each must fit in
+one message (1 MiB): what grows without bound is trimmed, and the rest paged."""
+import json
+
 from django.db.models import OuterRef, Q, Subquery
 
 from grants.algebra import holds
 
 from .models import ActiveClient, ChatDraft, PendingMessage, Session, ToolCall, Turn, iso
+
+
+# A session takes at most this many chats (sessions_app.actions.chats); a snapshot of an older
+# session holding more lists its most recently modified ones, and its default chat.
+MAX_CHATS_PER_SESSION = 1000
+# A chat snapshot carries its newest ended turns up to this much JSON; fetchTurns pages the rest.
+SNAPSHOT_TURN_BYTES = 512 * 1024
 
 
 def status_after(last_turn_state):
@@ -52,8 +62,13 @@ def session_channel_status(session, needed):
 def session_state(session, config_schema):
     """`config_schema`: the session's agent's (the caller knows the agents; this app does not)."""
     last_turn = Turn.objects.filter(chat=OuterRef("pk")).order_by("-started").values("state")[:1]
-    chats = list(session.chats.filter(archived=False).annotate(last_turn_state=Subquery(last_turn)).order_by("created"))
+    listed = session.chats.filter(archived=False).annotate(last_turn_state=Subquery(last_turn))
+    chats = list(listed.order_by("-modified")[:MAX_CHATS_PER_SESSION])
     default = next((c for c in chats if c.is_default), None)
+    if default is None and len(chats) == MAX_CHATS_PER_SESSION:
+        default = listed.filter(is_default=True).first()
+        chats += [default] if default else []
+    chats.sort(key=lambda c: (c.created, str(c.id)))
     needed = input_needed(session)
     state = {
         **{k: v for k, v in session.summary().items() if k not in ("resource", "createdAt", "modifiedAt")},
@@ -107,10 +122,20 @@ def turn_page(chat, before, limit):
     return {"turns": [wire_turn(t, calls) for t in page], "hasMore": bool(older)}
 
 
+def newest_within(items, budget):
+    """The newest of `items` (oldest first) whose JSON together takes at most `budget` bytes."""
+    kept = len(items)
+    while kept and budget >= 0:
+        kept -= 1
+        budget -= len(json.dumps(items[kept]).encode())
+    return items[kept + 1:] if budget < 0 else items[kept:]
+
+
 def chat_state(chat):
     turns = list(Turn.objects.filter(chat=chat).order_by("started"))
     calls = {str(c.id): c for c in ToolCall.objects.filter(turn__chat=chat)}
-    state = {**chat_summary(chat), "turns": [wire_turn(t, calls) for t in turns if t.state != "active"]}
+    state = {**chat_summary(chat), "turns": newest_within(
+        [wire_turn(t, calls) for t in turns if t.state != "active"], SNAPSHOT_TURN_BYTES)}
     active = next((t for t in turns if t.state == "active"), None)
     if active:
         state["activeTurn"] = wire_turn(active, calls)

@@ -7,10 +7,12 @@ from django.utils import timezone
 
 from .events.log import prune_action_log
 from .actions.clients import do_close_connection, do_release_client
+from .actions.presence import forget_dead_processes, live_processes
 from .actions.tool_calls import do_expire_tool_call
+from .actions.turns import abandoned_turns, do_end_abandoned_turn
 from .models import ActiveClient, ClientConnection, ToolCall
 
-# A connection whose process has not refreshed it for this long belongs to a dead process.
+# A connection or process row not refreshed for this long belongs to a dead process.
 STALE_CONNECTION_SECONDS = 20
 
 
@@ -37,4 +39,13 @@ def sweep_due_work(stale_after_seconds=STALE_CONNECTION_SECONDS):
             release_client.apply_async((pk,), eta=due)
     for pk in ActiveClient.objects.filter(release_at__lte=now).values_list("pk", flat=True):
         do_release_client(pk, only_if_due=True)
+    end_abandoned_turns(now - timedelta(seconds=stale_after_seconds))
     prune_action_log()
+
+
+def end_abandoned_turns(cutoff):
+    """Turns whose runner stopped renewing its lease before `cutoff` end with chat/error."""
+    live = list(live_processes(cutoff))
+    ended = sum(do_end_abandoned_turn(turn_id, live) for turn_id in list(abandoned_turns(live, cutoff)))
+    forget_dead_processes(cutoff - timedelta(seconds=STALE_CONNECTION_SECONDS))
+    return ended

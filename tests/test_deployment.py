@@ -12,7 +12,7 @@ import yaml
 from ahp import settings as host_settings
 from ahp.deployment import NO_SECRET_KEY
 
-from .conftest import ROOT, free_port, stop
+from .conftest import ROOT, free_port, stop, wait_for_port
 
 
 def compose():
@@ -99,14 +99,18 @@ PRODUCTION = {"DATABASE_URL": "postgres://ahp:ahp@127.0.0.1:9/ahp", "REDIS_URL":
 
 
 def serve(tmp_path, bind, **env):
-    """Run `python -m ahp.serve` for at most 3 s: (exit code or None while still running, stderr)."""
+    """Run `python -m ahp.serve` until it exits or listens: (its exit code, or None once it
+    listens; stderr). Waiting on either rather than for a fixed 3 s: on a loaded machine the
+    server took longer than that merely to import, so a refusal read as "still running"."""
+    port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "ahp.serve", "-b", bind, "-p", str(free_port()), "ahp.asgi:application"],
+        [sys.executable, "-m", "ahp.serve", "-b", bind, "-p", str(port), "ahp.asgi:application"],
         env=host_env(tmp_path, **env), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        return process.wait(timeout=3), process.stderr.read()
-    except subprocess.TimeoutExpired:
+        wait_for_port(port, process)
         return None, ""
+    except RuntimeError:  # it exited
+        return process.returncode, process.stderr.read()
     finally:
         stop(process)
 

@@ -92,3 +92,61 @@ def test_runhost_starts_everything_on_a_fresh_install_and_ctrl_c_stops_it(tmp_pa
     finally:
         interrupt(host)
     assert "First start" not in host.stdout.read()
+
+
+def children_of(pid):
+    """{pid: command line} of the processes `pid` started."""
+    found = {}
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as listing:
+            for child in listing.read().split():
+                try:
+                    with open(f"/proc/{child}/cmdline", "rb") as cmdline:
+                        found[int(child)] = cmdline.read().replace(b"\0", b" ").decode()
+                except FileNotFoundError:
+                    pass
+    return found
+
+
+def child_running(pid, marker):
+    """The pid of the one child of `pid` whose command line holds `marker` (asserting there is one), or None."""
+    matches = [child for child, line in children_of(pid).items() if marker in line]
+    assert len(matches) <= 1, f"more than one child runs {marker}: {matches}"
+    return matches[0] if matches else None
+
+
+def test_runhost_starts_a_dead_child_again_and_never_runs_a_second_beat(tmp_path):
+    env = embedded_env(tmp_path)
+    subprocess.run([sys.executable, "manage.py", "migrate", "--no-input"], env=env, cwd=ROOT, check=True,
+                   capture_output=True)
+    port = free_port()
+    host = start(env, port)
+    lines = []
+
+    def read_until(needle, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and host.poll() is None:
+            line = host.stdout.readline()
+            lines.append(line)
+            if needle in line:
+                return line
+        raise AssertionError(f"runhost never printed {needle!r}: {''.join(lines)}")
+
+    markers = {"Celery worker": " worker ", "Celery beat": " beat ", "ASGI server": "ahp.serve"}
+    try:
+        read_until("connect a client")
+        for name, marker in markers.items():
+            old = child_running(host.pid, marker)
+            os.kill(old, signal.SIGKILL)
+            read_until(f"The {name} exited with code -9; starting it again in 1 s.")
+            read_until(f"The {name} started again")
+            deadline = time.monotonic() + 10  # until the new child has exec'd its command
+            while child_running(host.pid, marker) in (None, old) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert child_running(host.pid, marker) not in (None, old)
+            assert child_running(host.pid, " beat ") is not None  # one beat, whichever child died
+        wait_for_port(port, host)
+        assert host.poll() is None
+    finally:
+        interrupt(host)
+    assert "Traceback" not in "".join(lines) + host.stdout.read()

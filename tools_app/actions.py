@@ -1,11 +1,16 @@
 """Every change to the tool layer's own rows goes through one function here."""
+import json
+
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+
+from kernel.after_commit import after_commit
 
 from .definitions.agent_definitions import validate_definition
 from .models import AgentDefinition, FullToolOutput
 
 MAY_NOT_CHANGE_AGENT_DEFINITIONS = "You need config:change to change agent definitions."
+MAX_CONFIG_BYTES = 256 * 1024
 
 
 @transaction.atomic
@@ -64,10 +69,16 @@ def do_change_host_config(principal, changes, replace=False, origin=None):
             fields["agent_connections"] = stored_agent_connections(fields["agent_connections"], config.agent_connections)
         for field, value in fields.items():
             setattr(config, field, value)
+        wire = wire_values(config)
+        size = len(json.dumps(wire).encode())
+        if size > MAX_CONFIG_BYTES:  # root subscribers get all of it in one message
+            raise Refused(f"The configuration would take {size} bytes; a tenant's configuration holds at most "
+                          f"{MAX_CONFIG_BYTES}.", "invalid")
         config.save()
-        action = {"type": "root/configChanged", "config": wire_values(config)}
+        action = {"type": "root/configChanged", "config": wire}
         if replace:
             action["replace"] = True
         events.publish(principal.tenant.pk, ROOT, action, origin)
-        transaction.on_commit(lambda: refresh_live_sessions(principal.tenant))
+        after_commit("telling live sessions of their new serverTools",
+                     lambda: refresh_live_sessions(principal.tenant))
     return config

@@ -3,6 +3,7 @@ changes, its subscribers get `session/serverToolsChanged` with the whole new lis
 import logging
 
 from sessions_app.actions import do_set_server_tools
+from sessions_app.channels import parse
 from sessions_app.models import ClientConnection, Session
 
 from .catalog.catalog import assemble_catalog
@@ -33,8 +34,8 @@ def refresh_server_tools(sessions):
 def live_sessions(tenant=None):
     """Sessions some connection is subscribed to: the ones whose subscribers must hear a change."""
     connections = ClientConnection.objects.all() if tenant is None else ClientConnection.objects.for_tenant(tenant)
-    ids = {uri.removeprefix("ahp-session:/") for subs in connections.values_list("subscriptions", flat=True)
-           for uri in subs if uri.startswith("ahp-session:/")}
+    ids = {key for subs in connections.values_list("subscriptions", flat=True)
+           for kind, key in map(parse, subs) if kind == "session"}
     return Session.objects.filter(id__in=ids).select_related("tenant")
 
 

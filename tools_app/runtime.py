@@ -13,7 +13,7 @@ from typing import Any
 
 from asgiref.sync import SyncToAsync, sync_to_async
 from channels.layers import get_channel_layer
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
 from agents.registry import get_provider
@@ -21,6 +21,7 @@ from grants.models import Principal
 from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
 from sessions_app import actions
+from sessions_app.events.presence import keep_process_alive
 from sessions_app.models import ChatBackend, ToolCall, Turn
 
 from .catalog.bounding import bound_result, result_text
@@ -39,6 +40,8 @@ logger = logging.getLogger(__name__)
 # often, so a call that waits long (a person answering) costs few reads.
 FIRST_READ_SECONDS = 0.5
 LONGEST_READ_SECONDS = 4.0
+# A database that did not answer (restarting): what waits on it asks again, as a waiter re-reads.
+DATABASE_DOWN = (OperationalError, InterfaceError)
 # How long the wake-up reader pauses before asking a failed channel layer again.
 LAYER_RETRY_SECONDS = 1.0
 TURN_OVER = "The turn has ended; nothing more runs in it."
@@ -290,13 +293,30 @@ async def wait_for_result(call_id, deadline, woken):
                 return message["result"]
         except asyncio.TimeoutError:
             pause = min(pause * 2, LONGEST_READ_SECONDS)
-        call = await database_sync_to_async(ToolCall.objects.filter(id=call_id).first)()
-        if call is None:
-            return actions.failure("tool", "The tool call was removed with its session.")
-        if call.completed is not None:
-            return call.result
-        if deadline is not None and timezone.now() >= deadline:
-            await database_sync_to_async(actions.do_expire_tool_call)(call_id)
+        try:
+            call = await database_sync_to_async(ToolCall.objects.filter(id=call_id).first)()
+            if call is None:
+                return actions.failure("tool", "The tool call was removed with its session.")
+            if call.completed is not None:
+                return call.result
+            if deadline is not None and timezone.now() >= deadline:
+                await database_sync_to_async(actions.do_expire_tool_call)(call_id)
+        except DATABASE_DOWN as exc:  # the call goes on waiting: its row is read when the database is back
+            logger.warning("Tool call %s waits for the database (%s: %s)", call_id, exc.__class__.__name__, exc)
+            pause = FIRST_READ_SECONDS
+
+
+async def end_turn(turn_id, **ending):
+    """do_end_turn, retried until the database answers: an ending never depends on the database
+    being up at the instant the agent finished (or failed because the database went away)."""
+    pause = FIRST_READ_SECONDS
+    while True:
+        try:
+            return await database_sync_to_async(actions.do_end_turn)(turn_id, **ending)
+        except DATABASE_DOWN as exc:
+            logger.warning("Turn %s ends when the database answers (%s: %s)", turn_id, exc.__class__.__name__, exc)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, LONGEST_READ_SECONDS)
 
 
 _LOOP = {}
@@ -306,23 +326,25 @@ async def run_turn(turn_id, on_process_loop=True):
     """Answer a turn with its session's provider, end it, then take the chat's next queued message."""
     if on_process_loop:
         _LOOP["loop"] = asyncio.get_running_loop()
+    keep_process_alive()
     while turn_id is not None:
-        turn = await database_sync_to_async(
-            Turn.objects.select_related("chat__session__tenant", "sender").get)(id=turn_id)
-        provider = get_provider(await database_sync_to_async(provider_of)(turn.chat))
-        try:
+        turn = None
+        try:  # whatever fails here ends the turn: its lease is this live process's, no sweep would
+            turn = await database_sync_to_async(
+                Turn.objects.select_related("chat__session__tenant", "sender").get)(id=turn_id)
+            provider = get_provider(await database_sync_to_async(provider_of)(turn.chat))
             reply = await provider.run_turn(turn.text, ChatToolbox(turn))
         except Exception as exc:
             logger.exception("Turn %s failed", turn_id)
-            await database_sync_to_async(actions.do_end_turn)(turn_id, error=f"{exc.__class__.__name__}: {exc}")
+            await end_turn(turn_id, error=f"{exc.__class__.__name__}: {exc}")
         else:
-            await database_sync_to_async(actions.do_end_turn)(turn_id, response_text=reply)
+            await end_turn(turn_id, response_text=reply)
         # What the turn's tools asked for at its end (set_workspace, isolate_session): carried
         # out when it completed, dropped otherwise.
         from .families.session.workspace import settle_turn_effects
 
         await sync_to_async(settle_turn_effects, thread_sensitive=False)(turn_id)
-        next_turn = await database_sync_to_async(actions.do_start_queued_turn)(turn.chat_id)
+        next_turn = turn and await database_sync_to_async(actions.do_start_queued_turn)(turn.chat_id)
         turn_id = next_turn.id if next_turn else None
 
 

@@ -5,6 +5,7 @@ agent process running for it)."""
 from django.db import transaction
 
 from agents.registry import PROVIDERS, get_provider
+from kernel.after_commit import after_commit
 from kernel.refusals import Refused
 from sandbox.bubblewrap import end_sandbox
 from sessions_app import actions
@@ -49,7 +50,7 @@ def capture_servers(session):
     row = do_capture_mcp_servers(session)
     if row.servers:
         session_id = session.id
-        transaction.on_commit(lambda: list_in_background(session_id))
+        after_commit(f"listing the MCP servers of session {session_id}", lambda: list_in_background(session_id))
 
 
 @transaction.atomic
@@ -57,7 +58,7 @@ def do_end_session(principal, session):
     """disposeSession: the rows go, then (after commit) whatever the host kept for the session."""
     session_id = session.id
     actions.do_dispose_session(principal, session)
-    transaction.on_commit(lambda: forget_session(session_id))
+    after_commit(f"closing what the host kept for session {session_id}", lambda: forget_session(session_id))
 
 
 def forget_session(session_id):

@@ -50,6 +50,11 @@ DATABASE_UNAVAILABLE = "Service unavailable: the host's database did not answer;
 SERVICE_RESTART = 4012
 
 
+def answer_too_big(size):
+    return (f"The answer would take {size} bytes, more than one message carries ({MAX_FRAME_BYTES}); "
+            "ask for less (fetchTurns pages a chat's turns).")
+
+
 def token_from_scope(scope):
     """The token on the upgrade: `?tkn=` in the query string or `Authorization: Bearer`."""
     query = parse_qs(scope.get("query_string", b"").decode())
@@ -59,13 +64,19 @@ def token_from_scope(scope):
     return token_from_headers(headers.get(b"authorization", b"").decode())
 
 
+def authenticated(offered):
+    """(token, principal) for the offered token, or (None, None): one database hop per handshake."""
+    token = ApiToken.authenticate(offered)
+    return (token, token.principal()) if token is not None else (None, None)
+
+
 class AhpConsumer(AsyncWebsocketConsumer):
     async def connect(self):
         offered = token_from_scope(self.scope)
         key = throttle.key_of(self.scope, offered)
         await throttle.HANDSHAKES.wait(key)  # only repeated failures of this address and token prefix wait
         self.liveness_read = liveness.current()  # read before the token: a change meanwhile is re-read
-        token = await database_sync_to_async(ApiToken.authenticate)(offered)
+        token, principal = await database_sync_to_async(authenticated)(offered)
         if token is None:
             throttle.HANDSHAKES.failed(key)
             await self.close(code=4401)
@@ -73,7 +84,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
         self.token_id = token.pk  # revoking it ends the connection
         self.token_expires = token.expires  # so does its expiry (a console page's token), with no access change
         self.revoked = False
-        self.principal = await database_sync_to_async(token.principal)()
+        self.principal = principal
         self.tenant = self.principal.tenant
         self.access_groups = [token_group(token.pk)] + ([person_group(token.person_id)] if token.person_id else [])
         limit = settings.AHP_MAX_CONNECTIONS_PER_PERSON
@@ -365,12 +376,26 @@ class AhpConsumer(AsyncWebsocketConsumer):
     # Sending -----------------------------------------------------------------------------------
 
     async def send_json(self, payload):
+        text = json.dumps(payload)  # ASCII: its length is its size in bytes
+        if len(text) > MAX_FRAME_BYTES:
+            await self.send_too_big(payload, len(text))
+            return
         try:
-            await self.send(text_data=json.dumps(payload))
+            await self.send(text_data=text)
         except OSError:
             # The client vanished while news for it was on its way (servers raise
             # ClientDisconnected); its websocket.disconnect follows and cleans up.
             logger.debug("Dropped a frame for a client that already left")
+
+    async def send_too_big(self, payload, size):
+        """The host never sends what a peer holding to the 1 MiB limit would close the connection
+        over: an answer becomes an error saying so; a notification is left out and logged."""
+        if "id" in payload and "method" not in payload:
+            await self.send_error(payload["id"], errors.INTERNAL_ERROR, answer_too_big(size))
+            return
+        params = payload.get("params") or {}
+        logger.warning("Left out a %s of %d bytes on %s for client %s: more than one message carries",
+                       payload.get("method"), size, params.get("channel"), self.client_id)
 
     async def send_notification(self, method, params):
         await self.send_json({"jsonrpc": "2.0", "method": method, "params": params})

@@ -6,9 +6,11 @@ from kernel.refusals import Refused
 
 from ..events.log import publish
 from ..models import Chat, ChatDraft, iso
-from ..state import chat_summary
+from ..state import MAX_CHATS_PER_SESSION, chat_summary
 from .checks import MAX_TITLE_CHARS, check_quota, check_title, require, touch
 from .sessions import do_set_title
+
+TOO_MANY_CHATS = f"A session holds at most {MAX_CHATS_PER_SESSION} chats; delete one before making another."
 
 
 def chat_updated(chat, modified, **changes):
@@ -24,6 +26,8 @@ def do_create_chat(principal, session, chat_id, title="", origin=None):
     if Chat.objects.filter(id=chat_id).exists():
         raise Refused(f"Chat ahp-chat:/{chat_id} already exists.", "exists")
     check_quota(principal, "chat")
+    if Chat.objects.filter(session=session).count() >= MAX_CHATS_PER_SESSION:
+        raise Refused(TOO_MANY_CHATS, "conflict")
     origin = origin or {}
     chat = Chat.objects.create(
         id=chat_id, session=session, creator=principal.person, title=title[:MAX_TITLE_CHARS],

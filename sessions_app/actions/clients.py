@@ -1,5 +1,6 @@
 """A session's active clients (announced, removed, released with the calls they still owe)
 and the connections that hold them."""
+import json
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
@@ -12,8 +13,18 @@ from ..models import ActiveClient, ClientConnection, ToolCall
 from .checks import client_taken, require
 from .tool_calls import failure, finish_call
 
+# Announced tools travel in every session snapshot and activeClientSet: budgets that keep both
+# well inside one message (1 MiB), whatever the clients send.
+MAX_CLIENT_TOOL_BYTES = 128 * 1024
+MAX_SESSION_TOOL_BYTES = 512 * 1024
+
+
+def json_bytes(value):
+    return len(json.dumps(value).encode())
+
 
 def _check_active_client(active_client, client_id):
+    """Refused unless `active_client` is a well-formed announcement within its budget; answers the size of its tools."""
     if not isinstance(active_client, dict):
         raise Refused("activeClient must be an object.", "invalid")
     if active_client.get("clientId") != client_id:
@@ -24,6 +35,19 @@ def _check_active_client(active_client, client_id):
     display_name = active_client.get("displayName", "")
     if not isinstance(display_name, str):
         raise Refused("activeClient.displayName must be a string.", "invalid")
+    size = json_bytes(tools)
+    if size > MAX_CLIENT_TOOL_BYTES:
+        raise Refused(f"The tools {client_id} announced take {size} bytes; a client may announce at most "
+                      f"{MAX_CLIENT_TOOL_BYTES} bytes of tool definitions.", "invalid")
+    return size
+
+
+def _check_session_tool_budget(session, client_id, size):
+    others = ActiveClient.objects.filter(session=session).exclude(client_id=client_id).values_list("tools", flat=True)
+    total = size + sum(json_bytes(tools) for tools in others)
+    if total > MAX_SESSION_TOOL_BYTES:
+        raise Refused(f"The session's clients would announce {total} bytes of tool definitions; a session takes at "
+                      f"most {MAX_SESSION_TOOL_BYTES}.", "invalid")
 
 
 def _claimed_client(principal, session, client_id):
@@ -38,7 +62,7 @@ def _claimed_client(principal, session, client_id):
 @transaction.atomic
 def do_set_active_client(principal, session, client_id, active_client, origin=None):
     require(principal, "session:attach", session)
-    _check_active_client(active_client, client_id)
+    _check_session_tool_budget(session, client_id, _check_active_client(active_client, client_id))
     fields = {"display_name": active_client.get("displayName", ""), "tools": active_client["tools"],
               "customizations": active_client.get("customizations"), "release_at": None, "modified": timezone.now()}
     row = _claimed_client(principal, session, client_id)

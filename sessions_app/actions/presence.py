@@ -1,10 +1,28 @@
-"""The presence of connections: a process holding sockets marks its own as still alive."""
+"""The presence of processes and connections: a live process marks itself and its sockets as
+still alive; what a dead one leased (its turns) the sweep ends."""
 from django.utils import timezone
 
-from ..models import ClientConnection
+from ..models import ClientConnection, HostProcess
 
 
 def do_mark_connections_seen(process, connection_ids):
     """Refresh `seen` on `process`'s rows of the sockets still open there, so the sweep tells a
     live process from a dead one. Publishes nothing."""
     return ClientConnection.objects.filter(process=process, id__in=connection_ids).update(seen=timezone.now())
+
+
+def do_mark_process_alive(process):
+    """Renew the lease `process` holds on its turns and terminals. Publishes nothing."""
+    now = timezone.now()
+    if not HostProcess.objects.filter(name=process).update(seen=now):
+        HostProcess.objects.update_or_create(name=process, defaults={"seen": now})
+
+
+def live_processes(since):
+    """Names of the processes seen since `since`."""
+    return HostProcess.objects.filter(seen__gte=since).values_list("name", flat=True)
+
+
+def forget_dead_processes(before):
+    """Rows of processes gone since before `before`: what they leased was ended first."""
+    return HostProcess.objects.filter(seen__lt=before).delete()[0]

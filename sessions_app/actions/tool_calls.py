@@ -91,9 +91,10 @@ def finish_call(call, result, origin=None):
     wake(f"toolcall.{call.id}", result)
 
 
-def cancel_open_calls(turn):
-    """The turn was cancelled: every call it still waits on ends with a cancelled result (a
-    question to the person leaves the session's inputNeeded too)."""
+def cancel_open_calls(turn, reason="The turn was cancelled."):
+    """The turn was cancelled (or its runner died: `reason` says which): every call it still
+    waits on ends with a cancelled result (a question to the person leaves the session's
+    inputNeeded too)."""
     calls = ToolCall.objects.select_for_update(of=LOCK_THE_CALL).select_related("turn__chat__session").filter(
         turn=turn, completed__isnull=True)
     for call in calls:
@@ -102,7 +103,7 @@ def cancel_open_calls(turn):
             call.confirmation = "not-needed"
             call.save(update_fields=["confirmation"])
         finish_call(call, {"success": False, "pastTenseMessage": f"{call.tool_name} was cancelled",
-                           "error": {"message": "The turn was cancelled.", "code": "cancelled"}})
+                           "error": {"message": reason, "code": "cancelled"}})
         if asked:
             publish_many(turn.chat.session.tenant_id,
                          [(turn.chat.session.uri, {"type": "session/inputNeededRemoved", "id": str(call.id)}, None)])

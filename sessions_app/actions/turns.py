@@ -5,12 +5,15 @@ from django.utils import timezone
 
 from kernel.refusals import Refused
 
-from ..events.log import publish
+from ..events.log import PROCESS, publish
 from ..models import Chat, Session, Turn, iso
 from ..state import chat_status
 from .chats import chat_updated
 from .checks import check_message_text, require, summary_changed, touch
 from .tool_calls import cancel_open_calls
+
+RUNNER_GONE = ("This turn stopped because the host process running its agent ended before it finished; "
+               "send your message again.")
 
 
 @transaction.atomic
@@ -33,8 +36,9 @@ def chat_busy(chat):
 def begin_turn(chat, turn_id, text, sender, client_id="", origin=None, origin_kind="user", queued_message_id=None,
                model=""):
     session = chat.session
+    # The process that begins a turn runs it: its lease lasts while that process lives.
     turn = Turn.objects.create(id=turn_id, chat=chat, sender=sender, text=text, client_id=client_id,
-                               origin_kind=origin_kind, model=model)
+                               origin_kind=origin_kind, model=model, runner=PROCESS)
     session.status = Session.IN_PROGRESS
     touch(session, "status")
     Chat.objects.filter(pk=chat.pk).update(modified=session.modified)
@@ -119,6 +123,28 @@ def do_cancel_turn(principal, chat, turn_id, origin=None):
     cancel_open_calls(turn)
     finish_turn(turn, "cancelled", "chat/turnCancelled", origin)
     return turn
+
+
+def abandoned_turns(live_processes, started_before):
+    """Ids of active turns whose runner is not among `live_processes` (a turn that just began
+    may run on a process whose first renewal is still to come)."""
+    return (Turn.objects.filter(state="active", started__lt=started_before).exclude(runner__in=live_processes)
+            .values_list("id", flat=True))
+
+
+@transaction.atomic
+def do_end_abandoned_turn(turn_id, live_processes):
+    """The process running the turn died: the calls it waits on end, then the turn, with
+    chat/error saying so. Claimed by a conditional UPDATE, so however many sweeps find it, it
+    ends once; a turn that ended meanwhile is left as it is. Answers whether it ended here."""
+    claimed = Turn.objects.filter(pk=turn_id, state="active").exclude(runner__in=live_processes).update(state="error")
+    if not claimed:
+        return False
+    turn = Turn.objects.select_related("chat__session").get(pk=turn_id)
+    cancel_open_calls(turn, RUNNER_GONE)
+    turn.error = {"errorType": "agentError", "message": RUNNER_GONE}
+    finish_turn(turn, "error", "chat/error", error=turn.error)
+    return True
 
 
 def finish_turn(turn, state, action_type, origin=None, **fields):

@@ -2,8 +2,8 @@
 actions, ephemeral notifications and wake-ups of waiters. The committing thread does not wait
 for the layer (kernel.outbox)."""
 from channels.layers import get_channel_layer
-from django.db import transaction
 
+from kernel.after_commit import after_commit
 from kernel.outbox import send_soon
 
 
@@ -36,7 +36,7 @@ def notify(tenant_id, method, params):
     async def send():
         await get_channel_layer().group_send(group_for(params["channel"], tenant_id), message)
 
-    transaction.on_commit(lambda: send_soon(method, send))
+    after_commit(method, lambda: send_soon(method, send))
 
 
 def wake(group, result=None):
@@ -45,4 +45,4 @@ def wake(group, result=None):
     async def send():
         await get_channel_layer().group_send(group, {"type": "wake", "group": group, "result": result})
 
-    transaction.on_commit(lambda: send_soon(f"the wake-up of {group}", send))
+    after_commit(f"the wake-up of {group}", lambda: send_soon(f"the wake-up of {group}", send))

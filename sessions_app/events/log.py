@@ -9,6 +9,7 @@ import uuid
 
 from django.db import transaction
 
+from kernel.after_commit import after_commit
 from kernel.outbox import place_in_line
 
 from ..models import ActionLog, ServerSeq
@@ -48,7 +49,8 @@ def publish_many(tenant_id, items):
             ActionLog(seq=env["serverSeq"], tenant_id=tenant_id, channel=env["channel"], envelope=env, process=PROCESS)
             for env in envelopes
         ])
-    transaction.on_commit(lambda: deliver(tenant_id, place, *envelopes))
+    after_commit("delivering actions to subscribers (they catch up from the log)",
+                 lambda: deliver(tenant_id, place, *envelopes))
     return envelopes
 
 

@@ -1,10 +1,12 @@
 """Per-process duties of a process holding WebSockets: refresh its connections' `seen` (so a
 sweep can tell this process is alive), and, without a shared channel layer, forward actions
-other processes (the Celery worker) logged to this process's subscribers."""
+other processes (the Celery worker) logged to this process's subscribers. Any process running
+turns renews its lease on them (its HostProcess row) while its loop runs."""
 import asyncio
 import logging
 import os
 import weakref
+from collections import Counter
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db.models import Q
@@ -13,7 +15,7 @@ from grants.models import ApiToken
 from kernel.orm import database_sync_to_async
 from kernel.outbox import serve_from
 
-from ..actions.presence import do_mark_connections_seen
+from ..actions.presence import do_mark_connections_seen, do_mark_process_alive
 from ..models import ActionLog, ServerSeq
 from .delivery import group_for
 from .log import PROCESS
@@ -23,22 +25,39 @@ logger = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = float(os.environ.get("AHP_HEARTBEAT_SECONDS", "5"))
 TAIL_SECONDS = 0.2
 _started = {}
+_renewing = weakref.WeakKeyDictionary()  # event loop -> its task renewing this process's lease
 # This process's open sockets: the heartbeat keeps only their rows fresh, and a failed channel
 # layer closes them all.
 _consumers = weakref.WeakSet()
 
 
+_open = Counter()  # (tenant pk, person pk or None) -> sockets of this process it holds
+
+
+def owner_of(consumer):
+    return consumer.tenant.pk, getattr(consumer.principal.person, "pk", None)
+
+
 def track(consumer):
-    _consumers.add(consumer)
+    if consumer not in _consumers:
+        _consumers.add(consumer)
+        _open[owner_of(consumer)] += 1
 
 
 def open_by(tenant_id, person_id):
-    """How many sockets of this process one person (None: the tenant's root token) holds."""
-    return sum(1 for c in list(_consumers) if c.tenant.pk == tenant_id and getattr(c.principal.person, "pk", None) == person_id)
+    """How many sockets of this process one person (None: the tenant's root token) holds: a
+    count kept as sockets come and go, so a connection's quota check costs the same however
+    many sockets the process holds."""
+    return _open[tenant_id, person_id]
 
 
 def untrack(consumer):
-    _consumers.discard(consumer)
+    if consumer in _consumers:
+        _consumers.discard(consumer)
+        owner = owner_of(consumer)
+        _open[owner] -= 1
+        if not _open[owner]:
+            del _open[owner]
 
 
 def is_layer_failure(exc):
@@ -64,9 +83,28 @@ def ensure_started():
         return
     _started["loop"] = loop
     serve_from(loop)
+    keep_process_alive()
     _started["tasks"] = [loop.create_task(heartbeat())]
     if isinstance(get_channel_layer(), InMemoryChannelLayer):
         _started["tasks"].append(loop.create_task(tail_action_log()))
+
+
+def keep_process_alive():
+    """While the running loop lives, this process's HostProcess row stays fresh: the turns it
+    runs (and terminals it holds) are its own. A loop that ends with its work (a Celery task's)
+    ends its renewal with it."""
+    loop = asyncio.get_running_loop()
+    if loop not in _renewing:
+        _renewing[loop] = loop.create_task(renew_process_lease())
+
+
+async def renew_process_lease():
+    while True:
+        try:
+            await database_sync_to_async(do_mark_process_alive)(PROCESS)
+        except Exception as exc:  # the database is down: renewed when it answers again
+            logger.warning("Could not renew this process's lease (%s: %s)", exc.__class__.__name__, exc)
+        await asyncio.sleep(HEARTBEAT_SECONDS)
 
 
 async def heartbeat():

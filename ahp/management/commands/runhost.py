@@ -1,5 +1,8 @@
-"""Start the whole host: the ASGI server (HTTP, admin, REST, WebSocket) and a Celery worker with
-beat, as child processes. Ctrl-C (or SIGTERM) stops them all."""
+"""Start the whole host: the ASGI server (HTTP, admin, REST, WebSocket), a Celery worker and
+Celery beat, as child processes it supervises: a child that dies is started again (after a
+pause that grows while it keeps dying) and the event logged. Beat is a child of its own, never
+embedded in the worker, so a dead worker leaves no beat behind and there is never a second one.
+Ctrl-C (or SIGTERM) stops them all."""
 import argparse
 import json
 import os
@@ -9,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
@@ -85,6 +89,59 @@ def wait_until_started(host, port, children, since, timeout=90):
         time.sleep(0.3)
 
 
+# A child that died waits this long before it starts again, doubling while it keeps dying soon
+# after its start; one that ran STEADY_SECONDS starts again at once the next time.
+FIRST_RESTART_SECONDS = 1.0
+LONGEST_RESTART_SECONDS = 30.0
+STEADY_SECONDS = 60.0
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list
+    process: subprocess.Popen = None
+    started: float = 0.0
+    pause: float = FIRST_RESTART_SECONDS
+    due: float = 0.0  # when a dead child starts again
+
+    def start(self):
+        self.process = subprocess.Popen(self.argv)
+        self.started = time.monotonic()
+
+    def running(self):
+        return self.process is not None and self.process.poll() is None
+
+
+def host_children(host, port):
+    python = sys.executable
+    # --quiet and WARNING: Celery's banners and a line per task would bury the host's own.
+    return [
+        Child("ASGI server", [python, "-m", "ahp.serve", "-b", host, "-p", str(port), "ahp.asgi:application"]),
+        Child("Celery worker", [python, "-m", "celery", "-A", "ahp", "--quiet", "worker", "--pool", "solo",
+                                "--loglevel", "WARNING"]),
+        Child("Celery beat", [python, "-m", "celery", "-A", "ahp", "--quiet", "beat", "--loglevel", "WARNING"]),
+    ]
+
+
+def supervise_once(children, log):
+    """Start again each child whose pause is over; note each that died. A child is started only
+    after its previous process is known to have exited, so none ever runs twice."""
+    now = time.monotonic()
+    for child in children:
+        if child.process is None:
+            if now >= child.due:
+                child.start()
+                log(f"The {child.name} started again (pid {child.process.pid}).")
+        elif child.process.poll() is not None:
+            if now - child.started >= STEADY_SECONDS:
+                child.pause = FIRST_RESTART_SECONDS
+            log(f"The {child.name} exited with code {child.process.returncode}; "
+                f"starting it again in {child.pause:g} s.")
+            child.process, child.due = None, now + child.pause
+            child.pause = min(child.pause * 2, LONGEST_RESTART_SECONDS)
+
+
 def banner(host, port, first_start):
     base = f"http://{host}:{port}"
     lines = ["", f"AHP host on {base}/ (WebSocket ws://{host}:{port}/ahp)"]
@@ -100,7 +157,7 @@ def banner(host, port, first_start):
 
 
 class Command(BaseCommand):
-    help = "Run the AHP host: ASGI server and Celery worker with beat."
+    help = "Run the AHP host: ASGI server, Celery worker and Celery beat, each started again if it dies."
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
@@ -119,36 +176,35 @@ class Command(BaseCommand):
         for key, value in apply_config_flags(options).items():
             self.stdout.write(f"{DEMO_TENANT}: {key} = {json.dumps(value)}")
         started = timezone.now()
-        children = [
-            subprocess.Popen([sys.executable, "-m", "ahp.serve", "-b", host, "-p", str(port), "ahp.asgi:application"]),
-            # --quiet and WARNING: the worker's banner and a line per task would bury the host's own.
-            subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "ahp", "--quiet", "worker", "--beat", "--pool", "solo",
-                 "--loglevel", "WARNING"]
-            ),
-        ]
+        children = host_children(host, port)
+        for child in children:
+            child.start()
 
         def stop(*_):
             raise KeyboardInterrupt
+
+        def log(line):
+            self.stderr.write(line)
+            self.stderr.flush()
 
         signal.signal(signal.SIGTERM, stop)
         try:
             # The banner comes last, once the server answers and the worker runs, so the login and token are easy to
             # find (printed even if it never answers: the first start's password is shown only here).
-            wait_until_started(host, port, children, started)
+            wait_until_started(host, port, [c.process for c in children], started)
             self.stdout.write(banner(host, port, first_start))
             self.stdout.flush()
-            while all(child.poll() is None for child in children):
+            while True:
+                supervise_once(children, log)
                 time.sleep(0.5)
-            self.stderr.write("A child process exited; stopping the host.")
         except KeyboardInterrupt:
             pass
         finally:
-            for child in children:
-                if child.poll() is None:
-                    child.terminate()
-            for child in children:
+            running = [c.process for c in children if c.running()]
+            for process in running:
+                process.terminate()
+            for process in running:
                 try:
-                    child.wait(timeout=10)
+                    process.wait(timeout=10)
                 except subprocess.TimeoutExpired:
-                    child.kill()
+                    process.kill()

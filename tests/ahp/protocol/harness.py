@@ -55,8 +55,9 @@ class RpcFailed(Exception):
 class AhpClient:
     """One connection: requests wait for their answer; notifications are kept in arrival order."""
 
-    def __init__(self, port, token, client_id="test-client", initialize=True):
-        self._connection = connect(f"ws://127.0.0.1:{port}/ahp?tkn={token}", max_size=None)
+    def __init__(self, port, token, client_id="test-client", initialize=True, max_size=None):
+        """`max_size`: the largest frame this client accepts (as a real client's library would)."""
+        self._connection = connect(f"ws://127.0.0.1:{port}/ahp?tkn={token}", max_size=max_size)
         self.ws = self._connection.__enter__()
         self.client_id = client_id
         self.ids = itertools.count(1)

@@ -8,6 +8,7 @@ from jsonschema import Draft202012Validator
 
 from agents.registry import PROVIDERS
 from grants.models import Principal
+from kernel.after_commit import after_commit
 from kernel.refusals import Refused
 from sessions_app import actions
 from sessions_app.actions import Orchestration, require
@@ -33,7 +34,7 @@ def launch_after_commit(started):
     from ...runtime import launch_turn
 
     if started is not None and hasattr(started, "state"):
-        transaction.on_commit(lambda: launch_turn(started.id))
+        after_commit(f"running turn {started.id}", lambda: launch_turn(started.id))
 
 
 def needs_session(tool_name):

@@ -133,3 +133,19 @@ def do_dispose_terminal(principal, terminal):
     """disposeTerminal: the row goes; the caller ends its shell."""
     require(principal, "terminal:write", terminal.session)
     Terminal.objects.filter(pk=terminal.pk).delete()
+
+
+# What a terminal whose PTY died with its process exits with (no shell told its real code).
+LOST_WITH_ITS_PROCESS = -1
+
+
+def do_end_orphaned_terminals(cutoff):
+    """Terminals whose holding process stopped renewing its lease before `cutoff` (it died, and
+    their PTYs with it) exit, so their subscribers stop waiting on a shell that is gone."""
+    from sessions_app.actions.presence import live_processes
+
+    orphans = list(Terminal.objects.filter(exit_code__isnull=True, created__lt=cutoff)
+                   .exclude(process__in=list(live_processes(cutoff))).values_list("id", flat=True))
+    for terminal_id in orphans:
+        do_terminal_exited(terminal_id, LOST_WITH_ITS_PROCESS)
+    return len(orphans)

@@ -7,6 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from grants.models import Principal
+from kernel.after_commit import after_commit
 from kernel.refusals import Refused
 from sessions_app import actions as session_actions
 from sessions_app.actions import check_message_text
@@ -22,7 +23,8 @@ def schedule_firing(wakeup):
     """After commit, queue the task that fires `wakeup` at its due time (the sweep is the net)."""
     pk, due = wakeup.pk, wakeup.due
     # By name: the task module calls these actions, so importing it here would be a cycle.
-    transaction.on_commit(lambda: current_app.send_task(FIRE_WAKEUP_TASK, (pk, due.isoformat()), eta=due))
+    after_commit(f"queueing wakeup {pk} (the sweep fires it)",
+                 lambda: current_app.send_task(FIRE_WAKEUP_TASK, (pk, due.isoformat()), eta=due))
 
 
 @transaction.atomic

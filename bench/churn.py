@@ -1,0 +1,129 @@
+"""Churn: one tenant opens and closes many sockets while another tenant's clients ping; the quiet
+tenant's ping latency is measured first alone, then under the churn, in the same run.
+
+The churning tenant opens `--churn` sockets at once (each `initialize`s), closes them all, and
+starts again, for the churn phase's length. The quiet tenant's `--quiet` sockets each send
+`ping` every 50 ms throughout. Target: the quiet tenant's p99 under churn within 2x of its p99
+alone.
+
+Run: `.venv/bin/python -m bench.churn` (embedded), or with DATABASE_URL and REDIS_URL set for
+PostgreSQL + Redis (the database must be empty or migrated for the host).
+"""
+import argparse
+import asyncio
+import itertools
+import json
+import time
+
+from websockets.asyncio.client import connect
+
+from .servers import daphne, free_port, host_install, manage
+
+PING_EVERY = 0.05
+OPENING_AT_ONCE = 100
+
+
+def percentile(samples, p):
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))] * 1000 if ordered else float("nan")
+
+
+async def opened(url, client_id):
+    ws = await connect(url, max_size=None, open_timeout=60)
+    await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": client_id}}))
+    await ws.recv()
+    return ws
+
+
+async def pinger(ws, samples, stop, errors):
+    ids = itertools.count(2)
+    while not stop.is_set():
+        started = time.monotonic()
+        try:
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": next(ids), "method": "ping",
+                                      "params": {"channel": "ahp-root://"}}))
+            while "result" not in json.loads(await ws.recv()):
+                pass
+        except Exception as exc:
+            errors.append(f"ping: {exc.__class__.__name__}: {exc}")
+            return
+        samples.append(time.monotonic() - started)
+        await asyncio.sleep(max(0.0, PING_EVERY - (time.monotonic() - started)))
+
+
+async def churn(url, count, stop, counts, errors):
+    limit = asyncio.Semaphore(OPENING_AT_ONCE)
+    serial = itertools.count()
+
+    async def one():
+        async with limit:
+            return await opened(url, f"churn-{next(serial)}")
+
+    while not stop.is_set():
+        sockets = []
+        for result in await asyncio.gather(*(one() for _ in range(count)), return_exceptions=True):
+            if isinstance(result, Exception):
+                errors.append(f"open: {result.__class__.__name__}: {result}")
+            else:
+                sockets.append(result)
+        counts["opened"] += len(sockets)
+        await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
+        counts["closed"] += len(sockets)
+
+
+async def measure(quiet_url, churn_url, quiet, churn_count, seconds):
+    errors = []
+    sockets = [await opened(quiet_url, f"quiet-{i}") for i in range(quiet)]
+    phases = {}
+    counts = {"opened": 0, "closed": 0}
+    for phase in ("quiet", "churn"):
+        samples, stop = [], asyncio.Event()
+        tasks = [asyncio.create_task(pinger(ws, samples, stop, errors)) for ws in sockets]
+        if phase == "churn":
+            tasks.append(asyncio.create_task(churn(churn_url, churn_count, stop, counts, errors)))
+        await asyncio.sleep(seconds)
+        stop.set()
+        await asyncio.wait_for(asyncio.gather(*tasks), 120)
+        phases[phase] = samples
+    for ws in sockets:
+        await ws.close()
+    return phases, counts, errors
+
+
+def report(phases, counts, errors, args):
+    lines = [f"churn: {args.quiet} quiet sockets pinging every {PING_EVERY * 1000:g} ms; the other tenant opens and "
+             f"closes {args.churn} sockets at a time; {args.seconds:g} s per phase"]
+    for phase, samples in phases.items():
+        lines.append(f"{phase:6} pings {len(samples):6}   p50 {percentile(samples, 50):8.2f} ms   "
+                     f"p99 {percentile(samples, 99):8.2f} ms   max {max(samples, default=0) * 1000:8.2f} ms")
+    ratio = percentile(phases["churn"], 99) / percentile(phases["quiet"], 99)
+    lines.append(f"churned sockets: {counts['opened']} opened, {counts['closed']} closed; errors {len(errors)}")
+    lines.append(f"quiet tenant's p99 under churn / alone: {ratio:.2f}x (target <= 2)")
+    lines += [f"  error: {e}" for e in errors[:5]]
+    return "\n".join(lines)
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(prog="python -m bench.churn", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quiet", type=int, default=10, help="sockets of the quiet tenant")
+    parser.add_argument("--churn", type=int, default=500, help="sockets the churning tenant opens at a time")
+    parser.add_argument("--seconds", type=float, default=20, help="length of each phase")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse(argv)
+    with host_install() as (env, token):
+        manage(env, "createtenant", "churner")
+        manage(env, "addmember", "churner", "churning", "--role", "member")
+        churn_token = manage(env, "minttoken", "churner", "churning")
+        port = free_port()
+        with daphne("ahp.asgi:application", env, port):
+            url = f"ws://127.0.0.1:{port}/ahp?tkn="
+            outcome = asyncio.run(measure(url + token, url + churn_token, args.quiet, args.churn, args.seconds))
+    print(report(*outcome, args), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""Soak: a long run of bench.load's shape with one tenant churning its connections; it reports
+the errors, each tenant's p99 and the serving process's memory drift.
+
+500 sockets across 10 tenants on PostgreSQL + Redis: agents (a driver and a tool client each)
+run echo turns calling host tools and their client's ping tool, the other sockets watch a chat
+and list sessions; the last tenant holds no agents and instead opens and closes `--churn`
+sockets at a time for the whole run. RSS drift compares the serving process's memory at the end
+with its memory once warmed up (a tenth of the run in). Targets: 0 errors, RSS drift < 10 %.
+
+Run: `.venv/bin/python -m bench.soak --minutes 30`: on DATABASE_URL and REDIS_URL as given when
+set (an empty database: the soak migrates it and adds its tenants), else on a fresh database and a
+spare Redis db made and dropped, as for bench.load.
+"""
+import argparse
+import asyncio
+import contextlib
+import itertools
+import os
+import time
+
+from .load import (
+    DEFAULT_DATABASE, DEFAULT_REDIS, KINDS, Agent, Connection, Stats, environment, fresh_database, more_tokens,
+    opened, percentile, spare_redis_db, watch,
+)
+from .servers import daphne, free_port, host_install, rss_kib
+
+
+async def counted(job, stats, what):
+    """Run `job`; whatever it raises is an error of the run, not the end of it."""
+    try:
+        return await job
+    except Exception as exc:
+        stats.error(what, repr(exc))
+        return None
+
+
+async def churn(url, count, deadline, stats, counts):
+    serial = itertools.count()
+    while time.monotonic() < deadline:
+        openings = (counted(Connection.open(url, f"churn{next(serial)}", stats), stats, "socket error")
+                    for _ in range(count))
+        sockets = [c for c in await opened(openings, stats) if c is not None]
+        counts["opened"] += len(sockets)
+        for connection in sockets:
+            await connection.close()
+        counts["closed"] += len(sockets)
+
+
+async def soak(urls, args, server):
+    """Open everything, run for the duration, let turns in flight finish, close everything."""
+    tenants, quiet = args.tenants, args.tenants - 1  # the last tenant churns
+    stats = [Stats() for _ in range(tenants)]
+    crew = [Agent(i, urls[i % quiet], urls[i % quiet], stats[i % quiet], args.calls_per_turn)
+            for i in range(args.agents)]
+    await opened((counted(a.open(), a.stats, "socket error") for a in crew), stats[0])
+    ready = [a for a in crew if a.announced.done()]
+    watchers = [counted(Connection.open(urls[i % quiet], f"watcher{i}", stats[i % quiet]), stats[i % quiet],
+                        "socket error")
+                for i in range(max(0, args.connections - 2 * args.agents - args.churn))]
+    watchers = list(enumerate(await opened(watchers, stats[0])))
+    start = time.monotonic()
+    deadline = start + args.minutes * 60
+    for s in stats:
+        s.window = (start, deadline)
+    memory = {"start": rss_kib(server.pid), "warm": None, "peak": 0}
+    counts = {"opened": 0, "closed": 0}
+
+    async def sample_memory():
+        while time.monotonic() < deadline:
+            await asyncio.sleep(5)
+            rss = rss_kib(server.pid)
+            memory["peak"] = max(memory["peak"], rss)
+            if memory["warm"] is None and time.monotonic() >= start + (deadline - start) / 10:
+                memory["warm"] = rss
+
+    chats = [[a.chat for a in ready if a.index % quiet == t] for t in range(quiet)]
+    jobs = [counted(a.run(deadline), a.stats, "agent failed") for a in ready] + [
+        counted(watch(w, chats[i % quiet][i % len(chats[i % quiet])], deadline, args.watch_interval,
+                      stats[i % quiet]), stats[i % quiet], "watcher failed")
+        for i, w in watchers if w is not None and chats[i % quiet]]
+    await asyncio.gather(sample_memory(), churn(urls[quiet], args.churn, deadline, stats[quiet], counts), *jobs)
+    memory["end"] = rss_kib(server.pid)
+    open_sockets = [c for a in crew for c in (a.driver, a.tools) if c is not None] + [w for _, w in watchers if w]
+    for connection in open_sockets:
+        await counted(connection.close(), stats[0], "socket error")
+    return {"stats": stats, "memory": memory, "counts": counts, "sockets": len(open_sockets) + args.churn}
+
+
+def report(outcome, args):
+    stats, memory, counts = outcome["stats"], outcome["memory"], outcome["counts"]
+    lines = [f"soak: {args.minutes:g} min, {outcome['sockets']} sockets over {args.tenants} tenants, {args.agents} "
+             f"agents; tenant {args.tenants} churns {args.churn} sockets at a time; PostgreSQL + Redis, one worker"]
+    lines.append(f"{'tenant':>6} {'calls':>7} {'host p99 ms':>12} {'client p99 ms':>14} {'list p99 ms':>12} {'errors':>7}")
+    for t, s in enumerate(stats):
+        p99 = [percentile(s.latency[kind], 0.99) * 1e3 for kind in KINDS]
+        calls = len(s.latency["host tool"]) + len(s.latency["client tool"])
+        lines.append(f"{t + 1:>6} {calls:>7} {p99[0]:>12.0f} {p99[1]:>14.0f} {p99[2]:>12.0f} "
+                     f"{sum(s.errors.values()):>7}")
+    errors = sum(sum(s.errors.values()) for s in stats)
+    kinds = sum((s.errors for s in stats), start=type(stats[0].errors)())
+    lines.append(f"errors: {errors} ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items())) or 'none'})")
+    lines += [f"   e.g. {sample}" for s in stats for sample in s.samples][:8]
+    lines.append(f"churned: {counts['opened']} sockets opened, {counts['closed']} closed")
+    warm = memory["warm"] or memory["start"]
+    lines.append(f"server RSS MiB: start {memory['start'] / 1024:.0f}, warm {warm / 1024:.0f}, peak "
+                 f"{memory['peak'] / 1024:.0f}, end {memory['end'] / 1024:.0f}; drift since warm "
+                 f"{100 * (memory['end'] - warm) / warm:+.1f}% (target < 10%)")
+    return "\n".join(lines)
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=30)
+    parser.add_argument("--connections", type=int, default=500)
+    parser.add_argument("--tenants", type=int, default=10)
+    parser.add_argument("--agents", type=int, default=50)
+    parser.add_argument("--churn", type=int, default=50, help="sockets the churning tenant opens at a time")
+    parser.add_argument("--calls-per-turn", type=int, default=4)
+    parser.add_argument("--watch-interval", type=float, default=5.0)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse(argv)
+    database = os.environ.get("DATABASE_URL")
+    redis = os.environ.get("REDIS_URL")
+    with (contextlib.nullcontext(database) if database else fresh_database(DEFAULT_DATABASE)) as database_url, \
+            (contextlib.nullcontext(redis) if redis else spare_redis_db(DEFAULT_REDIS)) as redis_url, \
+            environment(DATABASE_URL=database_url, REDIS_URL=redis_url), host_install() as (env, token):
+        tokens = [token] + more_tokens(env, args.tenants)
+        port = free_port()
+        with daphne("ahp.asgi:application", env, port) as server:
+            urls = [f"ws://127.0.0.1:{port}/ahp?tkn={t}" for t in tokens]
+            outcome = asyncio.run(soak(urls, args, server))
+    print(report(outcome, args), flush=True)
+
+
+if __name__ == "__main__":
+    main()
