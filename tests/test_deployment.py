@@ -12,7 +12,7 @@ import yaml
 from ahp import settings as host_settings
 from ahp.deployment import NO_SECRET_KEY
 
-from .conftest import ROOT, free_port, stop
+from .conftest import ROOT, free_port, stop, wait_for_port
 
 
 def compose():
@@ -99,14 +99,17 @@ PRODUCTION = {"DATABASE_URL": "postgres://ahp:ahp@127.0.0.1:9/ahp", "REDIS_URL":
 
 
 def serve(tmp_path, bind, **env):
-    """Run `python -m ahp.serve` for at most 3 s: (exit code or None while still running, stderr)."""
+    """Run `python -m ahp.serve` until it exits or listens: (exit code or None when it listens, stderr).
+    A deadline, not a fixed wait: starting takes seconds on a loaded machine."""
+    port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "ahp.serve", "-b", bind, "-p", str(free_port()), "ahp.asgi:application"],
+        [sys.executable, "-m", "ahp.serve", "-b", bind, "-p", str(port), "ahp.asgi:application"],
         env=host_env(tmp_path, **env), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        return process.wait(timeout=3), process.stderr.read()
-    except subprocess.TimeoutExpired:
+        wait_for_port(port, process, timeout=60)
         return None, ""
+    except RuntimeError:  # it exited
+        return process.returncode, process.stderr.read()
     finally:
         stop(process)
 

@@ -35,7 +35,7 @@ def start(env, port):
 def interrupt(process):
     """Ctrl-C, as a person at the terminal sends it, to the whole process group."""
     os.killpg(process.pid, signal.SIGINT)
-    return process.wait(timeout=20)
+    return process.wait(timeout=60)  # a deadline: stopping the server and the worker is slow on a loaded machine
 
 
 def port_closed(port):
