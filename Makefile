@@ -4,6 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# Test processes `make test` runs side by side (pytest-xdist): most tests wait on sockets and the
+# processes they start, so three share two cores well. TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 3
 
 # The agent harnesses' CLIs, pinned exactly and installed once, never fetched while the host runs.
 HARNESS := var/harness
@@ -35,7 +38,7 @@ run: install
 	$(BIN)/python manage.py runhost --host $(HOST) --port $(PORT)
 
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 bench: install
 	$(BIN)/python -m bench

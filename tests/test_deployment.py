@@ -99,9 +99,8 @@ PRODUCTION = {"DATABASE_URL": "postgres://ahp:ahp@127.0.0.1:9/ahp", "REDIS_URL":
 
 
 def serve(tmp_path, bind, **env):
-    """Run `python -m ahp.serve` until it exits or listens: (its exit code, or None once it
-    listens; stderr). Waiting on either rather than for a fixed 3 s: on a loaded machine the
-    server took longer than that merely to import, so a refusal read as "still running"."""
+    """Run `python -m ahp.serve` until it exits or listens: (exit code or None when it listens, stderr).
+    A deadline, not a fixed wait: starting takes seconds on a loaded machine."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "ahp.serve", "-b", bind, "-p", str(port), "ahp.asgi:application"],

@@ -258,15 +258,24 @@ def ask_a_question(member, session):
     return watch, chat, turn, member.action("session/inputNeededSet")["action"]["request"]
 
 
+def decline(member, chat, turn, request):
+    """Answers the question, so its tool stops waiting (it would outlive the test's server)."""
+    member.dispatch(chat, {"type": "chat/toolCallConfirmed", "turnId": turn, "toolCallId": request["id"],
+                           "approved": False, "confirmed": "user-action"})
+    member.action("chat/turnComplete", turnId=turn)
+
+
 def test_an_open_question_reduces_to_the_fresh_snapshots(member, session):
     watch, chat, turn, request = ask_a_question(member, session)
     watch.assert_consistent()
+    decline(member, chat, turn, request)
 
 
 def test_an_open_question_shows_in_fresh_snapshots_as_published(member, session):
     watch, chat, turn, request = ask_a_question(member, session)
     assert request["kind"] == "toolConfirmation"
     watch.assert_consistent(but=("status",))
+    decline(member, chat, turn, request)
 
 
 def test_answering_a_tools_question_reduces_to_the_fresh_snapshots(member, session):

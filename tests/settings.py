@@ -1,0 +1,19 @@
+"""The host's settings for a test run: ahp.settings unchanged, except that each pytest-xdist worker
+(`make test` runs several) gets state of its own, as two hosts on one machine would. Its database is
+already named per process; this adds its var/ (the embedded Celery queue, sandboxes, keys) and its
+Redis keys (channel layer groups and the Celery queue share one Redis db, and two workers' rows have
+the same primary keys, so unprefixed they would wake each other's sockets and take each other's
+tasks). Processes a test starts inherit DJANGO_SETTINGS_MODULE and the worker's name, so they match."""
+import os
+from pathlib import Path
+
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if WORKER and "AHP_VAR_DIR" not in os.environ:
+    os.environ["AHP_VAR_DIR"] = str(Path(__file__).resolve().parent.parent / "var" / "xdist" / WORKER)
+
+from ahp.settings import *  # noqa: E402,F401,F403
+from ahp.settings import CHANNEL_LAYERS, REDIS_URL  # noqa: E402
+
+if WORKER and REDIS_URL:
+    CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = f"asgi-{WORKER}"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": f"{WORKER}-"}
