@@ -10,7 +10,6 @@ import pytest
 from copilot import RuntimeConnection
 
 from tools_app.definitions.agent_definitions import AgentDefinitionInvalid
-from tools_app.definitions.copilot_policy import EMPTY_MODE_NEEDS_TOOLS
 from tools_app.models import AgentDefinition
 from agents.providers.github_copilot import EMPTY_MODE_NEEDS_STORAGE, GitHubCopilotProvider
 

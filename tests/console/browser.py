@@ -40,4 +40,16 @@ def log_in(driver, base, username, password, next_path):
     driver.get(f"{base}/admin/login/?next={next_path}")
     driver.find_element(By.ID, "id_username").send_keys(username)
     driver.find_element(By.ID, "id_password").send_keys(password)
-    driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    submit(driver, driver.find_element(By.CSS_SELECTOR, "input[type=submit]"))
+
+
+def submit(driver, element):
+    """Click what loads a new page and wait until it replaced the old one: a lookup made at once
+    could find the old page's element and go stale under it."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.expected_conditions import staleness_of
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    page = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(driver, 30).until(staleness_of(page))

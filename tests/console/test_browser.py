@@ -13,7 +13,7 @@ from tools_app.catalog.registry import Tool
 from tools_app.families.computers.tools import COMPUTER_TOOLS
 
 from ..ahp.protocol.harness import AhpClient
-from .browser import chromium, log_in
+from .browser import chromium, log_in, submit
 from .conftest import OPERATOR_PASSWORD, SENTENCES, Work, change_url
 
 pytestmark = pytest.mark.e2e  # a browser
@@ -36,7 +36,7 @@ def test_an_operator_toggles_advanced_tools_in_chromium_and_a_client_hears_it(ac
         checkbox = browser.find_element(By.ID, "id_advancedTools")
         assert not checkbox.is_selected()
         checkbox.click()
-        browser.find_element(By.NAME, "_save").click()
+        submit(browser, browser.find_element(By.NAME, "_save"))
         assert "was changed successfully" in browser.find_element(By.CSS_SELECTOR, ".messagelist").text
         tools = client.action("session/serverToolsChanged")["action"]["tools"]
         assert [t["name"] for t in tools] == [*before, "deploy", *(t.name for t in COMPUTER_TOOLS)]

@@ -16,7 +16,7 @@ from tools_app.catalog.host_tools import PLUGINS
 from tools_app.catalog.registry import Tool
 from tools_app.models import HostConfig
 
-from .browser import chromium, log_in
+from .browser import chromium, log_in, submit
 from .conftest import OPERATOR_PASSWORD, change_url
 
 pytestmark = pytest.mark.e2e  # a browser
@@ -61,7 +61,7 @@ def test_an_operator_adds_an_mcp_server_row_sees_a_bad_url_refused_and_checks_th
     row_field(browser, 0, "name").send_keys("docs")
     row_field(browser, 0, "type").send_keys("http")
     row_field(browser, 0, "url").send_keys("ftp://docs.example/mcp")
-    browser.find_element(By.NAME, "_continue").click()
+    submit(browser, browser.find_element(By.NAME, "_continue"))
     cell = browser.find_element(By.CSS_SELECTOR, '#rows-mcpServers .config-row[data-row="0"] .field-url')
     assert cell.find_element(By.CSS_SELECTOR, ".errorlist").text == 'An http server needs an http(s) "url".'
     screenshot(browser, "admin-mcp-server-refused.png")
@@ -72,7 +72,7 @@ def test_an_operator_adds_an_mcp_server_row_sees_a_bad_url_refused_and_checks_th
     row_field(browser, 0, "type").send_keys("stdio")
     row_field(browser, 0, "url").clear()
     row_field(browser, 0, "server").send_keys("tiny")
-    browser.find_element(By.NAME, "_continue").click()
+    submit(browser, browser.find_element(By.NAME, "_continue"))
     assert "was changed successfully" in browser.find_element(By.CSS_SELECTOR, ".messagelist").text
     assert HostConfig.for_tenant(acme.tenant).mcp_servers == {"tiny": {"type": "stdio", "server": "tiny"}}
     screenshot(browser, "admin-host-config.png")
@@ -89,7 +89,7 @@ def test_an_operator_adds_a_claude_connection_row_and_sees_a_bad_base_url_refuse
     field("provider").send_keys("claude")
     field("baseUrl").send_keys("ftp://llm.example/")
     field("apiKey").send_keys("sk-1")
-    browser.find_element(By.NAME, "_continue").click()
+    submit(browser, browser.find_element(By.NAME, "_continue"))
     cell = browser.find_element(By.CSS_SELECTOR, '#rows-agentConnections .config-row[data-row="0"] .field-baseUrl')
     assert cell.find_element(By.CSS_SELECTOR, ".errorlist").text == (
         "agentConnections.claude.baseUrl must be an http or https URL.")
@@ -97,7 +97,7 @@ def test_an_operator_adds_a_claude_connection_row_and_sees_a_bad_base_url_refuse
 
     field("baseUrl").clear()
     field("baseUrl").send_keys("https://llm.example/v1")
-    browser.find_element(By.NAME, "_continue").click()
+    submit(browser, browser.find_element(By.NAME, "_continue"))
     assert "was changed successfully" in browser.find_element(By.CSS_SELECTOR, ".messagelist").text
     assert field("apiKey").get_attribute("value") == "<set>"
     browser.execute_script("document.getElementById('rows-agentConnections').scrollIntoView()")
@@ -120,9 +120,9 @@ def test_the_explainer_says_why_an_advanced_tool_is_hidden_until_advanced_tools_
     row = browser.find_element(By.CSS_SELECTOR, '#catalog tr[data-tool="deploy"]')
     assert row.text == "deploy plugin hidden deploy needs advanced permission, and advancedTools is off for this tenant."
     screenshot(browser, "catalog-explainer.png")
-    browser.find_element(By.LINK_TEXT, "Change the host configuration").click()
+    submit(browser, browser.find_element(By.LINK_TEXT, "Change the host configuration"))
     browser.find_element(By.ID, "id_advancedTools").click()
-    browser.find_element(By.NAME, "_save").click()
+    submit(browser, browser.find_element(By.NAME, "_save"))
     assert "was changed successfully" in browser.find_element(By.CSS_SELECTOR, ".messagelist").text
     browser.get(f"{base}{explainer}")
     assert browser.find_element(By.CSS_SELECTOR, '#catalog tr[data-tool="deploy"]').text == "deploy plugin offered"
