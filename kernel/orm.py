@@ -16,12 +16,14 @@ from concurrent.futures import ThreadPoolExecutor
 from asgiref.sync import AsyncToSync, SyncToAsync
 from channels.db import DatabaseSyncToAsync
 from django.conf import settings
-from django.db import close_old_connections, connections
+from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connections
 
 from . import outbox
 
 SHARED_THREAD = settings.AHP_ORM_THREADS == 1
 POOL = ThreadPoolExecutor(max_workers=settings.AHP_ORM_THREADS, thread_name_prefix="orm")
+_outages = [0]  # how many units found the database gone: a thread that saw fewer reconnects
+_thread = threading.local()  # .outages: the count when this thread last connected
 
 
 class database_sync_to_async(SyncToAsync):  # noqa: N801 (used as a decorator, as Channels' is)
@@ -34,13 +36,27 @@ class database_sync_to_async(SyncToAsync):  # noqa: N801 (used as a decorator, a
         return await super().__call__(*args, **kwargs)
 
     def thread_handler(self, loop, *args, **kwargs):
+        if getattr(_thread, "outages", 0) != _outages[0]:
+            _thread.outages = _outages[0]
+            close_connections_of_this_thread()
         close_old_connections()
         outbox.unit_of_work_begins()
         try:
             return super().thread_handler(loop, *args, **kwargs)
+        except (OperationalError, InterfaceError):
+            _outages[0] += 1
+            raise
         finally:
             outbox.unit_of_work_ends()
             close_old_connections()
+
+
+def close_connections_of_this_thread():
+    for connection in connections.all(initialized_only=True):
+        try:
+            connection.close()
+        except DatabaseError:
+            pass  # a connection to a database that went away may fail even to close: it is dropped
 
 
 def close_connections():

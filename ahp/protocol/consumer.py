@@ -130,7 +130,10 @@ class AhpConsumer(AsyncWebsocketConsumer):
             await super().__call__(scope, receive, send)
         except Exception as exc:
             if not hasattr(self, "tenant"):
-                raise  # before the connection was set up: the server answers the handshake
+                if process.is_layer_failure(exc):  # before set-up (the layer failed on its first receive)
+                    await self.refuse_handshake(send, SERVICE_RESTART)
+                    return
+                raise  # the server answers the handshake
             if not process.is_layer_failure(exc):
                 await self.leave()
                 raise  # the server logs it and closes with 1011
@@ -138,6 +141,15 @@ class AhpConsumer(AsyncWebsocketConsumer):
                            exc.__class__.__name__, exc, SERVICE_RESTART)
             await self.abandon(SERVICE_RESTART)
             await process.close_all(SERVICE_RESTART)
+
+    async def refuse_handshake(self, send, code):
+        """Accepted only to close with `code`, as every socket of a failing layer is: a refused
+        upgrade (403) would tell the client nothing, and it would not know to come back."""
+        try:
+            await send({"type": "websocket.accept"})
+            await send({"type": "websocket.close", "code": code})
+        except Exception:
+            logger.debug("The handshake was already answered", exc_info=True)
 
     async def abandon(self, code):
         """Close from this side and clean up without the channel layer, which may be down."""
