@@ -11,6 +11,7 @@ the short-lived loop that started it.
 import asyncio
 import logging
 import os
+import socket
 import threading
 
 from .outbound import OutboundRefused, check_destination
@@ -131,6 +132,21 @@ async def serve_one(destinations, reader, writer):
     await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
 
 
+def listening_unix_socket(path):
+    """A Unix socket bound at `path` however deep its folder: a socket's address holds 108 bytes,
+    so it is bound through /proc/self/fd/<the folder>, which names the same folder briefly."""
+    folder = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(f"/proc/self/fd/{folder}/{os.path.basename(path)}")
+    except OSError:
+        sock.close()
+        raise
+    finally:
+        os.close(folder)
+    return sock
+
+
 class ProxyLoop:
     """One event loop thread per process serving every sandbox proxy of the process."""
 
@@ -158,8 +174,8 @@ class ProxyLoop:
         async def start():
             if os.path.exists(path):
                 os.unlink(path)
-            server = await asyncio.start_unix_server(lambda r, w: serve_one(destinations, r, w), path,
-                                                     limit=HEAD_LIMIT)
+            server = await asyncio.start_unix_server(lambda r, w: serve_one(destinations, r, w),
+                                                     sock=listening_unix_socket(path), limit=HEAD_LIMIT)
             os.chmod(path, 0o666)  # the sandbox's user connects to it; only the sandbox sees the folder
             return server
 

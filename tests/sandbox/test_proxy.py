@@ -54,6 +54,14 @@ def key(request, db):  # the outbound rule reads the operator's allow-list rows
     end_sandbox(name)
 
 
+def test_a_sandbox_in_a_folder_deeper_than_a_socket_address_holds_still_reaches_out(
+        settings, tmp_path, web, key, allow_loopback):
+    settings.VAR_DIR = tmp_path / ("deep-" * 20)  # a host installed in a long path
+    sandbox = Sandbox(key, read_only=(sys.prefix,), destinations=(("127.0.0.1", web),))
+    assert len(str(sandbox.folder / "control" / "proxy.sock")) > 108  # what a Unix socket's address holds
+    assert fetch(sandbox, f"http://127.0.0.1:{web}/deep") == "hello from /deep"
+
+
 def test_a_listed_destination_is_reached_and_any_other_is_refused_with_the_sentence(web, key, allow_loopback):
     other = free_port()
     sandbox = Sandbox(key, read_only=(sys.prefix,), destinations=(("127.0.0.1", web),))
