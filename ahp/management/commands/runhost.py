@@ -142,6 +142,24 @@ def supervise_once(children, log):
             child.pause = min(child.pause * 2, LONGEST_RESTART_SECONDS)
 
 
+def stop_children(running, interrupted):
+    """Stop the host's children. After Ctrl-C (which the whole process group got) each stops on
+    its own first: a second signal while it is exiting (beat saving its schedule) makes it print
+    a traceback. A child still running after the grace is terminated, then killed."""
+    if not interrupted:
+        for process in running:
+            process.terminate()
+    for process in running:
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
 def banner(host, port, first_start):
     base = f"http://{host}:{port}"
     lines = ["", f"AHP host on {base}/ (WebSocket ws://{host}:{port}/ahp)"]
@@ -180,7 +198,10 @@ class Command(BaseCommand):
         for child in children:
             child.start()
 
+        terminated = []
+
         def stop(*_):
+            terminated.append(True)
             raise KeyboardInterrupt
 
         def log(line):
@@ -200,11 +221,5 @@ class Command(BaseCommand):
         except KeyboardInterrupt:
             pass
         finally:
-            running = [c.process for c in children if c.running()]
-            for process in running:
-                process.terminate()
-            for process in running:
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the children's stop short
+            stop_children([c.process for c in children if c.running()], interrupted=not terminated)
