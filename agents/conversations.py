@@ -1,6 +1,7 @@
 """Which harness conversation a chat's next turn resumes."""
-from channels.db import database_sync_to_async
 from django.db import IntegrityError, transaction
+
+from kernel.orm import database_sync_to_async
 
 from .models import HarnessConversation
 

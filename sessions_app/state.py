@@ -124,11 +124,13 @@ def turn_page(chat, before, limit):
 
 def newest_within(items, budget):
     """The newest of `items` (oldest first) whose JSON together takes at most `budget` bytes."""
-    kept = len(items)
-    while kept and budget >= 0:
-        kept -= 1
-        budget -= len(json.dumps(items[kept]).encode())
-    return items[kept + 1:] if budget < 0 else items[kept:]
+    kept = 0
+    for item in reversed(items):
+        budget -= len(json.dumps(item).encode())
+        if budget < 0:
+            break
+        kept += 1
+    return items[len(items) - kept:]
 
 
 def chat_state(chat):

@@ -133,8 +133,7 @@ class ChatToolbox:
 
     @staticmethod
     async def complete_harness_call(call_id, name, text, failed):
-        result = actions.failure(name, text) if failed else {
-            "success": True, "pastTenseMessage": f"Ran {name}", "content": [{"type": "text", "text": text}]}
+        result = actions.failure(name, text) if failed else as_result(name, text)
         await database_sync_to_async(complete_host_call)(call_id, result)
 
     async def call(self, name, arguments):

@@ -13,6 +13,7 @@ from typing import Callable
 from kernel.ids import parse_uuid
 from kernel.refusals import Refused
 from sessions_app import actions
+from sessions_app.actions.chats import draft_model
 from sessions_app.actions.checks import check_message_text
 from sessions_app.channels import ROOT, annotations_session_at, chat_at, session_at
 from tools_app import actions as tool_actions
@@ -92,8 +93,7 @@ def draft_fields(action):
     if not isinstance(draft, dict) or not isinstance(draft.get("text"), str):
         raise Refused("chat/draftChanged needs draft.text, or no draft to clear it.", "invalid")
     check_message_text(draft["text"])
-    model = draft.get("model")
-    model = model.get("id") if isinstance(model, dict) else model
+    model = draft_model(draft)
     if model is not None and (not isinstance(model, str) or len(model) > 200):
         raise Refused("draft.model must be a model id or {id}.", "invalid")
     return {"draft": draft}

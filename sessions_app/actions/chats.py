@@ -88,11 +88,12 @@ def do_set_chat_draft(principal, chat, draft, origin=None):
         action = {"type": "chat/draftChanged"}
     else:
         ChatDraft.objects.update_or_create(chat=chat, defaults={
-            "message": draft, "model": draft_model(draft), "author": principal.person, "modified": timezone.now()})
+            "message": draft, "model": draft_model(draft) or "", "author": principal.person, "modified": timezone.now()})
         action = {"type": "chat/draftChanged", "draft": draft}
     publish(chat.session.tenant_id, chat.uri, action, origin)
 
 
 def draft_model(draft):
+    """A draft's model id (the draft names it as an id or {id}), or None."""
     model = draft.get("model")
-    return (model.get("id") if isinstance(model, dict) else model) or ""
+    return model.get("id") if isinstance(model, dict) else model

@@ -89,8 +89,8 @@ class GitHub:
     def required_checks(self, repository, base):
         """The check names branch protection requires on `base`; None when it requires none by name
         (no protection): then every check counts."""
-        response = self._send("GET", f"/repos/{repository}/branches/{base}/protection/required_status_checks",
-                              missing_ok=True)
+        response = self._get(f"/repos/{repository}/branches/{base}/protection/required_status_checks",
+                             missing_ok=True)
         return None if response is None else set(response.json().get("contexts") or ())
 
     def check_runs(self, repository, sha):

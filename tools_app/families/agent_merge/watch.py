@@ -11,7 +11,6 @@ from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from grants.models import Principal
@@ -19,6 +18,7 @@ from kernel.refusals import Refused
 from sandbox.workspaces import OutsideWorkspace, checked_folder, is_within, tenant_root
 from sessions_app.models import Chat
 
+from ..session.orchestration import launch_after_commit
 from . import actions, github
 from .models import PullRequestWatch
 
@@ -176,9 +176,7 @@ def start_repair(watch, pull, checks, threads, conflicts_with):
     except Refused as busy:
         actions.do_note_watch(watch, last_problem=busy.sentence)
         return "busy"
-    from ...runtime import launch_turn
-
-    transaction.on_commit(lambda: launch_turn(turn.id))
+    launch_after_commit(turn)
     return "repairing"
 
 
