@@ -128,6 +128,26 @@ def harness_pids(session_uri, program=HARNESS_PROGRAM):
     return [pid for pid, command in commands.items() if command.startswith(program) and in_session(pid)]
 
 
+def the_reply_streams_as_a_part_then_deltas(acme, host, model, provider):
+    """A harness's reply reaches the chat as one part, then deltas, and the turn's end adds none."""
+    model.add(Text("Hello from a streaming model"))
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        chat = default_chat(alice, alice.create_session(provider=provider))
+        alice.subscribe(chat)
+        turn = alice.start_turn(chat, "hi")
+        part = alice.action("chat/responsePart", turnId=turn, timeout=90)["action"]["part"]
+        delta = alice.action("chat/delta", turnId=turn, timeout=30)["action"]
+        alice.action("chat/turnComplete", turnId=turn, timeout=30)
+        assert (part["content"], delta["partId"], delta["content"]) == ("Hello from a s", part["id"], "treaming model")
+        # The turn's end added nothing the stream had not sent: no second reply part.
+        assert not [f for f in alice.notifications if f.get("method") == "action"
+                    and f["params"]["action"].get("turnId") == turn and f["params"]["action"]["type"] in (
+                        "chat/responsePart", "chat/delta")]
+        assert alice.subscribe(chat)["turns"][-1]["responseParts"] == [
+            {"kind": "markdown", "id": part["id"], "content": "Hello from a streaming model"}]
+
+
+
 def cancel_a_turn_waiting_on_a_client_tool(acme, host, model, provider, program):
     """The harness calls a client tool; the person cancels instead of the client answering:
     the turn ends cancelled, the harness process is gone, and the next turn answers."""
@@ -188,22 +208,7 @@ def test_a_killed_harness_fails_its_turn_with_a_sentence_and_the_next_turn_start
 @pytest.mark.e2e
 @needs_cli
 def test_the_reply_streams_into_the_chat_as_a_part_then_deltas(acme, host, model):
-    model.add(Text("Hello from a streaming model"))
-    with AhpClient(host.port, acme.tokens["member"]) as alice:
-        chat = default_chat(alice, alice.create_session(provider="claude"))
-        alice.subscribe(chat)
-        turn = alice.start_turn(chat, "hi")
-        part = alice.action("chat/responsePart", turnId=turn, timeout=90)["action"]["part"]
-        delta = alice.action("chat/delta", turnId=turn, timeout=30)["action"]
-        alice.action("chat/turnComplete", turnId=turn, timeout=30)
-        assert (part["content"], delta["partId"], delta["content"]) == ("Hello from a s", part["id"], "treaming model")
-        # The turn's end added nothing the stream had not sent: no second reply part.
-        assert not [f for f in alice.notifications if f.get("method") == "action"
-                    and f["params"]["action"].get("turnId") == turn and f["params"]["action"]["type"] in (
-                        "chat/responsePart", "chat/delta")]
-        assert alice.subscribe(chat)["turns"][-1]["responseParts"] == [
-            {"kind": "markdown", "id": part["id"], "content": "Hello from a streaming model"}]
-
+    the_reply_streams_as_a_part_then_deltas(acme, host, model, "claude")
 
 @pytest.mark.e2e
 @needs_cli

@@ -11,8 +11,10 @@ from sessions_app.models import ToolCall
 from ..ahp.protocol.harness import AhpClient, default_chat
 from ..ahp.protocol.test_client_tools import OPEN_FILE, announce, complete
 from ..ahp.protocol.test_worker_chats import PICK
-from .model_server import ModelServer, Text, ToolUse, tool_result_text, use_tool
-from .test_claude_provider import cancel_a_turn_waiting_on_a_client_tool, offered
+from .model_server import ModelServer, ToolUse, tool_result_text, use_tool
+from .test_claude_provider import (
+    cancel_a_turn_waiting_on_a_client_tool, offered, the_reply_streams_as_a_part_then_deltas,
+)
 
 HARNESS_PROGRAM = os.path.realpath(copilot_cli() or "copilot")
 pytestmark = [pytest.mark.e2e,
@@ -59,21 +61,7 @@ def test_cancelling_a_turn_aborts_copilot_and_the_next_turn_answers(acme, host, 
 
 
 def test_the_reply_streams_into_the_chat_as_a_part_then_deltas(acme, host, model):
-    model.add(Text("Hello from a streaming model"))
-    with AhpClient(host.port, acme.tokens["member"]) as alice:
-        chat = default_chat(alice, alice.create_session(provider="github-copilot"))
-        alice.subscribe(chat)
-        turn = alice.start_turn(chat, "hi")
-        part = alice.action("chat/responsePart", turnId=turn, timeout=90)["action"]["part"]
-        delta = alice.action("chat/delta", turnId=turn, timeout=30)["action"]
-        alice.action("chat/turnComplete", turnId=turn, timeout=30)
-        assert (part["content"], delta["partId"], delta["content"]) == ("Hello from a s", part["id"], "treaming model")
-        # The turn's end added nothing the stream had not sent: no second reply part.
-        assert not [f for f in alice.notifications if f.get("method") == "action"
-                    and f["params"]["action"].get("turnId") == turn and f["params"]["action"]["type"] in (
-                        "chat/responsePart", "chat/delta")]
-        assert alice.subscribe(chat)["turns"][-1]["responseParts"] == [
-            {"kind": "markdown", "id": part["id"], "content": "Hello from a streaming model"}]
+    the_reply_streams_as_a_part_then_deltas(acme, host, model, "github-copilot")
 
 
 def test_copilots_sub_agent_works_in_a_tool_origin_chat_without_user_chat_tools(acme, host, host_tools, model):
