@@ -1,4 +1,5 @@
 """What the fault tests share: private servers they may kill, and the action log's ledger."""
+import contextlib
 import signal
 import subprocess
 import sys
@@ -24,6 +25,25 @@ def start_daphne(tmp_path, **env):
     log.close()
     wait_for_port(port, process)
     return port, process
+
+
+@contextlib.contextmanager
+def host_on_private_postgres(tmp_path):
+    """(the cluster, the port of a real ASGI process of the host) on a PostgreSQL of this test
+    alone, holding a copy of the test database: to stop and start again."""
+    from django.db import connection
+
+    cluster = PrivatePostgres(tmp_path)
+    cluster.init()
+    daphne = None
+    try:
+        url = cluster.copy_database(connection.settings_dict)
+        port, daphne = start_daphne(tmp_path, DATABASE_URL=url, REDIS_URL="")
+        yield cluster, port
+    finally:
+        if daphne is not None:
+            stop(daphne)
+        cluster.remove()
 
 
 class PrivateRedis:

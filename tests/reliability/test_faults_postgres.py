@@ -9,9 +9,8 @@ import urllib.request
 import pytest
 from django.db import connection
 
-from ..conftest import stop
 from ..ahp.protocol.harness import AhpClient, RpcFailed, default_chat
-from .fault_helpers import PrivatePostgres, start_daphne
+from .fault_helpers import host_on_private_postgres
 
 pytestmark = [
     pytest.mark.e2e,  # a private PostgreSQL and daphne
@@ -33,12 +32,7 @@ def health(port):
 
 
 def test_requests_during_a_database_restart_fail_clearly_and_the_host_recovers(acme, transactional_db, tmp_path):
-    cluster = PrivatePostgres(tmp_path)
-    cluster.init()
-    daphne = None
-    try:
-        url = cluster.copy_database(connection.settings_dict)
-        port, daphne = start_daphne(tmp_path, DATABASE_URL=url, REDIS_URL="")
+    with host_on_private_postgres(tmp_path) as (cluster, port):
         with AhpClient(port, acme.tokens["member"], "alice") as alice:
             session = alice.create_session()
             chat = default_chat(alice, session)
@@ -66,8 +60,4 @@ def test_requests_during_a_database_restart_fail_clearly_and_the_host_recovers(a
             assert alice.reply_to(alice.start_turn(chat, "after")) == "after"
         with AhpClient(port, acme.tokens["member"], "bob") as bob:
             assert len(bob.call("listSessions", {"channel": "ahp-root://"})["items"]) == 2
-    finally:
-        if daphne is not None:
-            stop(daphne)
-        cluster.remove()
     print(f"\npostgres restart: outage {outage:.1f}s; first request after it served")

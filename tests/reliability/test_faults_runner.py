@@ -16,8 +16,7 @@ from sessions_app.tasks import sweep_due_work
 from ..ahp.protocol.harness import AhpClient, default_chat
 from ..ahp.protocol.test_across_processes import two_servers  # noqa: F401 (the fixture)
 from ..ahp.protocol.test_client_tools import announce, call_open_file, complete, setup
-from ..conftest import stop
-from .fault_helpers import PrivatePostgres, completions_per_call, log_marks, start_daphne, wait_until
+from .fault_helpers import completions_per_call, host_on_private_postgres, log_marks, wait_until
 
 
 def assert_runner_gone_ended(alice, bob_or_ide, turn, call_id):
@@ -91,12 +90,7 @@ def test_killing_the_process_running_a_turn_mid_call_ends_the_turn_by_the_sweep(
 @pytest.mark.skipif(connection.vendor != "postgresql" or not glob.glob("/usr/lib/postgresql/*/bin/initdb"),
                     reason="stopping PostgreSQL needs the PostgreSQL run (DATABASE_URL) and its server binaries")
 def test_a_database_stopped_while_a_turn_waits_on_a_client_loses_neither(acme, transactional_db, tmp_path):
-    cluster = PrivatePostgres(tmp_path)
-    cluster.init()
-    daphne = None
-    try:
-        url = cluster.copy_database(connection.settings_dict)
-        port, daphne = start_daphne(tmp_path, DATABASE_URL=url, REDIS_URL="")
+    with host_on_private_postgres(tmp_path) as (cluster, port):
         with AhpClient(port, acme.tokens["member"], "alice") as alice, \
                 AhpClient(port, acme.tokens["member"], "ide") as ide:
             session = alice.create_session()
@@ -113,10 +107,6 @@ def test_a_database_stopped_while_a_turn_waits_on_a_client_loses_neither(acme, t
             assert alice.reply_to(alice.start_turn(chat, "next")) == "next"
         log = (tmp_path / f"daphne-{port}.log").read_text()
         assert "Task exception was never retrieved" not in log
-    finally:
-        if daphne is not None:
-            stop(daphne)
-        cluster.remove()
 
 
 def test_a_terminal_of_a_dead_process_exits_and_one_of_a_live_process_stays(acme, host):
