@@ -14,6 +14,10 @@ from grants.actions import do_add_member, do_create_tenant, do_mint_token
 from grants.models import Principal
 
 ROOT = Path(__file__).resolve().parent.parent
+# How long a test waits for a process it started (a Celery worker, runhost) to start, do its work
+# or stop: seconds on a quiet machine, minutes on one whose cores other jobs hold; a deadline, so a
+# fast run never waits it out.
+PROCESS_DEADLINE_SECONDS = 180
 
 
 class People:

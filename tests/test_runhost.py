@@ -14,7 +14,7 @@ from websockets.sync.client import connect
 
 from ahp import settings as host_settings
 
-from .conftest import ROOT, free_port, wait_for_port
+from .conftest import PROCESS_DEADLINE_SECONDS, ROOT, free_port, wait_for_port
 
 pytestmark = pytest.mark.e2e  # runhost processes
 
@@ -24,11 +24,17 @@ def embedded_env(var_dir):
     return {**env, "AHP_VAR_DIR": str(var_dir), "PYTHONPATH": str(ROOT)}
 
 
-def start(env, port):
+def ignore_ctrl_c():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def start(env, port, starter_ignores_ctrl_c=False):
+    """runhost in a process group of its own; `starter_ignores_ctrl_c`: started as a script's
+    background job is, with SIGINT ignored."""
     return subprocess.Popen(
         [sys.executable, "manage.py", "runhost", "--host", "127.0.0.1", "--port", str(port)],
         env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,
+        start_new_session=True, preexec_fn=ignore_ctrl_c if starter_ignores_ctrl_c else None,
     )
 
 
@@ -36,7 +42,7 @@ def interrupt(process):
     """Ctrl-C, as a person at the terminal sends it, to the whole process group; what it printed
     until it stopped, read meanwhile (a full pipe would block the host's processes from exiting)."""
     os.killpg(process.pid, signal.SIGINT)
-    return process.communicate(timeout=60)[0]  # a deadline: stopping is slow on a loaded machine
+    return process.communicate(timeout=PROCESS_DEADLINE_SECONDS)[0]
 
 
 def port_closed(port):
@@ -65,10 +71,10 @@ def test_runhost_starts_everything_on_a_fresh_install_and_ctrl_c_stops_it(tmp_pa
         with connect(f"ws://127.0.0.1:{port}/ahp?tkn={token}") as ws:
             ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
                 "channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": "newcomer"}}))
-            assert json.loads(ws.recv(timeout=10))["result"]["protocolVersion"] == "1.0.0"
+            assert json.loads(ws.recv(timeout=60))["result"]["protocolVersion"] == "1.0.0"
 
         # The worker with beat records its heartbeat at start, so /healthz names it.
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + PROCESS_DEADLINE_SECONDS
         health = {}
         while time.monotonic() < deadline and not health.get("workerSeen"):
             health = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz"))
@@ -85,8 +91,9 @@ def test_runhost_starts_everything_on_a_fresh_install_and_ctrl_c_stops_it(tmp_pa
         assert "RuntimeWarning" not in printed
         assert "No hostname was supplied" not in printed
 
-    # A second start keeps the demo tenant and prints no new credentials.
-    host = start(env, port)
+    # A second start keeps the demo tenant and prints no new credentials; Ctrl-C stops it although
+    # what started it ignores SIGINT.
+    host = start(env, port, starter_ignores_ctrl_c=True)
     try:
         wait_for_port(port, host)
     finally:
@@ -123,7 +130,7 @@ def test_runhost_starts_a_dead_child_again_and_never_runs_a_second_beat(tmp_path
     host = start(env, port)
     lines = []
 
-    def read_until(needle, timeout=60):
+    def read_until(needle, timeout=PROCESS_DEADLINE_SECONDS):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and host.poll() is None:
             line = host.stdout.readline()
@@ -140,7 +147,7 @@ def test_runhost_starts_a_dead_child_again_and_never_runs_a_second_beat(tmp_path
             os.kill(old, signal.SIGKILL)
             read_until(f"The {name} exited with code -9; starting it again in 1 s.")
             read_until(f"The {name} started again")
-            deadline = time.monotonic() + 10  # until the new child has exec'd its command
+            deadline = time.monotonic() + PROCESS_DEADLINE_SECONDS  # until the new child has exec'd its command
             while child_running(host.pid, marker) in (None, old) and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert child_running(host.pid, marker) not in (None, old)

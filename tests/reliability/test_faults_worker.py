@@ -20,7 +20,7 @@ from sessions_app.models import ToolCall, Turn
 from tools_app.families.wakeups import actions as wakeup_actions
 from tools_app.models import Wakeup
 
-from ..conftest import ROOT, child_env, stop
+from ..conftest import ROOT, PROCESS_DEADLINE_SECONDS, child_env, stop
 from .fault_helpers import PrivateRedis, assert_log_gap_free, completions_per_call, log_marks, wait_until
 
 pytestmark = pytest.mark.e2e  # Celery worker and beat processes
@@ -82,7 +82,7 @@ def test_a_killed_worker_started_again_fires_each_wakeup_and_timeout_exactly_onc
     second = None
     try:
         started = timezone.now()
-        assert wait_until(lambda: ready("first", started), seconds=30), "the first worker never started"
+        assert wait_until(lambda: ready("first", started), seconds=PROCESS_DEADLINE_SECONDS), "the first worker never started"
 
         # Wakeups and client calls falling due in DUE_IN, their tasks in the worker's hands.
         wakeups = []
@@ -116,7 +116,7 @@ def test_a_killed_worker_started_again_fires_each_wakeup_and_timeout_exactly_onc
             fired = Turn.objects.filter(chat__in=chats[:WAKEUPS], state="complete").count() == WAKEUPS
             return fired and not ToolCall.objects.filter(id__in=[c.id for c in calls], completed__isnull=True).exists()
 
-        assert wait_until(all_fired, seconds=30), (
+        assert wait_until(all_fired, seconds=PROCESS_DEADLINE_SECONDS), (
             "the restarted worker did not fire everything: "
             f"{list(Turn.objects.filter(chat__in=chats).values_list('text', 'state'))} "
             f"{list(Wakeup.objects.values_list('state', 'due', 'refusal'))} "

@@ -193,6 +193,9 @@ class Command(BaseCommand):
             first_start = create_demo_tenant()
         for key, value in apply_config_flags(options).items():
             self.stdout.write(f"{DEMO_TENANT}: {key} = {json.dumps(value)}")
+        # Ctrl-C stops the host even when whatever started it ignores SIGINT (a script's background
+        # job does, and a test runner may): the children then start with the default action too.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         started = timezone.now()
         children = host_children(host, port)
         for child in children:

@@ -15,7 +15,7 @@ from tools_app.families.wakeups import actions
 from tools_app.families.wakeups.tasks import fire_wakeups_at_start
 from tools_app.models import Wakeup
 
-from ...conftest import ROOT, child_env, stop
+from ...conftest import ROOT, PROCESS_DEADLINE_SECONDS, child_env, stop
 from .helpers import Desk
 
 
@@ -96,7 +96,7 @@ def test_a_wakeup_due_during_downtime_fires_exactly_once_after_restart(acme):
     for _ in range(2):  # two starts, or two workers starting: still one turn
         worker = start_worker()
         try:
-            wait_for(lambda: Turn.objects.filter(chat=chat, state="complete").exists(), seconds=30)
+            wait_for(lambda: Turn.objects.filter(chat=chat, state="complete").exists(), seconds=PROCESS_DEADLINE_SECONDS)
         finally:
             stop(worker)
     assert list(Turn.objects.filter(chat=chat).values_list("text", flat=True)) == ["missed while down"]
