@@ -15,13 +15,16 @@ bubblewrap with:
   is that user outside the sandbox too. A host run as another user runs bubblewrap in a user
   namespace instead, and the command keeps that user's id.
 It ends with the process that started it, and with its session: deleting the session removes
-the `alive` marker the bridge watches.
+the `alive` marker the bridge watches. Its environment (model keys, an MCP server's secrets) is
+never on a command line, which every local user can read in /proc: bubblewrap reads it from a
+file only the host can read, removed as the sandbox starts (`--args`).
 """
 import logging
 import os
 import shutil
 import subprocess
 import sys
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +47,8 @@ SYSTEM_PATHS = (
 )
 MERGED_USR = ("/bin", "/sbin", "/lib", "/lib64")
 BRIDGE = Path(__file__).with_name("bridge.py")
+# Opens the environment file ($0) as fd 3, removes it, then runs bubblewrap, which reads it there.
+LAUNCH = 'exec 3< "$0" && /bin/rm -f -- "$0" && exec "$@"'
 
 
 class SandboxUnavailable(RuntimeError):
@@ -145,8 +150,8 @@ class Sandbox:
     def argv(self, command, env=None, cwd=None):
         """The host command line that runs `command` in this sandbox."""
         self.prepare()
-        args = [bubblewrap(), "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid",
-                "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox", "--clearenv"]
+        args = [bubblewrap(), "--args", "3", "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid",
+                "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"]
         if not self.privileged:
             args.append("--unshare-user")
         made = set()
@@ -192,8 +197,6 @@ class Sandbox:
             for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY"):
                 environment[name] = proxy
         environment.update(env or {})
-        for name, value in environment.items():
-            args.extend(["--setenv", name, value])
         args.extend(["--chdir", cwd or self.working_directory, "--"])
         if self.privileged:
             uid, gid = self.owner()
@@ -204,7 +207,29 @@ class Sandbox:
             args.extend(["--proxy", f"{CONTROL}/proxy.sock", "--port", str(PROXY_PORT)])
         for name, value in {**limits(), **dict(self.limit_overrides)}.items():
             args.extend(["--limit", f"{name}={value}"])
-        return [*args, "--", *command]
+        return ["/bin/sh", "-c", LAUNCH, str(self.environment_file(environment)), *args, "--", *command]
+
+    def home_file(self, name, text):
+        """Write `text` to `name` in the sandbox's home, readable by the sandbox's user alone (a
+        secret its command reads from a file rather than its command line); its path inside."""
+        self.prepare()
+        path = self.folder / "home" / name
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as file:
+            file.write(text)
+        if self.privileged:
+            os.chown(path, *self.owner())
+        return f"{HOME}/{name}"
+
+    def environment_file(self, environment):
+        """A file of bubblewrap arguments that clear the environment and set `environment`,
+        readable by the host alone; the launch removes it."""
+        folder = self.folder / "launch"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        path = folder / uuid.uuid4().hex
+        fields = ["--clearenv", *(part for name, value in environment.items() for part in ("--setenv", name, value))]
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as file:
+            file.write("".join(f"{part}\0" for part in fields))
+        return path
 
     def run(self, command, env=None, cwd=None, timeout=60):
         """Run a short command to completion (bounded in time); its CompletedProcess."""

@@ -28,6 +28,7 @@ stream says which Agent call's sub-agent produced it.
 import asyncio
 import logging
 import os
+import uuid
 import warnings
 from collections import deque
 from dataclasses import replace
@@ -315,9 +316,21 @@ class SandboxedCli(SubprocessCLITransport):
         # control protocol, as the SDK's own transport would be told for a can_use_tool.
         super().__init__(prompt=no_prompt(), options=replace(options, permission_prompt_tool_name="stdio"))
         self.sandbox, self.environment = sandbox, environment
+        self.mcp_config = None  # the file in the sandbox's home holding the CLI's MCP servers
 
     def _build_command(self):
-        return self.sandbox.argv(super()._build_command(), env=self.environment)
+        command = super()._build_command()
+        if "--mcp-config" in command:
+            # Its servers' headers are a tenant's secrets: a file in the sandbox, not the command line.
+            at = command.index("--mcp-config") + 1
+            self.mcp_config = f".mcp-config-{uuid.uuid4().hex}.json"
+            command[at] = self.sandbox.home_file(self.mcp_config, command[at])
+        return self.sandbox.argv(command, env=self.environment)
+
+    async def close(self):
+        await super().close()
+        if self.mcp_config:
+            (self.sandbox.folder / "home" / self.mcp_config).unlink(missing_ok=True)
 
 
 def model_connection():
