@@ -40,7 +40,7 @@ def publish(tenant_id, channel, action, origin=None):
 
 def publish_many(tenant_id, items):
     """Publish (channel, action, origin) items in order, numbered by one step of the tenant's counter."""
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):  # inside the change's transaction: no savepoint of its own
         last = take_seqs(tenant_id, len(items))
         place = place_in_line(tenant_id)
         envelopes = [envelope(channel, action, last - len(items) + 1 + i, origin)
