@@ -4,7 +4,6 @@ import uuid
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Exists
 from django.utils import timezone
 
 from kernel.refusals import Refused
@@ -157,19 +156,19 @@ def do_client_complete_tool_call(principal, client_id, chat, turn_id, tool_call_
     with transaction.atomic():
         require(principal, "chat:tool", chat.session)
         _check_result(result)
-        # Only the connection of the person who announced the client in this session answers for it.
-        announced = ActiveClient.objects.filter(session=chat.session, client_id=client_id, owner_id=principal.person_id)
-        call = (ToolCall.objects.select_for_update(of=LOCK_THE_CALL).select_related("turn")
-                .annotate(announced=Exists(announced))
-                .filter(id=tool_call_id, turn_id=turn_id, turn__chat=chat).first())
-        if call is None:
-            raise Refused(f"No tool call {tool_call_id} in turn {turn_id} of this chat.", "not_found")
+        try:  # get(): one call or none, so no ORDER BY as first() would add
+            call = ToolCall.objects.select_for_update(of=LOCK_THE_CALL).select_related("turn").get(
+                id=tool_call_id, turn_id=turn_id, turn__chat=chat)
+        except ToolCall.DoesNotExist:
+            raise Refused(f"No tool call {tool_call_id} in turn {turn_id} of this chat.", "not_found") from None
         if call.contributor_client_id != client_id:
             raise Refused(f"Tool call {tool_call_id} belongs to {call.contributor_client_id or 'the host'}, "
                           f"not {client_id}.")
         if call.completed is not None:
             raise Refused(f"Tool call {tool_call_id} is already complete.", "conflict")
-        if not call.announced:
+        # Only the connection of the person who announced the client in this session answers for it.
+        if not ActiveClient.objects.filter(session=chat.session, client_id=client_id,
+                                           owner_id=principal.person_id).exists():
             raise Refused(client_taken(client_id))
         call.turn.chat = chat  # the caller's, with its session: not read again
         if call.deadline is None or call.deadline > timezone.now():
