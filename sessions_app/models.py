@@ -162,6 +162,25 @@ class Chat(models.Model):
         return origin
 
 
+class AppendedTo(models.Func):
+    """A JSON array column with `item` appended, computed in the UPDATE itself: the row is not
+    read first, and a part another writer appended meanwhile is kept."""
+
+    output_field = models.JSONField()
+
+    def __init__(self, field, item):
+        super().__init__(models.F(field))
+        self.item = json.dumps(item)
+
+    def as_sqlite(self, compiler, connection, **extra):
+        column, params = compiler.compile(self.source_expressions[0])
+        return f"json_insert({column}, '$[#]', json(%s))", (*params, self.item)
+
+    def as_postgresql(self, compiler, connection, **extra):
+        column, params = compiler.compile(self.source_expressions[0])
+        return f"({column} || jsonb_build_array(%s::jsonb))", (*params, self.item)
+
+
 class Turn(models.Model):
     STATES = [("active", "active"), ("complete", "complete"), ("cancelled", "cancelled"), ("error", "error")]
 

@@ -7,6 +7,7 @@ import asyncio
 
 
 from kernel.orm import database_sync_to_async
+from kernel.refusals import Refused
 from sessions_app import actions
 
 from .families.comments import actions as questions
@@ -48,7 +49,10 @@ def settle(call_id, tool_name, approved):
 async def ask_permission(turn, tool_name, arguments, title):
     """None when the person lets the harness run its `tool_name`, else the sentence saying why
     not (they refused, or nobody answered in time)."""
-    call_id = await database_sync_to_async(ask)(turn, tool_name, arguments, title)
+    try:
+        call_id = await database_sync_to_async(ask)(turn, tool_name, arguments, title)
+    except Refused as refusal:  # the turn ended: nobody will be asked
+        return refusal.sentence
     loop = asyncio.get_running_loop()
     deadline = loop.time() + ANSWER_SECONDS
     approved = None

@@ -44,7 +44,6 @@ LONGEST_READ_SECONDS = 4.0
 DATABASE_DOWN = (OperationalError, InterfaceError)
 # How long the wake-up reader pauses before asking a failed channel layer again.
 LAYER_RETRY_SECONDS = 1.0
-TURN_OVER = "The turn has ended; nothing more runs in it."
 
 
 @dataclass(frozen=True)
@@ -156,18 +155,19 @@ class ChatToolbox:
         return result_text(result), not result.get("success")
 
     async def execute(self, snapshot, name, arguments):
-        # A cancelled (or truncated) turn begins no more calls, whatever its agent still tries.
-        if not await database_sync_to_async(Turn.objects.filter(pk=self.turn.pk, state="active").exists)():
-            return actions.failure(name, TURN_OVER)
         try:
-            binding = snapshot.check_input(name, arguments)
-        except ToolRefusal as refusal:
-            # The refused call shows its input, unless that input could not be kept at all.
-            kept = arguments if isinstance(arguments, dict) and input_problem(name, arguments) is None else {}
-            return await database_sync_to_async(actions.do_refuse_tool_call)(self.turn, name, kept, refusal.sentence)
-        if binding.client_id:
-            return await self.run_client_tool(binding, arguments)
-        return await self.run_host_tool(binding, arguments)
+            try:
+                binding = snapshot.check_input(name, arguments)
+            except ToolRefusal as refusal:
+                # The refused call shows its input, unless that input could not be kept at all.
+                kept = arguments if isinstance(arguments, dict) and input_problem(name, arguments) is None else {}
+                return await database_sync_to_async(actions.do_refuse_tool_call)(self.turn, name, kept,
+                                                                                  refusal.sentence)
+            if binding.client_id:
+                return await self.run_client_tool(binding, arguments)
+            return await self.run_host_tool(binding, arguments)
+        except Refused as refusal:  # its begin: a cancelled (or truncated) turn begins no more calls
+            return actions.failure(name, refusal.sentence)
 
     def begin_host_call(self, binding, arguments):
         tool = binding.tool

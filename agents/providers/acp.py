@@ -136,8 +136,11 @@ class TurnMapper:
             if self.turn is None or self.through_endpoint(update.title):
                 return
             arguments = update.raw_input if isinstance(update.raw_input, dict) else {}
-            call = await database_sync_to_async(actions.do_begin_tool_call)(
-                self.turn, update.title[:128], arguments, display_name=update.title[:200])
+            try:
+                call = await database_sync_to_async(actions.do_begin_tool_call)(
+                    self.turn, update.title[:128], arguments, display_name=update.title[:200])
+            except Refused:  # the turn ended: the agent's late call is not shown
+                return
             self.calls[update.tool_call_id] = call.id
         elif isinstance(update, schema.ToolCallProgress):
             call_id = self.calls.get(update.tool_call_id)

@@ -312,15 +312,17 @@ class AhpConsumer(AsyncWebsocketConsumer):
     # Channel layer messages --------------------------------------------------------------------
 
     async def ahp_action(self, message):
-        envelope = message["envelope"]
-        channel = envelope["channel"]
+        """Envelopes of one channel, in serverSeq order."""
+        envelopes = message["envelopes"]
+        channel = envelopes[0]["channel"]
         if channel not in self.subscriptions:
             return
         heard = self.heard.get(channel)
         if heard is None:
-            heard = self.heard[channel] = process.Heard(envelope["serverSeq"] - 1)
-        if heard.take(envelope["serverSeq"]):  # not already sent from the log
-            await self.send_notification("action", envelope)
+            heard = self.heard[channel] = process.Heard(envelopes[0]["serverSeq"] - 1)
+        for envelope in envelopes:
+            if heard.take(envelope["serverSeq"]):  # not already sent from the log
+                await self.send_notification("action", envelope)
 
     async def catch_up(self, rows):
         """Send, in serverSeq order, the logged actions (channel, seq, envelope) of this socket's

@@ -10,11 +10,12 @@ from kernel.refusals import Refused
 
 from ..events.delivery import wake
 from ..events.log import publish_many
-from ..models import ActiveClient, ToolCall, Turn
+from ..models import ActiveClient, AppendedTo, ToolCall, Turn
 from ..state import client_execution_request, confirmation_request
 from .checks import client_taken, require
 
 
+TURN_OVER = "The turn has ended; nothing more runs in it."
 # A call's lock is its own row: its turn is nullable (a sessionless call has none), and PostgreSQL
 # locks no row on the nullable side of the outer join select_related makes.
 LOCK_THE_CALL = ("self",)
@@ -43,21 +44,26 @@ def _ready_fields(call):
 def do_begin_tool_call(turn, tool_name, arguments, display_name="", client_id="", timeout_ms=0, source="",
                        call_id=None):
     """The agent calls a tool: the call shows in the chat, running; a client's call is also
-    listed in the session's inputNeeded until it completes, or fails at its deadline."""
-    turn = Turn.objects.select_related("chat__session").get(pk=turn.pk)
+    listed in the session's inputNeeded until it completes, or fails at its deadline. A turn
+    that ended (cancelled, truncated) begins no more calls, whatever its agent still tries.
+    `turn` is the caller's, its chat and session loaded: they are not read again."""
+    call_id = call_id or uuid.uuid4()
+    # The call's part is appended by the UPDATE that finds the turn still active (and locks it
+    # until commit, so the turn cannot end between the check and the call).
+    part = {"kind": "toolCall", "toolCallId": str(call_id)}
+    if not Turn.objects.filter(pk=turn.pk, state="active").update(response_parts=AppendedTo("response_parts", part)):
+        raise Refused(TURN_OVER, "conflict")
+    session = turn.chat.session
     now = timezone.now()
     deadline = now + timedelta(milliseconds=timeout_ms) if client_id and timeout_ms else None
-    call = ToolCall.objects.create(id=call_id or uuid.uuid4(), turn=turn, tenant_id=turn.chat.session.tenant_id,
-                                   tool_name=tool_name, display_name=display_name or tool_name,
-                                   input=arguments, contributor_client_id=client_id, deadline=deadline,
+    call = ToolCall.objects.create(id=call_id, turn=turn, tenant_id=session.tenant_id, tool_name=tool_name,
+                                   display_name=display_name or tool_name, input=arguments,
+                                   contributor_client_id=client_id, deadline=deadline,
                                    timeout_ms=timeout_ms if deadline else 0, created=now, status="running",
                                    source=source or ("client" if client_id else ""))
-    turn.response_parts = [*turn.response_parts, {"kind": "toolCall", "toolCallId": str(call.id)}]
-    turn.save(update_fields=["response_parts"])
     start = {"toolName": tool_name, "displayName": call.display_name}
     if call.contributor:
         start["contributor"] = call.contributor
-    session = turn.chat.session
     items = [_call_action(call, "chat/toolCallStart", **start), _call_action(call, "chat/toolCallReady", **_ready_fields(call))]
     if client_id:
         items.append((session.uri, {"type": "session/inputNeededSet", "request": client_execution_request(call)}, None))
@@ -130,7 +136,7 @@ def do_refuse_tool_call(turn, tool_name, arguments, sentence):
     is never asked and the chat shows exactly what the model saw."""
     call = do_begin_tool_call(turn, tool_name, arguments)
     result = failure(tool_name, sentence)
-    finish_call(locked_open_call(call.id), result)
+    finish_call(call, result)  # begun in this transaction: nobody else can have it yet
     return result
 
 
@@ -150,10 +156,11 @@ def do_client_complete_tool_call(principal, client_id, chat, turn_id, tool_call_
     with transaction.atomic():
         require(principal, "chat:tool", chat.session)
         _check_result(result)
-        call = (ToolCall.objects.select_for_update(of=LOCK_THE_CALL).select_related("turn__chat__session")
-                .filter(id=tool_call_id, turn_id=turn_id, turn__chat=chat).first())
-        if call is None:
-            raise Refused(f"No tool call {tool_call_id} in turn {turn_id} of this chat.", "not_found")
+        try:  # get(): one call or none, so no ORDER BY as first() would add
+            call = ToolCall.objects.select_for_update(of=LOCK_THE_CALL).select_related("turn").get(
+                id=tool_call_id, turn_id=turn_id, turn__chat=chat)
+        except ToolCall.DoesNotExist:
+            raise Refused(f"No tool call {tool_call_id} in turn {turn_id} of this chat.", "not_found") from None
         if call.contributor_client_id != client_id:
             raise Refused(f"Tool call {tool_call_id} belongs to {call.contributor_client_id or 'the host'}, "
                           f"not {client_id}.")
@@ -163,6 +170,7 @@ def do_client_complete_tool_call(principal, client_id, chat, turn_id, tool_call_
         if not ActiveClient.objects.filter(session=chat.session, client_id=client_id,
                                            owner_id=principal.person_id).exists():
             raise Refused(client_taken(client_id))
+        call.turn.chat = chat  # the caller's, with its session: not read again
         if call.deadline is None or call.deadline > timezone.now():
             finish_call(call, result, origin)
             return

@@ -1,6 +1,8 @@
 """Delivery through the channel layer, after the transaction that caused it commits: logged
 actions, ephemeral notifications and wake-ups of waiters. The committing thread does not wait
 for the layer (kernel.outbox)."""
+import itertools
+
 from channels.layers import get_channel_layer
 
 from kernel.after_commit import after_commit
@@ -18,12 +20,14 @@ def group_for(channel, tenant_id):
 
 def deliver(tenant_id, place, *envelopes):
     """Hand envelopes to their channels' groups, in order, in one trip to the event loop, at
-    `place` in the tenant's line (kernel.outbox.place_in_line)."""
+    `place` in the tenant's line (kernel.outbox.place_in_line): one layer message per run of
+    envelopes on the same channel."""
     layer = get_channel_layer()
+    runs = [list(run) for _, run in itertools.groupby(envelopes, key=lambda env: env["channel"])]
 
     async def send_all():
-        for env in envelopes:
-            await layer.group_send(group_for(env["channel"], tenant_id), {"type": "ahp.action", "envelope": env})
+        for run in runs:
+            await layer.group_send(group_for(run[0]["channel"], tenant_id), {"type": "ahp.action", "envelopes": run})
 
     place.fill(f"serverSeq {envelopes[0]['serverSeq']}-{envelopes[-1]['serverSeq']}", send_all)
 

@@ -7,7 +7,8 @@ function does).
 import os
 import uuid
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.utils import timezone
 
 from kernel.after_commit import after_commit
 from kernel.outbox import place_in_line
@@ -40,18 +41,27 @@ def publish(tenant_id, channel, action, origin=None):
 
 def publish_many(tenant_id, items):
     """Publish (channel, action, origin) items in order, numbered by one step of the tenant's counter."""
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):  # inside the change's transaction: no savepoint of its own
         last = take_seqs(tenant_id, len(items))
         place = place_in_line(tenant_id)
         envelopes = [envelope(channel, action, last - len(items) + 1 + i, origin)
                      for i, (channel, action, origin) in enumerate(items)]
-        ActionLog.objects.bulk_create([
-            ActionLog(seq=env["serverSeq"], tenant_id=tenant_id, channel=env["channel"], envelope=env, process=PROCESS)
-            for env in envelopes
-        ])
+        log(tenant_id, envelopes)
     after_commit("delivering actions to subscribers (they catch up from the log)",
                  lambda: deliver(tenant_id, place, *envelopes))
     return envelopes
+
+
+def log(tenant_id, envelopes):
+    """The envelopes into the action log in one INSERT. The host's most frequent write, so no
+    model instance per row (bulk_create's) and no ids read back."""
+    field = ActionLog._meta.get_field
+    created = field("created").get_db_prep_save(timezone.now(), connection)
+    rows = [(env["serverSeq"], tenant_id, env["channel"], field("envelope").get_db_prep_save(env, connection), PROCESS,
+             created) for env in envelopes]
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {ActionLog._meta.db_table} (seq, tenant_id, channel, envelope, process, created) "
+                       f"VALUES {', '.join(['(%s, %s, %s, %s, %s, %s)'] * len(rows))}", [v for row in rows for v in row])
 
 
 def prune_action_log(keep=REPLAY_LOG_SIZE):

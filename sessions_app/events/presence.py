@@ -220,4 +220,4 @@ async def tail_action_log():
             last[row["tenant_id"]] = row["seq"]
             if row["process"] != PROCESS:
                 env = row["envelope"]
-                await layer.group_send(group_for(env["channel"], row["tenant_id"]), {"type": "ahp.action", "envelope": env})
+                await layer.group_send(group_for(env["channel"], row["tenant_id"]), {"type": "ahp.action", "envelopes": [env]})

@@ -9,8 +9,10 @@ from django.test.utils import CaptureQueriesContext
 
 from ahp.protocol.methods import session_page
 from sessions_app import actions, state
-from sessions_app.models import Chat, ChatBackend, Session, Turn
+from sessions_app.channels import chat_at
+from sessions_app.models import Chat, ChatBackend, Session, ToolCall, Turn
 from tools_app.catalog.loader import catalog_for_chat
+from tools_app.runtime import ChatToolbox
 
 from ..tools_app.families.session.conftest import Place
 
@@ -120,3 +122,21 @@ def test_it_loads_a_chats_catalog_in_queries_that_do_not_grow_with_sessions_or_c
                                         lambda: (add_sessions(acme, 40), add_chats(place, 10)))
     assert "ide__ping" in catalog_for_chat(chat).names
     assert small == large <= 3
+
+
+def test_a_client_tool_call_begins_and_completes_in_a_handful_of_statements(place):
+    """Each is one transaction: no read of the turn, chat or session the caller holds, no
+    savepoint, the turn's state checked by the write that appends the call."""
+    turn = Turn.objects.select_related("chat__session__tenant", "sender").get(pk=place.turn.pk)  # as run_turn has it
+    binding = catalog_for_chat(place.chat).check_input("ide__ping", {})
+    call_id = uuid.uuid4()
+    begun = queries(lambda: ChatToolbox(turn).begin_client_call(call_id, binding, {}))
+    chat = chat_at(place.chat.uri, place.session.tenant)  # as the consumer finds the action's target
+    result = {"success": True, "pastTenseMessage": "pinged", "content": [{"type": "text", "text": "pong"}]}
+    completed = queries(lambda: actions.do_client_complete_tool_call(
+        place.principal, "ide", chat, str(turn.id), str(call_id), result))
+    assert ToolCall.objects.get(id=call_id).result == result
+    # Begin: the client-tool timeout, the turn's part, the call, the tenant's number, the log.
+    # Completion: the call, whether its client is announced, its result, the number, the log.
+    # Each inside the transaction's SAVEPOINT and RELEASE (the test's own transaction holds them).
+    assert begun <= 7 and completed <= 7
