@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import models
+from django.utils import timezone
 
-from grants.models import Tenant, TenantScopedManager
+from grants.models import Tenant, TenantScopedQuerySet
 
 from .agent_connections import check_agent_connections, masked_agent_connections
 from .credentials import masked_mcp_servers
@@ -182,14 +183,27 @@ KINDS = {
 }
 
 
+class StampedQuerySet(TenantScopedQuerySet):
+    """Rows with a `modified` stamp that caches compare (tools_app.catalog.loader): an update()
+    stamps it as a save does, so a bulk write is seen as a change in every process too."""
+
+    def update(self, **kwargs):
+        kwargs.setdefault("modified", timezone.now())
+        return super().update(**kwargs)
+
+
+StampedManager = models.Manager.from_queryset(StampedQuerySet)
+
+
 class HostConfig(models.Model):
     """One per tenant: the switches that decide which tools its sessions are offered."""
 
     tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="host_config")
     locals().update({key.field: KINDS[key.kind].model_field(key) for key in KEYS})  # one field per row of KEYS
+    modified = models.DateTimeField(auto_now=True)
 
     tenant_path = "tenant"
-    objects = TenantScopedManager()
+    objects = StampedManager()
 
     def __str__(self):
         return f"host config of {self.tenant.slug}"

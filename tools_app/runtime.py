@@ -25,8 +25,7 @@ from sessions_app.events.presence import keep_process_alive
 from sessions_app.models import ChatBackend, ToolCall, Turn
 
 from .catalog.bounding import bound_result, result_text
-from .catalog.catalog import assemble_catalog
-from .catalog.loader import catalog_for_chat, catalog_inputs
+from .catalog.loader import catalog_for_chat, catalog_for_session
 from .catalog.validation import ToolRefusal, input_problem
 from .families.mcp_servers.server_tools import runnable_session_servers, session_server_tools
 from .actions import do_keep_full_output
@@ -86,7 +85,7 @@ class ChatToolbox:
 
     async def tool_origin_names(self):
         """The catalog's names in a chat a tool call starts (a sub-agent's): no userChats tools."""
-        return await database_sync_to_async(lambda: assemble_catalog(catalog_inputs(self.session, "tool")).names)()
+        return (await database_sync_to_async(catalog_for_session)(self.session, "tool")).names
 
     async def start_subagent(self, tool_name, arguments, title, prompt):
         """A harness's sub-agent begins: its call shows in this chat and it works in a worker chat

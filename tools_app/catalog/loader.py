@@ -1,11 +1,29 @@
-"""Loads the catalog's inputs for a chat from the rows, so `assemble_catalog` stays pure."""
+"""Loads the catalog's inputs for a chat from the rows, so `assemble_catalog` stays pure, and
+keeps each chat's snapshot while those rows stay as they were.
+
+A kept snapshot is checked against the rows on every use, in one query: the `modified` stamps of
+the tenant's HostConfig, the session's MCP listing and its agent definition, and the id and stamp
+of each of its active clients. Every write of those rows (a configuration or plugin setting, a
+definition, a client's announcement or departure, an MCP server listing) changes what that query
+answers in every process at the moment it commits, so no process offers a snapshot older than
+the rows (a broadcast would leave a window after each write, and the embedded layer reaches no
+other process). The session's own fields the hooks read (provider, config, working directories)
+and the registry's tools are part of the key as the caller holds them.
+"""
+import functools
+import json
+import threading
 from collections import OrderedDict
 
-from sessions_app.models import ActiveClient
+from django.db import connection
+
+from sessions_app.models import ActiveClient, Session
 
 from ..definitions.agent_definitions import catalog_allowlist
 from ..definitions.copilot_policy import excluded_host_tools
+from ..families.mcp_servers.models import SessionMcpServers
 from ..families.mcp_servers.server_tools import session_server_tools
+from ..families.session.listing import startable_agents
 from ..models import AgentDefinition, HostConfig
 from .catalog import CatalogInputs, HostSwitches, PermissionRule, assemble_catalog
 from .client_rules import published_rules
@@ -60,9 +78,65 @@ def catalog_inputs(session, chat_origin_kind="user", host_config=None):
     )
 
 
+_SNAPSHOTS = OrderedDict()  # (tenant id, session id, chat origin kind) -> (key, snapshot)
+_SNAPSHOTS_SIZE = 1024
+_SNAPSHOTS_LOCK = threading.Lock()  # the ORM's pooled threads share it
+
+
+@functools.cache
+def _stamp_sql():
+    """One statement, in SQL every backend takes (the ORM would spend far longer composing it than
+    the database answering it): the stamps of the tenant's HostConfig, the session's MCP listing
+    and a named agent definition, then each active client's id and stamp."""
+    def table(model):
+        return connection.ops.quote_name(model._meta.db_table)
+
+    return (f"SELECT (SELECT c.modified FROM {table(HostConfig)} c WHERE c.tenant_id = s.tenant_id), "
+            f"(SELECT m.modified FROM {table(SessionMcpServers)} m WHERE m.session_id = s.id), "
+            f"(SELECT d.modified FROM {table(AgentDefinition)} d WHERE d.tenant_id = s.tenant_id AND d.name = %s), "
+            f"a.id, a.modified FROM {table(Session)} s LEFT JOIN {table(ActiveClient)} a ON a.session_id = s.id "
+            "WHERE s.id = %s ORDER BY a.id")
+
+
+def rows_stamp(session):
+    """What changes whenever a row the session's catalog reads is written: one query."""
+    name = (session.config or {}).get("agentDefinition")
+    session_id = Session._meta.pk.get_db_prep_value(session.pk, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(_stamp_sql(), [name if isinstance(name, str) else None, session_id])
+        return tuple(cursor.fetchall())
+
+
+def catalog_for_session(session, chat_origin_kind="user"):
+    """The snapshot for one model request in a chat of `session` of that origin: the kept one
+    while the rows it was made from are unchanged, else a new one."""
+    place = (session.tenant_id, session.pk, chat_origin_kind)
+    stamp = rows_stamp(session)
+    if stamp and stamp[0][0] is None:  # the tenant's first use makes its HostConfig: stamp what is kept
+        HostConfig.for_tenant(session.tenant)
+        stamp = rows_stamp(session)
+    # create_session's wording names the agents this process can start (their programs installed).
+    key = (stamp, session.provider, json.dumps([session.config, session.working_directories], sort_keys=True,
+                                               default=str), tuple(agent.id for agent in startable_agents()))
+    with _SNAPSHOTS_LOCK:
+        kept = _SNAPSHOTS.get(place)
+    if kept is not None and kept[0] == key and kept[1] is REGISTRY.tools:
+        return kept[2]
+    # The stamp was read before the rows: a write landing in between makes this snapshot newer
+    # than its key, never older, and the next use builds again.
+    tools = REGISTRY.tools
+    snapshot = assemble_catalog(catalog_inputs(session, chat_origin_kind))
+    with _SNAPSHOTS_LOCK:
+        _SNAPSHOTS[place] = (key, tools, snapshot)
+        _SNAPSHOTS.move_to_end(place)
+        if len(_SNAPSHOTS) > _SNAPSHOTS_SIZE:
+            _SNAPSHOTS.popitem(last=False)
+    return snapshot
+
+
 def catalog_for_chat(chat):
     """The snapshot for one model request in `chat`."""
-    return assemble_catalog(catalog_inputs(chat.session, chat.origin_kind))
+    return catalog_for_session(chat.session, chat.origin_kind)
 
 
 def preview_catalog(tenant, provider, chat_origin_kind="user", agent_definition=""):
