@@ -112,7 +112,7 @@ class ChatToolbox:
     async def agent_connection(self, provider_id, defaults):
         """The tenant's agentConnections entry for `provider_id` over the host's `defaults`, secrets opened."""
         def load():
-            return opened_connection(HostConfig.for_tenant(self.session.tenant).agent_connections, provider_id, defaults)
+            return opened_connection(HostConfig.current(self.session.tenant).agent_connections, provider_id, defaults)
         return await database_sync_to_async(load)()
 
     async def listed_server_tools(self):
@@ -196,7 +196,7 @@ class ChatToolbox:
     def begin_client_call(self, call_id, binding, arguments):
         """Hand the call to its client. No task per call for its deadline: its waiter expires
         it then, or, if the waiter's process died, the sweep (sweep_due_work) within seconds."""
-        timeout_ms = HostConfig.for_tenant(self.session.tenant).client_tool_timeout_ms
+        timeout_ms = HostConfig.current(self.session.tenant).client_tool_timeout_ms
         # Drawn under the name the client announced, as the reference host does; the model
         # called it by its catalog name `<clientId>__<name>`.
         return actions.do_begin_tool_call(

@@ -12,11 +12,10 @@ and the registry's tools are part of the key as the caller holds them.
 """
 import functools
 import json
-import threading
-from collections import OrderedDict
 
 from django.db import connection
 
+from kernel.kept import Kept
 from sessions_app.models import ActiveClient, Session
 
 from ..definitions.agent_definitions import catalog_allowlist
@@ -31,21 +30,14 @@ from .clients import client_tool_entries
 from .host_tools import REGISTRY
 from .registry import Binding
 
-_CLIENT_TOOLS_CACHE = OrderedDict()
-_CLIENT_TOOLS_CACHE_SIZE = 2048
+_CLIENT_TOOLS = Kept(2048)  # (active client pk, modified) -> its bindings and hidden tools
 
 
 def _entries_of(active_client):
     """A client's tools are turned into bindings (and HiddenTools for the invalid ones) once per
     announcement, not per model request."""
     key = (active_client.pk, active_client.modified)
-    entries = _CLIENT_TOOLS_CACHE.get(key)
-    if entries is None:
-        entries = client_tool_entries([active_client.to_wire()])
-        _CLIENT_TOOLS_CACHE[key] = entries
-        if len(_CLIENT_TOOLS_CACHE) > _CLIENT_TOOLS_CACHE_SIZE:
-            _CLIENT_TOOLS_CACHE.popitem(last=False)
-    return entries
+    return _CLIENT_TOOLS.get_or_make(key, lambda: client_tool_entries([active_client.to_wire()]))
 
 
 def with_server_tools(registry_tools, server_tools):
@@ -58,7 +50,7 @@ def with_server_tools(registry_tools, server_tools):
 
 
 def catalog_inputs(session, chat_origin_kind="user", host_config=None):
-    config = host_config or HostConfig.for_tenant(session.tenant)
+    config = host_config or HostConfig.current(session.tenant)
     # A session not yet created (the explainer's preview) has no clients yet.
     clients = () if session._state.adding else ActiveClient.objects.filter(session=session).order_by("id")
     tools = with_server_tools(REGISTRY.tools, () if session._state.adding else session_server_tools(session))
@@ -78,9 +70,7 @@ def catalog_inputs(session, chat_origin_kind="user", host_config=None):
     )
 
 
-_SNAPSHOTS = OrderedDict()  # (tenant id, session id, chat origin kind) -> (key, snapshot)
-_SNAPSHOTS_SIZE = 1024
-_SNAPSHOTS_LOCK = threading.Lock()  # the ORM's pooled threads share it
+_SNAPSHOTS = Kept(1024)  # (tenant id, session id, chat origin kind) -> (key, registry tools, snapshot)
 
 
 @functools.cache
@@ -118,20 +108,13 @@ def catalog_for_session(session, chat_origin_kind="user"):
     # create_session's wording names the agents this process can start (their programs installed).
     key = (stamp, session.provider, json.dumps([session.config, session.working_directories], sort_keys=True,
                                                default=str), tuple(agent.id for agent in startable_agents()))
-    with _SNAPSHOTS_LOCK:
-        kept = _SNAPSHOTS.get(place)
+    kept = _SNAPSHOTS.get(place)
     if kept is not None and kept[0] == key and kept[1] is REGISTRY.tools:
         return kept[2]
     # The stamp was read before the rows: a write landing in between makes this snapshot newer
     # than its key, never older, and the next use builds again.
     tools = REGISTRY.tools
-    snapshot = assemble_catalog(catalog_inputs(session, chat_origin_kind))
-    with _SNAPSHOTS_LOCK:
-        _SNAPSHOTS[place] = (key, tools, snapshot)
-        _SNAPSHOTS.move_to_end(place)
-        if len(_SNAPSHOTS) > _SNAPSHOTS_SIZE:
-            _SNAPSHOTS.popitem(last=False)
-    return snapshot
+    return _SNAPSHOTS.put(place, (key, tools, assemble_catalog(catalog_inputs(session, chat_origin_kind))))[2]
 
 
 def catalog_for_chat(chat):

@@ -1,35 +1,23 @@
 """What no tool is handed: inputs too large, too deep, or holding text no database stores."""
 import json
 import re
-import threading
-from collections import OrderedDict
 
 from jsonschema import Draft202012Validator
+
+from kernel.kept import Kept
 
 MAX_INPUT_BYTES = 256 * 1024  # a tool input, serialized as JSON
 NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")  # \u0000 not itself behind an escaped backslash
 
 
-_VALIDATORS = OrderedDict()  # a schema as canonical JSON -> its compiled validator
-_VALIDATORS_SIZE = 512
-_VALIDATORS_LOCK = threading.Lock()
+_VALIDATORS = Kept(512)  # a schema as canonical JSON -> its compiled validator
 
 
 def input_validator(schema):
     """The compiled validator of `schema`, kept by its content (bounded): many tools, clients and
     announcements share a few schemas, and a schema's validator says nothing but the schema."""
     key = json.dumps(schema, sort_keys=True)
-    with _VALIDATORS_LOCK:
-        validator = _VALIDATORS.get(key)
-        if validator is not None:
-            _VALIDATORS.move_to_end(key)
-            return validator
-    validator = Draft202012Validator(schema)
-    with _VALIDATORS_LOCK:
-        _VALIDATORS[key] = validator
-        if len(_VALIDATORS) > _VALIDATORS_SIZE:
-            _VALIDATORS.popitem(last=False)
-    return validator
+    return _VALIDATORS.get_or_make(key, lambda: Draft202012Validator(schema))
 
 
 class ToolRefusal(Exception):

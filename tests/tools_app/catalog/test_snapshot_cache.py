@@ -1,7 +1,8 @@
-"""A chat's catalog snapshot is kept between model requests and never outlives the rows it was
-made from: each write that changes an input (a configuration or plugin setting, an agent
-definition, a client's announcement or departure, an MCP server listing) is seen by the very
-next request, in this process and in another one; and one tenant is never handed another's."""
+"""A chat's catalog snapshot and its tenant's HostConfig are kept between model requests and never
+outlive the rows they were made from: each write that changes an input (a configuration or
+plugin setting, an agent definition, a client's announcement or departure, an MCP server
+listing) is seen by the very next request, in this process and in another one; and one tenant
+is never handed another's."""
 import uuid
 
 import pytest
@@ -13,6 +14,7 @@ from tools_app.catalog.loader import catalog_for_chat
 from tools_app.catalog.validation import ToolRefusal
 from tools_app.families.mcp_servers.actions import do_capture_mcp_servers, do_record_server_tools
 from tools_app.models import HostConfig
+from tools_app.runtime import ChatToolbox
 
 from ...ahp.protocol.harness import AhpClient, default_chat
 from ...conftest import production_server
@@ -56,6 +58,19 @@ def test_it_offers_a_plugin_setting_change_at_the_next_request(place, acme):
 def test_it_offers_a_configuration_written_in_bulk_at_the_next_request(place, acme):
     HostConfig.objects.filter(tenant=acme.tenant).update(session_tools=False)
     assert "list_sessions" not in names(place)
+
+
+def test_a_client_call_begun_after_a_timeout_change_gets_the_new_deadline(place, acme, globex):
+    do_change_host_config(globex.principal("admin"), {"clientToolTimeoutMs": 0})
+    toolbox, ping = ChatToolbox(place.turn), catalog_for_chat(place.chat).bind("ide__ping")
+    for _ in range(2):  # read, then kept; the other tenant's setting is its own
+        call = toolbox.begin_client_call(uuid.uuid4(), ping, {})
+        assert (call.deadline - call.created).total_seconds() == 600
+    do_change_host_config(acme.principal("admin"), {"clientToolTimeoutMs": 0})
+    assert toolbox.begin_client_call(uuid.uuid4(), ping, {}).deadline is None
+    HostConfig.objects.filter(tenant=acme.tenant).update(client_tool_timeout_ms=5000)
+    call = toolbox.begin_client_call(uuid.uuid4(), ping, {})
+    assert (call.deadline - call.created).total_seconds() == 5
 
 
 def test_it_offers_a_clients_new_announcement_and_drops_a_departed_clients_tools(place):
