@@ -7,9 +7,11 @@ are all made from the table: a key is added, renamed or reworded here and nowher
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import models
+from django.db import connection, models
+from django.utils import timezone
 
-from grants.models import Tenant, TenantScopedManager
+from grants.models import Tenant, TenantScopedQuerySet
+from kernel.kept import Kept
 
 from .agent_connections import check_agent_connections, masked_agent_connections
 from .credentials import masked_mcp_servers
@@ -182,14 +184,27 @@ KINDS = {
 }
 
 
+class StampedQuerySet(TenantScopedQuerySet):
+    """Rows with a `modified` stamp that caches compare (tools_app.catalog.loader): an update()
+    stamps it as a save does, so a bulk write is seen as a change in every process too."""
+
+    def update(self, **kwargs):
+        kwargs.setdefault("modified", timezone.now())
+        return super().update(**kwargs)
+
+
+StampedManager = models.Manager.from_queryset(StampedQuerySet)
+
+
 class HostConfig(models.Model):
     """One per tenant: the switches that decide which tools its sessions are offered."""
 
     tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="host_config")
     locals().update({key.field: KINDS[key.kind].model_field(key) for key in KEYS})  # one field per row of KEYS
+    modified = models.DateTimeField(auto_now=True)
 
     tenant_path = "tenant"
-    objects = TenantScopedManager()
+    objects = StampedManager()
 
     def __str__(self):
         return f"host config of {self.tenant.slug}"
@@ -198,6 +213,26 @@ class HostConfig(models.Model):
     def for_tenant(cls, tenant):
         config, _ = cls.objects.get_or_create(tenant=tenant)
         return config
+
+    @classmethod
+    def current(cls, tenant):
+        """The tenant's HostConfig as it is now, kept in this process while its `modified` stamp
+        stays the same (a write anywhere changes it as it commits): one indexed read of the stamp
+        instead of the row. Shared with every caller of this process: read it, never change it."""
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT modified FROM {connection.ops.quote_name(cls._meta.db_table)} WHERE tenant_id = %s",
+                           [tenant.pk])
+            row = cursor.fetchone()
+        kept = _KEPT_CONFIGS.get(tenant.pk)
+        if row is not None and kept is not None and kept[0] == row[0]:
+            return kept[1]
+        config = cls.for_tenant(tenant)  # read after its stamp: never older than what it is kept under
+        if row is not None:
+            _KEPT_CONFIGS.put(tenant.pk, (row[0], config))
+        return config
+
+
+_KEPT_CONFIGS = Kept(4096)  # tenant id -> (the stamp it was read under, HostConfig)
 
 
 def checked_changes(changes, replace=False):

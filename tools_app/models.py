@@ -8,7 +8,7 @@ from sessions_app.models import ToolCall
 
 from .definitions.agent_definitions import AgentDefinitionInvalid, validate_definition
 from .definitions.copilot_policy import builtin_tool_policy, builtin_tools_pointer
-from .config import HostConfig  # noqa: F401  (defined beside its table of keys; imported so Django loads it)
+from .config import HostConfig, StampedManager  # noqa: F401  (HostConfig is defined beside its table of keys)
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ class AgentDefinition(models.Model):
     modified = models.DateTimeField(auto_now=True)
 
     tenant_path = "tenant"
-    objects = TenantScopedManager()
+    objects = StampedManager()
 
     DOCUMENT_KEYS = ("name", "provider", "model", "instructions", "tools")
 

@@ -25,8 +25,7 @@ from sessions_app.events.presence import keep_process_alive
 from sessions_app.models import ChatBackend, ToolCall, Turn
 
 from .catalog.bounding import bound_result, result_text
-from .catalog.catalog import assemble_catalog
-from .catalog.loader import catalog_for_chat, catalog_inputs
+from .catalog.loader import catalog_for_chat, catalog_for_session
 from .catalog.validation import ToolRefusal, input_problem
 from .families.mcp_servers.server_tools import runnable_session_servers, session_server_tools
 from .actions import do_keep_full_output
@@ -85,7 +84,7 @@ class ChatToolbox:
 
     async def tool_origin_names(self):
         """The catalog's names in a chat a tool call starts (a sub-agent's): no userChats tools."""
-        return await database_sync_to_async(lambda: assemble_catalog(catalog_inputs(self.session, "tool")).names)()
+        return (await database_sync_to_async(catalog_for_session)(self.session, "tool")).names
 
     async def start_subagent(self, tool_name, arguments, title, prompt):
         """A harness's sub-agent begins: its call shows in this chat and it works in a worker chat
@@ -112,7 +111,7 @@ class ChatToolbox:
     async def agent_connection(self, provider_id, defaults):
         """The tenant's agentConnections entry for `provider_id` over the host's `defaults`, secrets opened."""
         def load():
-            return opened_connection(HostConfig.for_tenant(self.session.tenant).agent_connections, provider_id, defaults)
+            return opened_connection(HostConfig.current(self.session.tenant).agent_connections, provider_id, defaults)
         return await database_sync_to_async(load)()
 
     async def listed_server_tools(self):
@@ -197,7 +196,7 @@ class ChatToolbox:
     def begin_client_call(self, call_id, binding, arguments):
         """Hand the call to its client. No task per call for its deadline: its waiter expires
         it then, or, if the waiter's process died, the sweep (sweep_due_work) within seconds."""
-        timeout_ms = HostConfig.for_tenant(self.session.tenant).client_tool_timeout_ms
+        timeout_ms = HostConfig.current(self.session.tenant).client_tool_timeout_ms
         # Drawn under the name the client announced, as the reference host does; the model
         # called it by its catalog name `<clientId>__<name>`.
         return actions.do_begin_tool_call(

@@ -17,8 +17,6 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from grants.algebra import holds
 
 from .clients import rule_body
@@ -92,13 +90,12 @@ class CatalogSnapshot:
     def check_input(self, name, arguments):
         """Validate arguments against the offered input schema; refuse naming the bad field."""
         binding = self.bind(name)
-        schema = binding.tool.input_schema
         if not isinstance(arguments, dict):
             raise ToolRefusal(f"Invalid input for {name} at /: expected an object.")
         problem = input_problem(name, arguments)
         if problem:
             raise ToolRefusal(problem)
-        error = next(iter(sorted(Draft202012Validator(schema).iter_errors(arguments), key=lambda e: e.path)), None)
+        error = next(iter(sorted(binding.tool.input_validator.iter_errors(arguments), key=lambda e: e.path)), None)
         if error is not None:
             pointer = "/" + "/".join(str(p) for p in error.absolute_path)
             raise ToolRefusal(f"Invalid input for {name} at {pointer}: {error.message}")

@@ -1,11 +1,28 @@
-"""Loads the catalog's inputs for a chat from the rows, so `assemble_catalog` stays pure."""
-from collections import OrderedDict
+"""Loads the catalog's inputs for a chat from the rows, so `assemble_catalog` stays pure, and
+keeps each chat's snapshot while those rows stay as they were.
 
-from sessions_app.models import ActiveClient
+A kept snapshot is checked against the rows on every use, in one query: the `modified` stamps of
+the tenant's HostConfig, the session's MCP listing and its agent definition, and the id and stamp
+of each of its active clients. Every write of those rows (a configuration or plugin setting, a
+definition, a client's announcement or departure, an MCP server listing) changes what that query
+answers in every process at the moment it commits, so no process offers a snapshot older than
+the rows (a broadcast would leave a window after each write, and the embedded layer reaches no
+other process). The session's own fields the hooks read (provider, config, working directories)
+and the registry's tools are part of the key as the caller holds them.
+"""
+import functools
+import json
+
+from django.db import connection
+
+from kernel.kept import Kept
+from sessions_app.models import ActiveClient, Session
 
 from ..definitions.agent_definitions import catalog_allowlist
 from ..definitions.copilot_policy import excluded_host_tools
+from ..families.mcp_servers.models import SessionMcpServers
 from ..families.mcp_servers.server_tools import session_server_tools
+from ..families.session.listing import startable_agents
 from ..models import AgentDefinition, HostConfig
 from .catalog import CatalogInputs, HostSwitches, PermissionRule, assemble_catalog
 from .client_rules import published_rules
@@ -13,21 +30,14 @@ from .clients import client_tool_entries
 from .host_tools import REGISTRY
 from .registry import Binding
 
-_CLIENT_TOOLS_CACHE = OrderedDict()
-_CLIENT_TOOLS_CACHE_SIZE = 2048
+_CLIENT_TOOLS = Kept(2048)  # (active client pk, modified) -> its bindings and hidden tools
 
 
 def _entries_of(active_client):
     """A client's tools are turned into bindings (and HiddenTools for the invalid ones) once per
     announcement, not per model request."""
     key = (active_client.pk, active_client.modified)
-    entries = _CLIENT_TOOLS_CACHE.get(key)
-    if entries is None:
-        entries = client_tool_entries([active_client.to_wire()])
-        _CLIENT_TOOLS_CACHE[key] = entries
-        if len(_CLIENT_TOOLS_CACHE) > _CLIENT_TOOLS_CACHE_SIZE:
-            _CLIENT_TOOLS_CACHE.popitem(last=False)
-    return entries
+    return _CLIENT_TOOLS.get_or_make(key, lambda: client_tool_entries([active_client.to_wire()]))
 
 
 def with_server_tools(registry_tools, server_tools):
@@ -40,7 +50,7 @@ def with_server_tools(registry_tools, server_tools):
 
 
 def catalog_inputs(session, chat_origin_kind="user", host_config=None):
-    config = host_config or HostConfig.for_tenant(session.tenant)
+    config = host_config or HostConfig.current(session.tenant)
     # A session not yet created (the explainer's preview) has no clients yet.
     clients = () if session._state.adding else ActiveClient.objects.filter(session=session).order_by("id")
     tools = with_server_tools(REGISTRY.tools, () if session._state.adding else session_server_tools(session))
@@ -60,9 +70,56 @@ def catalog_inputs(session, chat_origin_kind="user", host_config=None):
     )
 
 
+_SNAPSHOTS = Kept(1024)  # (tenant id, session id, chat origin kind) -> (key, registry tools, snapshot)
+
+
+@functools.cache
+def _stamp_sql():
+    """One statement, in SQL every backend takes (the ORM would spend far longer composing it than
+    the database answering it): the stamps of the tenant's HostConfig, the session's MCP listing
+    and a named agent definition, then each active client's id and stamp."""
+    def table(model):
+        return connection.ops.quote_name(model._meta.db_table)
+
+    return (f"SELECT (SELECT c.modified FROM {table(HostConfig)} c WHERE c.tenant_id = s.tenant_id), "
+            f"(SELECT m.modified FROM {table(SessionMcpServers)} m WHERE m.session_id = s.id), "
+            f"(SELECT d.modified FROM {table(AgentDefinition)} d WHERE d.tenant_id = s.tenant_id AND d.name = %s), "
+            f"a.id, a.modified FROM {table(Session)} s LEFT JOIN {table(ActiveClient)} a ON a.session_id = s.id "
+            "WHERE s.id = %s ORDER BY a.id")
+
+
+def rows_stamp(session):
+    """What changes whenever a row the session's catalog reads is written: one query."""
+    name = (session.config or {}).get("agentDefinition")
+    session_id = Session._meta.pk.get_db_prep_value(session.pk, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(_stamp_sql(), [name if isinstance(name, str) else None, session_id])
+        return tuple(cursor.fetchall())
+
+
+def catalog_for_session(session, chat_origin_kind="user"):
+    """The snapshot for one model request in a chat of `session` of that origin: the kept one
+    while the rows it was made from are unchanged, else a new one."""
+    place = (session.tenant_id, session.pk, chat_origin_kind)
+    stamp = rows_stamp(session)
+    if stamp and stamp[0][0] is None:  # the tenant's first use makes its HostConfig: stamp what is kept
+        HostConfig.for_tenant(session.tenant)
+        stamp = rows_stamp(session)
+    # create_session's wording names the agents this process can start (their programs installed).
+    key = (stamp, session.provider, json.dumps([session.config, session.working_directories], sort_keys=True,
+                                               default=str), tuple(agent.id for agent in startable_agents()))
+    kept = _SNAPSHOTS.get(place)
+    if kept is not None and kept[0] == key and kept[1] is REGISTRY.tools:
+        return kept[2]
+    # The stamp was read before the rows: a write landing in between makes this snapshot newer
+    # than its key, never older, and the next use builds again.
+    tools = REGISTRY.tools
+    return _SNAPSHOTS.put(place, (key, tools, assemble_catalog(catalog_inputs(session, chat_origin_kind))))[2]
+
+
 def catalog_for_chat(chat):
     """The snapshot for one model request in `chat`."""
-    return assemble_catalog(catalog_inputs(chat.session, chat.origin_kind))
+    return catalog_for_session(chat.session, chat.origin_kind)
 
 
 def preview_catalog(tenant, provider, chat_origin_kind="user", agent_definition=""):

@@ -16,6 +16,8 @@ from typing import Any, Callable
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from .validation import input_validator
+
 logger = logging.getLogger(__name__)
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -103,6 +105,11 @@ class Tool:
         if self.availability != "session":
             definition["availability"] = self.availability
         return definition
+
+    @cached_property
+    def input_validator(self):
+        """The compiled validator of `input_schema`, looked up once per tool, not per call."""
+        return input_validator(self.input_schema)
 
     @cached_property
     def gate(self):

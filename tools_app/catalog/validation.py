@@ -2,8 +2,22 @@
 import json
 import re
 
+from jsonschema import Draft202012Validator
+
+from kernel.kept import Kept
+
 MAX_INPUT_BYTES = 256 * 1024  # a tool input, serialized as JSON
 NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")  # \u0000 not itself behind an escaped backslash
+
+
+_VALIDATORS = Kept(512)  # a schema as canonical JSON -> its compiled validator
+
+
+def input_validator(schema):
+    """The compiled validator of `schema`, kept by its content (bounded): many tools, clients and
+    announcements share a few schemas, and a schema's validator says nothing but the schema."""
+    key = json.dumps(schema, sort_keys=True)
+    return _VALIDATORS.get_or_make(key, lambda: Draft202012Validator(schema))
 
 
 class ToolRefusal(Exception):

@@ -24,7 +24,7 @@ def do_record_server_tools(session_id, listed):
     if row is None:
         raise Refused(f"Session ahp-session:/{session_id} has no MCP servers recorded.", "not_found")
     row.server_tools = {**row.server_tools, **listed}
-    row.save(update_fields=["server_tools"])
+    row.save(update_fields=["server_tools", "modified"])
     return row
 
 
@@ -33,5 +33,5 @@ def do_record_client_servers(session_id, client_id, servers):
     """The http servers client `client_id`'s plugins declare for this session (empty: none)."""
     row, _ = SessionMcpServers.objects.select_for_update().get_or_create(session_id=session_id)
     row.client_servers = {**(row.client_servers or {}), client_id: servers}
-    row.save(update_fields=["client_servers"])
+    row.save(update_fields=["client_servers", "modified"])
     return row

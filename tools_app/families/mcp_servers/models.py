@@ -1,8 +1,8 @@
 from django.db import models
 from django.utils import timezone
 
-from grants.models import TenantScopedManager
 from sessions_app.models import Session
+from tools_app.config import StampedManager
 
 
 class SessionMcpServers(models.Model):
@@ -22,9 +22,10 @@ class SessionMcpServers(models.Model):
         help_text="Per client id: the http servers its plugins' .mcp.json declared, as the client answered.",
     )
     created = models.DateTimeField(default=timezone.now)
+    modified = models.DateTimeField(auto_now=True)
 
     tenant_path = "session__tenant"
-    objects = TenantScopedManager()
+    objects = StampedManager()
 
     class Meta:
         verbose_name = "session MCP servers"

@@ -2,7 +2,6 @@
 tool's arguments as the JSON body. No session calls, so nothing is charged to a tree and what
 it makes is the caller's, with no parent."""
 from django.utils import timezone
-from jsonschema import Draft202012Validator
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -15,7 +14,7 @@ from sessions_app.actions.tool_calls import do_record_sessionless_call, failure
 from ...catalog.bounding import result_text
 from ...catalog.catalog import Caller, sessionless_tools
 from ...catalog.host_tools import REGISTRY
-from ...catalog.validation import input_problem
+from ...catalog.validation import input_problem, input_validator
 from ...runtime import ToolCallContext, as_result
 
 REFUSAL_STATUS = {"permission": 403, "not_found": 404, "conflict": 409, "exists": 409, "invalid": 400,
@@ -34,7 +33,7 @@ def input_error(tool, arguments):
     problem = input_problem(tool.effective_name, arguments)
     if problem:
         return problem
-    error = next(iter(sorted(Draft202012Validator(schema).iter_errors(arguments), key=lambda e: e.path)), None)
+    error = next(iter(sorted(input_validator(schema).iter_errors(arguments), key=lambda e: e.path)), None)
     if error is None:
         return None
     pointer = "/" + "/".join(str(p) for p in error.absolute_path)
