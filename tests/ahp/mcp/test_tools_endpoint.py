@@ -1,4 +1,5 @@
 """The per-session MCP tools endpoint, driven by the official `mcp` client over a real socket."""
+import asyncio
 import threading
 import time
 import uuid
@@ -98,13 +99,15 @@ def test_a_call_still_open_keeps_the_attached_agents_turn_running(acme, host, ho
         ide.action("session/activeClientSet")
         outcome = {}
 
-        async def add_then_open(mcp):
-            await mcp.call_tool("add", {"a": 1, "b": 1})
-            outcome["opened"] = await mcp.call_tool("ide__open_file", {"path": "README.md"})
+        async def open_and_add(mcp):
+            outcome["opened"], _ = await asyncio.gather(mcp.call_tool("ide__open_file", {"path": "README.md"}),
+                                                        mcp.call_tool("add", {"a": 1, "b": 1}))
 
-        caller = threading.Thread(target=lambda: with_mcp(url, token, add_then_open))
+        caller = threading.Thread(target=lambda: with_mcp(url, token, open_and_add))
         caller.start()
         request = ide.action("session/inputNeededSet")["action"]["request"]
+        wait_until(lambda: ToolCall.objects.filter(tool_name="add", completed__isnull=False).exists(),
+                   describe="the add call completing while the IDE's is open")
         time.sleep(1)  # many quiet periods pass while the IDE's call is open
         assert Turn.objects.get(id=request["turnId"]).state == "active"
         ide.dispatch(chat, {"type": "chat/toolCallComplete", "turnId": request["turnId"],
