@@ -10,16 +10,21 @@ would refuse (400), and answers -32601 for any other method.
 
 Who a call acts as: a person's token acts as that person, with their grants as they are now.
 It joins the default chat's active turn when that turn is theirs, and otherwise the host begins
-a turn sent by them and ends it once none of its calls is still open, so the chat and the audit
-name whoever called. The token of the agent the host started (the `acp` provider's) acts only
-within the turn it is answering, as that turn's sender.
+a turn sent by them, so the chat and the audit name whoever called. That turn is the attached
+agent's while it keeps calling: it ends once none of its calls is open and none came for
+QUIET_TURN_SECONDS (one turn per burst of work rather than a turn begun and ended per call), or
+at once when another person's call finds it with no call open. The token of the agent the host
+started (the `acp` provider's) acts only within the turn it is answering, as that turn's sender.
 """
+import asyncio
 import json
+import logging
 import time
 import uuid
 from dataclasses import dataclass
 
 import anyio
+from django.db import InterfaceError, OperationalError
 from django.db.models.signals import post_delete
 from mcp import types
 from mcp.server.lowlevel import Server
@@ -30,10 +35,11 @@ from grants import liveness
 from grants.authentication import token_from_headers
 from grants.models import Principal
 from kernel.orm import database_sync_to_async
+from kernel.outbox import serve_from
 from kernel.refusals import Refused
 from sessions_app import actions
-from sessions_app.events.presence import HEARTBEAT_SECONDS
-from sessions_app.models import Chat, ToolCall, Turn
+from sessions_app.events.presence import HEARTBEAT_SECONDS, keep_process_alive
+from sessions_app.models import Chat, Turn
 from sessions_app.tools_endpoint import ToolsEndpoint, remember_listener
 from tools_app.catalog.loader import catalog_for_chat
 from tools_app.runtime import ChatToolbox
@@ -47,10 +53,14 @@ ANOTHER_PERSONS_TURN = "Another person's turn is running in this session's defau
 MAX_BODY_BYTES = 1024 * 1024
 TOO_LARGE = f"The request body is larger than {MAX_BODY_BYTES} bytes."
 ANSWERED_METHODS = frozenset({"initialize", "tools/list", "tools/call", "ping"})
-TURN_CLIENT_ID = "ahp-mcp"
 TURN_TEXT = "Tool calls from an agent attached to the session's MCP tools endpoint"
 # MCP's ToolDefinition has no AHP-only keys.
 AHP_ONLY_KEYS = ("availability",)
+QUIET_TURN_SECONDS = 2.0
+# A database that did not answer (restarting): the quiet turn's watch asks again.
+DATABASE_DOWN = (OperationalError, InterfaceError)
+
+logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class OpenEndpoint:
@@ -118,19 +128,27 @@ def tool_definitions(session_id):
     return [{k: v for k, v in d.items() if k not in AHP_ONLY_KEYS} for d in snapshot.definitions]
 
 
+def running_turn(session_id):
+    """The default chat's active turn, with what a call in it reads, in one query."""
+    return (Turn.objects.select_related("chat__session__tenant", "sender")
+            .filter(chat__session_id=session_id, chat__is_default=True, state="active").order_by("started").first())
+
+
 def turn_for_call(endpoint):
     """The turn a call runs in: the default chat's active turn when the caller may act in it,
     else one the host begins, sent by the caller."""
-    chat = default_chat(endpoint.session_id)
     while True:
-        turn = (Turn.objects.select_related("chat__session__tenant", "sender")
-                .filter(chat=chat, state="active").order_by("started").first())
+        turn = running_turn(endpoint.session_id)
         if turn is not None:
             if endpoint.for_agent or turn.sender_id == endpoint.person_id:
                 return turn
+            if (turn.client_id == actions.ENDPOINT_TURN_CLIENT_ID
+                    and actions.do_end_quiet_endpoint_turn(turn.pk, 0) is None):
+                continue  # another person's attached agent, with no call open: its turn is over
             raise Refused(ANOTHER_PERSONS_TURN, "conflict")
         if endpoint.for_agent:
             raise Refused(NO_TURN_FOR_AGENT, "conflict")
+        chat = default_chat(endpoint.session_id)
         if endpoint.person_id is None:
             principal = Principal.root(chat.session.tenant)
         else:
@@ -138,18 +156,47 @@ def turn_for_call(endpoint):
 
             principal = Principal.for_person(chat.session.tenant, get_user_model().objects.get(pk=endpoint.person_id))
         try:
-            started = actions.do_start_turn(principal, chat, uuid.uuid4(), TURN_TEXT, TURN_CLIENT_ID)
+            actions.do_start_turn(principal, chat, uuid.uuid4(), TURN_TEXT, actions.ENDPOINT_TURN_CLIENT_ID)
         except Refused as refusal:
             if refusal.kind != "conflict":
                 raise
-            continue  # another call began one first: see whose it is
-        return Turn.objects.select_related("chat__session__tenant", "sender").get(pk=started.pk)
+        # Read back as any running turn, whoever began it first.
 
 
-def end_host_turn_when_idle(turn_id):
-    turn = Turn.objects.filter(pk=turn_id, client_id=TURN_CLIENT_ID, state="active").first()
-    if turn is not None and not ToolCall.objects.filter(turn=turn, completed__isnull=True).exists():
-        actions.do_end_turn(turn.pk, response_text=None)
+def turn_and_snapshot(endpoint):
+    """The call's turn and the catalog snapshot the call is checked against, in one hop."""
+    turn = turn_for_call(endpoint)
+    return turn, catalog_for_chat(turn.chat)
+
+
+# Turns this process watches until they are quiet, each by one task on the serving loop.
+_watched = {}
+
+
+def watch_until_quiet(turn_id):
+    task = _watched.get(turn_id)
+    if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
+        _watched[turn_id] = asyncio.get_running_loop().create_task(end_when_quiet(turn_id))
+
+
+async def end_when_quiet(turn_id):
+    """End the host's turn for an attached agent once it is quiet. Every process that served one
+    of its calls watches it and asks the rows, so it ends whichever process served its last call;
+    a process that died with it is left to the sweep of abandoned turns."""
+    wait = QUIET_TURN_SECONDS
+    try:
+        while wait is not None:
+            await asyncio.sleep(wait)
+            try:
+                wait = await database_sync_to_async(actions.do_end_quiet_endpoint_turn)(turn_id, QUIET_TURN_SECONDS)
+            except DATABASE_DOWN as exc:
+                logger.warning("Turn %s ends when the database answers (%s: %s)", turn_id, exc.__class__.__name__, exc)
+                wait = QUIET_TURN_SECONDS
+    except Exception:
+        logger.exception("Could not end the quiet turn %s", turn_id)
+    finally:
+        if _watched.get(turn_id) is asyncio.current_task():
+            del _watched[turn_id]
 
 
 # The MCP server ----------------------------------------------------------------------------------
@@ -170,14 +217,14 @@ async def call_tool(request):
     endpoint = current_endpoint()
     name, arguments = request.params.name, request.params.arguments or {}
     try:
-        turn = await database_sync_to_async(turn_for_call)(endpoint)
+        turn, snapshot = await database_sync_to_async(turn_and_snapshot)(endpoint)
     except Refused as refusal:
         return types.ServerResult(error_result(refusal.sentence))
-    toolbox = ChatToolbox(turn)
     try:
-        result = await toolbox.execute(await toolbox.snapshot(), name, arguments)
+        result = await ChatToolbox(turn).execute(snapshot, name, arguments)
     finally:
-        await database_sync_to_async(end_host_turn_when_idle)(turn.pk)
+        if turn.client_id == actions.ENDPOINT_TURN_CLIENT_ID:
+            watch_until_quiet(turn.pk)
     return types.ServerResult(mcp_result(result))
 
 
@@ -318,6 +365,10 @@ def header(scope, name):
 
 
 async def tools_endpoint_app(scope, receive, send):
+    # This loop serves for as long as the process does: what a call publishes is sent from it
+    # (no ORM thread waits on the channel layer), and the turns it begins are this process's.
+    serve_from(asyncio.get_running_loop())
+    keep_process_alive()
     if scope["method"] != "POST":
         # Stateless: there is no stream to GET and no session to DELETE.
         await send_json(send, 405, rpc_error(None, errors.INVALID_REQUEST, NOT_POST), [(b"allow", b"POST")])

@@ -27,10 +27,11 @@ from .tool_calls import (
     do_confirm_tool_call, do_expire_tool_call, do_refuse_tool_call, failure,
 )
 from .subagents import do_end_subagent, do_start_subagent
-from .tools_endpoints import do_open_tools_endpoint
+from .tools_endpoints import ENDPOINT_TURN_CLIENT_ID, do_end_quiet_endpoint_turn, do_open_tools_endpoint
 from .turns import do_cancel_turn, do_end_turn, do_start_turn, do_stream_reply, do_truncate_chat
 
 __all__ = [
+    "ENDPOINT_TURN_CLIENT_ID", "do_end_quiet_endpoint_turn",
     "MAX_MESSAGE_CHARS", "MAX_SPAWN_DEPTH", "ORCHESTRATION_LIMITS", "ORCHESTRATION_WINDOW", "Orchestration",
     "check_message_text", "check_working_directory", "do_add_turn_effect", "do_archive_chat",
     "do_ask_about_tool_call", "do_begin_tool_call", "do_cancel_turn", "do_change_session_config",

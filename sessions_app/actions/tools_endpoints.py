@@ -1,8 +1,17 @@
-"""The per-session MCP tools endpoint's tokens: one per person's ApiToken, one for the agent."""
-from django.db import IntegrityError, transaction
+"""The per-session MCP tools endpoint: its tokens (one per person's ApiToken, one for the agent),
+and the turn the host begins for an attached agent's calls."""
+from datetime import timedelta
 
-from ..models import ToolsEndpoint
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from ..models import ToolCall, ToolsEndpoint, Turn
 from .checks import require
+from .turns import do_end_turn
+
+# The client id of the turns the host begins for calls that arrive with none running.
+ENDPOINT_TURN_CLIENT_ID = "ahp-mcp"
 
 
 @transaction.atomic
@@ -21,3 +30,23 @@ def do_open_tools_endpoint(principal, session, api_token=None):
             return ToolsEndpoint.open(session, api_token=api_token)
     except IntegrityError:  # the same holder asked at the same moment: theirs is the one
         return endpoint.first()
+
+
+@transaction.atomic
+def do_end_quiet_endpoint_turn(turn_id, quiet_seconds):
+    """End a turn the host began for an attached agent once none of its calls is open and none
+    completed in the last `quiet_seconds` (0: now, if none is open). Answers None when the turn
+    is over (ended here or before), else the seconds after which to ask again."""
+    turn = Turn.objects.select_for_update().filter(
+        pk=turn_id, client_id=ENDPOINT_TURN_CLIENT_ID, state="active").first()
+    if turn is None:
+        return None
+    calls = ToolCall.objects.filter(turn=turn)
+    if calls.filter(completed__isnull=True).exists():
+        return quiet_seconds
+    last = calls.aggregate(last=Max("completed"))["last"] or turn.started
+    left = (last + timedelta(seconds=quiet_seconds) - timezone.now()).total_seconds()
+    if left > 0:
+        return left
+    do_end_turn(turn.pk, response_text=None)
+    return None

@@ -1,10 +1,14 @@
 """The per-session MCP tools endpoint, driven by the official `mcp` client over a real socket."""
+import asyncio
+import threading
+import time
 import uuid
 
 import httpx
 import pytest
 from mcp.shared.exceptions import McpError
 
+from ahp.mcp import endpoint
 from ahp.mcp.endpoint import NO_ENDPOINT, WRONG_TOKEN
 from sessions_app.models import Chat, Session, ToolCall, Turn
 from tools_app.catalog.loader import catalog_for_chat
@@ -66,6 +70,54 @@ def test_it_runs_a_host_tool_in_a_turn_the_host_begins_and_shows_it_in_the_chat(
         alice.action("chat/turnComplete", turnId=started["turnId"])
         turn = Turn.objects.get(id=started["turnId"])
         assert (turn.client_id, turn.state, turn.sender.username) == ("ahp-mcp", "complete", "acme-member")
+
+
+def test_calls_in_a_row_share_one_turn_that_ends_once_the_agent_is_quiet(acme, host, host_tools):
+    alice, session, url, token = open_session(host, acme)
+    with alice:
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+
+        async def three_calls(mcp):
+            return [(await mcp.call_tool("add", {"a": 1, "b": b})).content[0].text for b in range(3)]
+
+        assert with_mcp(url, token, three_calls) == ["1", "2", "3"]
+        started = alice.action("chat/turnStarted")["action"]
+        alice.action("chat/turnComplete", turnId=started["turnId"])
+        assert [str(c.turn_id) for c in ToolCall.objects.filter(tool_name="add")] == [started["turnId"]] * 3
+        assert Turn.objects.filter(chat__session_id=session.split("/")[-1]).count() == 1
+
+
+def test_a_call_still_open_keeps_the_attached_agents_turn_running(acme, host, host_tools, monkeypatch):
+    monkeypatch.setattr(endpoint, "QUIET_TURN_SECONDS", 0.1)
+    alice, session, url, token = open_session(host, acme)
+    with alice, AhpClient(host.port, acme.tokens["member"], "ide") as ide:
+        chat = default_chat(alice, session)
+        ide.subscribe(session)
+        ide.dispatch(session, {"type": "session/activeClientSet",
+                               "activeClient": {"clientId": "ide", "tools": [IDE_TOOL]}})
+        ide.action("session/activeClientSet")
+        outcome = {}
+
+        async def open_and_add(mcp):
+            outcome["opened"], _ = await asyncio.gather(mcp.call_tool("ide__open_file", {"path": "README.md"}),
+                                                        mcp.call_tool("add", {"a": 1, "b": 1}))
+
+        caller = threading.Thread(target=lambda: with_mcp(url, token, open_and_add))
+        caller.start()
+        request = ide.action("session/inputNeededSet")["action"]["request"]
+        wait_until(lambda: ToolCall.objects.filter(tool_name="add", completed__isnull=False).exists(),
+                   describe="the add call completing while the IDE's is open")
+        time.sleep(1)  # many quiet periods pass while the IDE's call is open
+        assert Turn.objects.get(id=request["turnId"]).state == "active"
+        ide.dispatch(chat, {"type": "chat/toolCallComplete", "turnId": request["turnId"],
+                            "toolCallId": request["toolCall"]["toolCallId"],
+                            "result": {"success": True, "pastTenseMessage": "Opened the file",
+                                       "content": [{"type": "text", "text": "opened"}]}})
+        caller.join(20)
+        assert outcome["opened"].content[0].text == "opened"
+        assert {str(c.turn_id) for c in ToolCall.objects.filter(turn__chat_id=chat.split("/")[-1])} == {request["turnId"]}
+        wait_until(lambda: Turn.objects.get(id=request["turnId"]).state == "complete", describe="the quiet turn ending")
 
 
 def test_it_joins_the_turn_the_default_chat_is_running(acme, host, host_tools):
