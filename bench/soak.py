@@ -78,7 +78,8 @@ async def soak(urls, args, server):
         counted(watch(w, chats[i % quiet][i % len(chats[i % quiet])], deadline, args.watch_interval,
                       stats[i % quiet]), stats[i % quiet], "watcher failed")
         for i, w in watchers if w is not None and chats[i % quiet]]
-    await asyncio.gather(sample_memory(), churn(urls[quiet], args.churn, deadline, stats[quiet], counts), *jobs)
+    churning = [churn(urls[quiet], args.churn, deadline, stats[quiet], counts)] if args.churn else []
+    await asyncio.gather(sample_memory(), *churning, *jobs)
     memory["end"] = rss_kib(server.pid)
     open_sockets = [c for a in crew for c in (a.driver, a.tools) if c is not None] + [w for _, w in watchers if w]
     for connection in open_sockets:
