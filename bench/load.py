@@ -185,6 +185,7 @@ class Stats:
     def __init__(self):
         self.latency = {kind: [] for kind in KINDS}
         self.errors = Counter()
+        self.turn_seconds = []
         self.samples = []
         self.window = (float("inf"), float("inf"))
 
@@ -321,19 +322,27 @@ class Agent:
             if not self.turn_done.done():
                 self.turn_done.set_result(None)
 
-    async def run(self, deadline):
+    async def run(self, deadline, patience=0):
+        """Turns until `deadline`. A turn unfinished after TURN_TIMEOUT is an error; with
+        `patience` seconds more the agent waits on, to tell a slow turn (it ends meanwhile) from
+        a stuck one, and carries on after a slow one."""
         while time.monotonic() < deadline:
             self.turn_id = str(uuid.uuid4())
             self.turn_done = asyncio.get_running_loop().create_future()
-            self.last_event = time.perf_counter()
+            self.last_event = started = time.perf_counter()
             await self.driver.dispatch(self.chat, {
                 "type": "chat/turnStarted", "turnId": self.turn_id, "startedAt": "2026-01-01T00:00:00.000Z",
                 "message": {"text": self.text, "origin": {"kind": "user"}}})
             try:
-                await asyncio.wait_for(self.turn_done, TURN_TIMEOUT)
+                await asyncio.wait_for(asyncio.shield(self.turn_done), TURN_TIMEOUT)
             except TimeoutError:
-                self.stats.error("turn unfinished", f"{self.session} after {TURN_TIMEOUT} s")
-                return
+                try:
+                    await asyncio.wait_for(self.turn_done, patience)
+                except TimeoutError:
+                    self.stats.error("turn unfinished", f"{self.session} after {TURN_TIMEOUT + patience} s")
+                    return
+                self.stats.error("turn slow", f"{self.session} took {time.perf_counter() - started:.0f} s")
+            self.stats.turn_seconds.append(time.perf_counter() - started)
 
 
 async def watch(connection, chat, deadline, interval, stats):

@@ -48,7 +48,11 @@ def cpu_seconds(pid):
 
 @contextlib.contextmanager
 def running(args, env, port):
-    process = subprocess.Popen(args, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    """`args` serving on `port`; its output goes to the file AHP_BENCH_SERVER_LOG names, if set
+    (to read the host's log after a run), else nowhere."""
+    log_path = os.environ.get("AHP_BENCH_SERVER_LOG")
+    output = open(log_path, "a") if log_path else subprocess.DEVNULL
+    process = subprocess.Popen(args, env=env, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT)
     try:
         wait_for_port(port, process)
         yield process
@@ -58,6 +62,8 @@ def running(args, env, port):
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
+        if log_path:
+            output.close()
 
 
 def manage(env, *args):

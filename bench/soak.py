@@ -19,10 +19,14 @@ import os
 import time
 
 from .load import (
-    DEFAULT_DATABASE, DEFAULT_REDIS, KINDS, Agent, Connection, Stats, environment, fresh_database, more_tokens,
-    opened, percentile, spare_redis_db, watch,
+    DEFAULT_DATABASE, DEFAULT_REDIS, KINDS, TURN_TIMEOUT, Agent, Connection, Stats, environment, fresh_database,
+    more_tokens, opened, percentile, spare_redis_db, watch,
 )
 from .servers import daphne, free_port, host_install, rss_kib
+
+# A turn still running after this long is stuck, not slow: its client calls would have timed out
+# by then (clientToolTimeoutMs, 600 s by default).
+STUCK_AFTER = 660
 
 
 async def counted(job, stats, what):
@@ -74,11 +78,12 @@ async def soak(urls, args, server):
                 memory["warm"] = rss
 
     chats = [[a.chat for a in ready if a.index % quiet == t] for t in range(quiet)]
-    jobs = [counted(a.run(deadline), a.stats, "agent failed") for a in ready] + [
+    jobs = [counted(a.run(deadline, patience=STUCK_AFTER - TURN_TIMEOUT), a.stats, "agent failed") for a in ready] + [
         counted(watch(w, chats[i % quiet][i % len(chats[i % quiet])], deadline, args.watch_interval,
                       stats[i % quiet]), stats[i % quiet], "watcher failed")
         for i, w in watchers if w is not None and chats[i % quiet]]
-    await asyncio.gather(sample_memory(), churn(urls[quiet], args.churn, deadline, stats[quiet], counts), *jobs)
+    churning = [churn(urls[quiet], args.churn, deadline, stats[quiet], counts)] if args.churn else []
+    await asyncio.gather(sample_memory(), *churning, *jobs)
     memory["end"] = rss_kib(server.pid)
     open_sockets = [c for a in crew for c in (a.driver, a.tools) if c is not None] + [w for _, w in watchers if w]
     for connection in open_sockets:
@@ -90,12 +95,14 @@ def report(outcome, args):
     stats, memory, counts = outcome["stats"], outcome["memory"], outcome["counts"]
     lines = [f"soak: {args.minutes:g} min, {outcome['sockets']} sockets over {args.tenants} tenants, {args.agents} "
              f"agents; tenant {args.tenants} churns {args.churn} sockets at a time; PostgreSQL + Redis, one worker"]
-    lines.append(f"{'tenant':>6} {'calls':>7} {'host p99 ms':>12} {'client p99 ms':>14} {'list p99 ms':>12} {'errors':>7}")
+    lines.append(f"{'tenant':>6} {'calls':>7} {'host p99 ms':>12} {'client p99 ms':>14} {'list p99 ms':>12} "
+                 f"{'turns':>6} {'turn p50 s':>11} {'turn max s':>11} {'errors':>7}")
     for t, s in enumerate(stats):
         p99 = [percentile(s.latency[kind], 0.99) * 1e3 for kind in KINDS]
         calls = len(s.latency["host tool"]) + len(s.latency["client tool"])
         lines.append(f"{t + 1:>6} {calls:>7} {p99[0]:>12.0f} {p99[1]:>14.0f} {p99[2]:>12.0f} "
-                     f"{sum(s.errors.values()):>7}")
+                     f"{len(s.turn_seconds):>6} {percentile(s.turn_seconds, 0.5):>11.1f} "
+                     f"{max(s.turn_seconds, default=float('nan')):>11.1f} {sum(s.errors.values()):>7}")
     errors = sum(sum(s.errors.values()) for s in stats)
     kinds = sum((s.errors for s in stats), start=type(stats[0].errors)())
     lines.append(f"errors: {errors} ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items())) or 'none'})")

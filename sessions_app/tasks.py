@@ -35,7 +35,7 @@ def sweep_due_work(stale_after_seconds=STALE_CONNECTION_SECONDS):
     stale = ClientConnection.objects.filter(seen__lt=now - timedelta(seconds=stale_after_seconds))
     for connection in stale.select_related("tenant__host_config"):
         timeout = getattr(getattr(connection.tenant, "host_config", None), "client_tool_call_disconnect_timeout_ms", 30000)
-        for pk, due in do_close_connection(connection.id, timeout):
+        for pk, due in do_close_connection(connection.id, lambda: timeout):
             release_client.apply_async((pk,), eta=due)
     for pk in ActiveClient.objects.filter(release_at__lte=now).values_list("pk", flat=True):
         do_release_client(pk, only_if_due=True)

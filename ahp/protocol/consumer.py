@@ -188,8 +188,10 @@ class AhpConsumer(AsyncWebsocketConsumer):
     def close_connection(self, schedule=True):
         from sessions_app.tasks import release_client
 
-        timeout = HostConfig.for_tenant(self.tenant).client_tool_call_disconnect_timeout_ms
-        for pk, due in actions.do_close_connection(self.connection_id, timeout):
+        def timeout_ms():
+            return HostConfig.for_tenant(self.tenant).client_tool_call_disconnect_timeout_ms
+
+        for pk, due in actions.do_close_connection(self.connection_id, timeout_ms):
             # With the broker down (it is the same Redis), the sweep releases the client when due.
             if schedule:
                 release_client.apply_async((pk,), eta=due)

@@ -141,8 +141,8 @@ def do_set_subscriptions(connection_id, subscriptions):
 
 def do_close_connection(connection_id, disconnect_timeout_ms):
     """A connection closed. When it was its person's client's last, the client's places in
-    sessions are kept for `disconnect_timeout_ms` (0: released at once); answers (active client
-    pk, due) pairs the caller schedules."""
+    sessions are kept for `disconnect_timeout_ms()` milliseconds (0: released at once), asked
+    only when there are places to keep; answers (active client pk, due) pairs the caller schedules."""
     with transaction.atomic():
         connection = ClientConnection.objects.select_for_update().filter(id=connection_id).first()
         if connection is None:
@@ -152,13 +152,16 @@ def do_close_connection(connection_id, disconnect_timeout_ms):
             tenant_id=connection.tenant_id, client_id=connection.client_id, person_id=connection.person_id
         ).exists():
             return []
-        due = timezone.now() + timedelta(milliseconds=disconnect_timeout_ms)
         rows = ActiveClient.objects.filter(session__tenant_id=connection.tenant_id, client_id=connection.client_id,
                                            owner_id=connection.person_id)
-        rows.update(release_at=due)
-        pending = [(pk, due) for pk in rows.values_list("pk", flat=True)]
-    if disconnect_timeout_ms == 0:
-        for pk, _ in pending:
+        kept = list(rows.values_list("pk", flat=True))
+        if not kept:
+            return []  # a client that never joined a session (most short-lived sockets)
+        timeout_ms = disconnect_timeout_ms()
+        due = timezone.now() + timedelta(milliseconds=timeout_ms)
+        ActiveClient.objects.filter(pk__in=kept).update(release_at=due)
+    if timeout_ms == 0:
+        for pk in kept:
             do_release_client(pk)
         return []
-    return pending
+    return [(pk, due) for pk in kept]

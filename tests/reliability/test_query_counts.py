@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from ahp.protocol.methods import session_page
 from sessions_app import actions, state
 from sessions_app.channels import chat_at
-from sessions_app.models import Chat, ChatBackend, Session, ToolCall, Turn
+from sessions_app.models import ActiveClient, Chat, ChatBackend, Session, ToolCall, Turn
 from tools_app.catalog.loader import catalog_for_chat
 from tools_app.runtime import ChatToolbox
 
@@ -140,3 +140,20 @@ def test_a_client_tool_call_begins_and_completes_in_a_handful_of_statements(plac
     # Completion: the call, whether its client is announced, its result, the number, the log.
     # Each inside the transaction's SAVEPOINT and RELEASE (the test's own transaction holds them).
     assert begun <= 7 and completed <= 7
+
+
+def test_a_socket_whose_client_joined_no_session_closes_without_reading_the_configuration(acme):
+    """What most of a churning tenant's sockets are: opened, initialized, closed."""
+    opened = actions.do_open_connection(acme.tenant, "passing", "proc", acme.member)
+    asked = []
+    with CaptureQueriesContext(connection) as captured:
+        assert actions.do_close_connection(opened.id, lambda: asked.append(True) or 30000) == []
+    assert asked == []
+    assert not any("hostconfig" in q["sql"].lower() for q in captured)
+    assert len([q for q in captured if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))]) == 4
+
+
+def test_a_client_that_joined_a_session_keeps_its_place_for_the_configured_timeout(place):
+    opened = actions.do_open_connection(place.session.tenant, "ide", "proc", place.principal.person)
+    [(pk, due)] = actions.do_close_connection(opened.id, lambda: 30000)
+    assert ActiveClient.objects.get(pk=pk, client_id="ide").release_at == due
