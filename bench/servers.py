@@ -47,17 +47,19 @@ def cpu_seconds(pid):
 
 
 @contextlib.contextmanager
-def running(args, env, port):
-    process = subprocess.Popen(args, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_port(port, process)
-        yield process
-    finally:
-        process.terminate()
+def running(args, env, port, log=None):
+    """`args` running until the block ends; its output goes to the file `log` (or nowhere)."""
+    with open(log, "ab") if log else contextlib.nullcontext(subprocess.DEVNULL) as output:
+        process = subprocess.Popen(args, env=env, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT)
         try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+            wait_for_port(port, process)
+            yield process
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
 
 
 def manage(env, *args):
@@ -82,5 +84,5 @@ def host_install():
         yield env, manage(env, "minttoken", "bench", "bencher")
 
 
-def daphne(app, env, port):
-    return running([sys.executable, "-m", "ahp.serve", "-b", "127.0.0.1", "-p", str(port), app], env, port)
+def daphne(app, env, port, log=None):
+    return running([sys.executable, "-m", "ahp.serve", "-b", "127.0.0.1", "-p", str(port), app], env, port, log)
