@@ -199,13 +199,15 @@ STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
-# Messages a channel may hold undelivered before the layer drops new ones (both layers default to
-# 100, logged only at INFO): a socket or a process's wake-up reader behind a burst of a busy
-# tenant must not lose a `toolCallReady` or a wake-up. Waiters still read their rows.
+# Messages a channel of the in-memory layer may hold undelivered before it drops new ones (100
+# by default, logged only at INFO): a socket or a process's wake-up reader behind a burst of a
+# busy tenant must not lose a `toolCallReady` or a wake-up. On Redis the layer is pub/sub, which
+# holds nothing undelivered and so drops nothing (kernel.channel_layer). Waiters still read their
+# rows and subscribers catch up from the log.
 CHANNEL_CAPACITY = 100_000
 if REDIS_URL:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                                  "CONFIG": {"hosts": [REDIS_URL], "capacity": CHANNEL_CAPACITY}}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "kernel.channel_layer.PubSubChannelLayer",
+                                  "CONFIG": {"hosts": [REDIS_URL]}}}
     CELERY_BROKER_URL = REDIS_URL
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer",

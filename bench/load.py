@@ -17,9 +17,19 @@ tool client, often on the other worker) and its completion, delivered through Re
 Errors counted: every failed call, `chat/error`, JSON-RPC error answer, rejected action,
 request or turn that timed out, and socket error or close this client did not ask for.
 
+Messages the channel layer dropped, counted two ways. The layer's own word: the serving
+processes' log lines where a layer message was lost (a send that failed, a receive loop that
+lost Redis, channels_redis' list layer's "over capacity"). And what the clients got: every
+action the log holds for an agent's chat must have reached its driver by the end (1 s after the
+drain; the host's log catch-up, every 5 s, may have sent some of them late, which this does not
+see).
+
+The serving processes' CPU is what they used during the window, per tool call completed in it;
+the load client's own share of the machine is reported beside it (it shares the cores).
+
 The database (fresh, dropped after) is made on the server of DATABASE_URL, or on
-postgres://postgres@127.0.0.1:5432; Redis is a spare db number of REDIS_URL's server, or of
-redis://127.0.0.1:6379, emptied after. No Celery worker runs: client-tool deadlines (10 min)
+postgres://postgres@127.0.0.1:5432; Redis is the db REDIS_URL names (redis://127.0.0.1:6379/15
+without it), which must be empty, emptied after. No Celery worker runs: client-tool deadlines (10 min)
 never fall due within a run.
 
 Run: `.venv/bin/python -m bench.load` (a small configuration) or
@@ -47,11 +57,14 @@ from websockets.exceptions import ConnectionClosed
 from .servers import ROOT, daphne, free_port, host_install, rss_kib
 
 DEFAULT_DATABASE = "postgres://postgres@127.0.0.1:5432/postgres"
-DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
+DEFAULT_REDIS = "redis://127.0.0.1:6379/15"
 REDIS_CLAIM_KEY = "ahp-bench-load-claim"
 HOST_CALLS = ("list_sessions", "get_current_session", "list_artifacts_and_references")
 PING = {"name": "ping", "description": "Answers pong.", "inputSchema": {"type": "object", "properties": {}}}
 KINDS = ("host tool", "client tool", "listSessions (socket)")
+# What a serving process logs when a channel layer message was lost.
+LAYER_LOSSES = ("Could not deliver", "The channel layer's receive loop failed", "The channel layer failed",
+                "over capacity")
 REQUEST_TIMEOUT, TURN_TIMEOUT, OPENING_AT_ONCE = 60, 120, 50
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -77,20 +90,18 @@ def fresh_database(server_url):
 
 
 @contextlib.contextmanager
-def spare_redis_db(server_url):
-    """An empty Redis db number on `server_url`'s server, claimed with a key; emptied afterwards."""
+def own_redis_db(url):
+    """The Redis db `url` names, which must be empty (a run never shares one, nor empties one
+    another run is using), claimed with a key; emptied afterwards."""
     import redis
 
-    parts = urlsplit(server_url)
-    for number in range(15, 0, -1):
-        client = redis.Redis.from_url(urlunsplit(parts._replace(path=f"/{number}")))
-        if client.dbsize() == 0 and client.set(REDIS_CLAIM_KEY, os.getpid(), nx=True):
-            break
+    client = redis.Redis.from_url(url)
+    if client.dbsize() != 0 or not client.set(REDIS_CLAIM_KEY, os.getpid(), nx=True):
         client.close()
-    else:
-        raise SystemExit("No empty Redis db number (1-15) to run on")
+        raise SystemExit(f"bench.load runs on an empty Redis db of its own; {url} holds keys "
+                         "(name another db number in REDIS_URL)")
     try:
-        yield urlunsplit(parts._replace(path=f"/{number}"))
+        yield url
     finally:
         client.flushdb()
         client.close()
@@ -278,6 +289,7 @@ class Agent:
             lines.append(f"/call {host} {{}}" if i % 2 == 0 else f"/call {self.client_id}__ping {{}}")
         self.text = "\n".join(lines)
         self.kinds, self.turn_id, self.turn_done, self.last_event = {}, None, None, 0.0
+        self.heard = set()  # serverSeq of every action the driver got on its chat
         self.announced = asyncio.get_running_loop().create_future()
         self.session = f"ahp-session:/{uuid.uuid4()}"
         self.driver = self.tools = None
@@ -288,7 +300,7 @@ class Agent:
         await self.driver.call("createSession", {"channel": self.session, "provider": "echo"})
         snapshot = await self.driver.call("subscribe", {"channel": self.session})
         self.chat = snapshot["snapshot"]["state"]["defaultChat"]
-        await self.driver.call("subscribe", {"channel": self.chat})
+        self.chat_from = (await self.driver.call("subscribe", {"channel": self.chat}))["snapshot"]["fromSeq"]
         await self.tools.call("subscribe", {"channel": self.session})
         await self.tools.call("subscribe", {"channel": self.chat})
         await self.tools.dispatch(self.session, {"type": "session/activeClientSet", "activeClient": {
@@ -308,6 +320,8 @@ class Agent:
     async def on_driver_action(self, envelope):
         action = envelope["action"]
         kind = action["type"]
+        if envelope["channel"] == self.chat:
+            self.heard.add(envelope["serverSeq"])
         if kind == "chat/toolCallStart":
             self.kinds[action["toolCallId"]] = "client tool" if action.get("contributor") else "host tool"
         elif kind == "chat/toolCallComplete":
@@ -396,17 +410,18 @@ async def drive(urls, tenants, agents, connections, seconds, calls_per_turn, wat
 
     async def sample_memory():
         while time.monotonic() < deadline:
-            await asyncio.sleep(1)
+            await asyncio.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
             for i, worker in enumerate(workers):
                 peaks[i] = max(peaks[i], rss_kib(worker.pid))
+        usage.stop()  # CPU of the window alone, as the calls counted are the window's
 
     tenant_chats = [[a.chat for a in ready if a.index % tenants == t] or [None] for t in range(tenants)]
     jobs = [a.run(deadline) for a in ready] + [
         watch(w, tenant_chats[i % tenants][i % len(tenant_chats[i % tenants])], deadline, watch_interval, stats)
         for i, w in enumerate(watchers) if tenant_chats[i % tenants][0]]
     await asyncio.gather(sample_memory(), *jobs)
-    usage.stop()
     drained = time.monotonic() - deadline
+    await asyncio.sleep(1)  # the last actions of the last turns, from the other worker
     rss_end = [rss_kib(w.pid) for w in workers]
     open_sockets = [c for a in crew for c in (a.driver, a.tools) if c is not None] + watchers
     if len(open_sockets) < connections:
@@ -414,7 +429,7 @@ async def drive(urls, tenants, agents, connections, seconds, calls_per_turn, wat
     for connection in open_sockets:
         await connection.close()
     return {"stats": stats, "setup": setup, "drained": drained, "usage": usage, "sockets": len(open_sockets),
-            "rss": list(zip(rss_start, peaks, rss_end)), "seconds": seconds}
+            "rss": list(zip(rss_start, peaks, rss_end)), "seconds": seconds, "agents": ready}
 
 
 # Running and reporting ---------------------------------------------------------------------------
@@ -425,18 +440,46 @@ def percentile(samples, p):
 
 
 def run_once(args, worker_count, database_base, redis_base):
-    with fresh_database(database_base) as database_url, spare_redis_db(redis_base) as redis_url, \
+    with fresh_database(database_base) as database_url, own_redis_db(redis_base) as redis_url, \
             environment(DATABASE_URL=database_url, REDIS_URL=redis_url), host_install() as (env, token):
         tokens = [token] + more_tokens(env, args.tenants)
+        logs = [Path(env["AHP_VAR_DIR"]) / f"worker-{i}.log" for i in range(worker_count)]
         with contextlib.ExitStack() as stack:
             ports = [free_port() for _ in range(worker_count)]
-            workers = [stack.enter_context(daphne("ahp.asgi:application", env, port)) for port in ports]
+            workers = [stack.enter_context(daphne("ahp.asgi:application", env, port, log))
+                       for port, log in zip(ports, logs)]
             urls = [[f"ws://127.0.0.1:{port}/ahp?tkn={t}" for t in tokens] for port in ports]
             outcome = asyncio.run(drive(urls, args.tenants, args.agents, args.connections, args.seconds,
                                         args.calls_per_turn, args.watch_interval, workers))
             outcome["worker_pids"] = [w.pid for w in workers]
+        outcome["layer_losses"] = layer_losses(logs)
+        outcome["missed"] = missed_actions(database_url, outcome.pop("agents"))
     outcome["workers"] = worker_count
     return outcome
+
+
+def layer_losses(logs):
+    """Lines of the serving processes' logs that tell of a channel layer message lost."""
+    return sum(1 for log in logs for line in log.read_text(errors="replace").splitlines()
+               if any(loss in line for loss in LAYER_LOSSES))
+
+
+def missed_actions(database_url, agents):
+    """(missed, logged): of the actions the log holds for the agents' chats since each driver
+    subscribed, how many their drivers never got."""
+    import psycopg
+
+    by_chat = {a.chat: a for a in agents}
+    missed = logged = 0
+    with psycopg.connect(database_url) as db:
+        rows = db.execute("SELECT channel, seq FROM sessions_app_actionlog WHERE channel = ANY(%s)",
+                          (list(by_chat),)).fetchall()
+    for channel, seq in rows:
+        agent = by_chat[channel]
+        if seq > agent.chat_from:
+            logged += 1
+            missed += seq not in agent.heard
+    return missed, logged
 
 
 def report(outcome, args):
@@ -452,9 +495,12 @@ def report(outcome, args):
     tool_calls = len(stats.latency["host tool"]) + len(stats.latency["client tool"])
     print(f"tool calls per second: {tool_calls / args.seconds:.1f}")
     print(f"serving processes' CPU per tool call: {server_cpu_per_call(outcome) * 1e3:.1f} ms "
-          f"(the window and the drain after it; target <= 4)")
+          f"(during the window; target <= 4)")
     detail = ", ".join(f"{k} {v}" for k, v in sorted(stats.errors.items())) or "none"
     print(f"errors: {sum(stats.errors.values())} ({detail})")
+    print(f"channel layer: {outcome['layer_losses']} losses in the serving processes' logs; "
+          f"{outcome['missed'][0]} of the {outcome['missed'][1]} logged actions of the agents' chats never reached "
+          "their drivers")
     for sample in stats.samples:
         print(f"   e.g. {sample}")
     for i, (start, peak, end) in enumerate(outcome["rss"]):
@@ -477,8 +523,9 @@ def server_cpu_per_call(outcome):
 
 def summary(outcomes, args):
     print("-- from one worker process to more")
-    print(f"{'workers':>7} {'calls/s':>8} {'host p50/p99 ms':>17} {'client p50/p99 ms':>19} {'list p50/p99 ms':>17} "
-          f"{'errors':>6} {'RSS peak MiB':>14} {'CPU/call ms':>12}")
+    print(f"{'workers':>7} {'calls/s':>8} {'per worker':>10} {'host p50/p99 ms':>17} {'client p50/p99 ms':>19} "
+          f"{'list p50/p99 ms':>17} {'errors':>6} {'dropped':>7} {'RSS peak MiB':>14} {'CPU/call ms':>12} "
+          f"{'client CPU':>10}")
     for o in outcomes:
         lat = o["stats"].latency
         per_s = (len(lat["host tool"]) + len(lat["client tool"])) / args.seconds
@@ -486,9 +533,10 @@ def summary(outcomes, args):
         def pair(kind):
             return f"{percentile(lat[kind], 0.5) * 1e3:.0f}/{percentile(lat[kind], 0.99) * 1e3:.0f}"
 
-        print(f"{o['workers']:>7} {per_s:>8.1f} {pair('host tool'):>17} {pair('client tool'):>19} "
-              f"{pair(KINDS[2]):>17} {sum(o['stats'].errors.values()):>6} "
-              f"{'+'.join(f'{peak / 1024:.0f}' for _, peak, _ in o['rss']):>14} {server_cpu_per_call(o) * 1e3:>12.1f}")
+        print(f"{o['workers']:>7} {per_s:>8.1f} {per_s / o['workers']:>10.1f} {pair('host tool'):>17} "
+              f"{pair('client tool'):>19} {pair(KINDS[2]):>17} {sum(o['stats'].errors.values()):>6} "
+              f"{o['layer_losses'] + o['missed'][0]:>7} {'+'.join(f'{peak / 1024:.0f}' for _, peak, _ in o['rss']):>14} "
+              f"{server_cpu_per_call(o) * 1e3:>12.1f} {o['usage'].client_percent:>9.0f}%")
 
 
 def parse(argv):

@@ -47,23 +47,21 @@ def cpu_seconds(pid):
 
 
 @contextlib.contextmanager
-def running(args, env, port):
-    """`args` serving on `port`; its output goes to the file AHP_BENCH_SERVER_LOG names, if set
-    (to read the host's log after a run), else nowhere."""
-    log_path = os.environ.get("AHP_BENCH_SERVER_LOG")
-    output = open(log_path, "a") if log_path else subprocess.DEVNULL
-    process = subprocess.Popen(args, env=env, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT)
-    try:
-        wait_for_port(port, process)
-        yield process
-    finally:
-        process.terminate()
+def running(args, env, port, log=None):
+    """`args` running until the block ends; its output goes to the file `log`, else to the one
+    AHP_BENCH_SERVER_LOG names (to read the host's log after a run), else nowhere."""
+    log = log or os.environ.get("AHP_BENCH_SERVER_LOG")
+    with open(log, "ab") if log else contextlib.nullcontext(subprocess.DEVNULL) as output:
+        process = subprocess.Popen(args, env=env, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT)
         try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        if log_path:
-            output.close()
+            wait_for_port(port, process)
+            yield process
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
 
 
 def manage(env, *args):
@@ -88,5 +86,5 @@ def host_install():
         yield env, manage(env, "minttoken", "bench", "bencher")
 
 
-def daphne(app, env, port):
-    return running([sys.executable, "-m", "ahp.serve", "-b", "127.0.0.1", "-p", str(port), app], env, port)
+def daphne(app, env, port, log=None):
+    return running([sys.executable, "-m", "ahp.serve", "-b", "127.0.0.1", "-p", str(port), app], env, port, log)

@@ -77,7 +77,7 @@ def test_production_environment_selects_postgres_and_redis(tmp_path):
         "REDIS_URL": "redis://cache:6379/1", "DEBUG": "true", "ALLOWED_HOSTS": "ahp.example,other",
     })
     assert (engine, name) == ("django.db.backends.postgresql", "ahp")
-    assert layer == "channels_redis.core.RedisChannelLayer" and broker == "redis://cache:6379/1"
+    assert layer == "kernel.channel_layer.PubSubChannelLayer" and broker == "redis://cache:6379/1"
     assert debug is True and hosts == ["ahp.example", "other"]
 
 

@@ -1,0 +1,68 @@
+"""The channel layer on Redis: channels_redis' pub/sub layer, whose receivers hear when Redis
+fails.
+
+Pub/sub keeps nothing undelivered in Redis, so it has no capacity past which it drops news
+(channels_redis' list layer drops silently there, which lost `toolCallReady` under bursts); it
+is also fewer Redis commands per message. What is published while a process is cut off from
+Redis never reaches it: subscribers catch up from the action log and waiters read their rows.
+The library's receive loop only logs a lost connection and retries (redis-py subscribes again
+on reconnecting), so a consumer would never learn that its groups went deaf: here the error is
+handed to every receiver of the process, as the list layer's receive raises it, and the host
+closes its sockets for their clients to reconnect and replay (ahp.protocol.consumer).
+"""
+import asyncio
+import logging
+
+from channels_redis.pubsub import (
+    RedisPubSubChannelLayer,
+    RedisPubSubLoopLayer,
+    RedisSingleShardConnection,
+)
+from channels_redis.utils import _wrap_close, decode_hosts
+from redis.exceptions import RedisError
+
+logger = logging.getLogger(__name__)
+
+RECONNECT_SECONDS = 1.0
+
+
+class PubSubChannelLayer(RedisPubSubChannelLayer):
+    def _get_layer(self):
+        loop = asyncio.get_running_loop()
+        layer = self._layers.get(loop)
+        if layer is None:
+            layer = self._layers[loop] = _LoopLayer(*self._args, **self._kwargs, channel_layer=self)
+            _wrap_close(self, loop)
+        return layer
+
+    def deserialize(self, message):
+        if isinstance(message, Exception):
+            raise message  # the connection failed while this receiver waited
+        return super().deserialize(message)
+
+
+class _LoopLayer(RedisPubSubLoopLayer):
+    def __init__(self, hosts=None, **kwargs):
+        super().__init__(hosts, **kwargs)
+        self._shards = [_Shard(host, self) for host in decode_hosts(hosts)]
+
+
+class _Shard(RedisSingleShardConnection):
+    async def _do_receiving(self):
+        told = False  # whether this outage was handed to the receivers (once: a dead channel's queue never drains)
+        while True:
+            try:
+                if self._pubsub and self._pubsub.subscribed:
+                    message = await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=0.1)
+                    told = False
+                    self._receive_message(message)
+                else:
+                    await asyncio.sleep(0.1)
+            except Exception as exc:
+                logger.warning("The channel layer's receive loop failed (%s: %s); trying again in %g s",
+                               exc.__class__.__name__, exc, RECONNECT_SECONDS)
+                if isinstance(exc, (RedisError, OSError)) and not told:  # Redis is away: every receiver is told
+                    told = True
+                    for queue in self.channel_layer.channels.values():
+                        queue.put_nowait(exc)
+                await asyncio.sleep(RECONNECT_SECONDS)

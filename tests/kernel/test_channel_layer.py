@@ -1,0 +1,91 @@
+"""The channel layer drops nothing: a burst larger than channels_redis' default capacity (100
+undelivered messages, past which its list layer dropped `toolCallReady` and lost calls) reaches
+its subscriber whole by the layer alone, and the call after it completes. On Redis the layer is
+pub/sub: a receiver hears when Redis goes away, and its groups hear again once Redis is back."""
+import asyncio
+import contextlib
+import shutil
+import uuid
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.db import transaction
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from kernel.channel_layer import PubSubChannelLayer
+from sessions_app import events
+from sessions_app.events import presence
+
+from ..ahp.protocol.harness import AhpClient, ServerThread, default_chat
+from ..ahp.protocol.test_client_tools import announce, call_open_file, complete
+from ..reliability.fault_helpers import PrivateRedis
+
+BURST = 500  # five times channels_redis' default capacity
+
+
+@pytest.fixture
+def host_without_catch_up(transactional_db, monkeypatch):
+    """A server whose heartbeat (which sends sockets what the log holds beyond what they heard)
+    never comes within a test: whatever a client hears, the layer carried."""
+    monkeypatch.setattr(presence, "HEARTBEAT_SECONDS", 3600)
+    with ServerThread() as server:
+        yield server
+
+
+def test_a_burst_past_the_old_layers_capacity_reaches_the_client_whole_and_no_call_is_lost(
+        acme, host_without_catch_up):
+    port = host_without_catch_up.port
+    with AhpClient(port, acme.tokens["member"], "alice") as alice, AhpClient(port, acme.tokens["member"], "ide") as ide:
+        session = alice.create_session()
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        announce(ide, session)
+        ide.subscribe(chat)
+        burst = [(session, {"type": "session/titleChanged", "title": f"title {i}"}, None) for i in range(BURST)]
+        with transaction.atomic():  # one delivery of the whole burst, ahead of the call
+            events.publish_many(acme.tenant.pk, burst)
+        turn, start = call_open_file(alice, chat)
+        ready = ide.action("chat/toolCallReady", turnId=turn, toolCallId=start["toolCallId"])
+        titles = [f["params"]["action"]["title"] for f in ide.notifications if f.get("method") == "action"
+                  and f["params"]["action"]["type"] == "session/titleChanged"]
+        assert titles == [f"title {i}" for i in range(BURST)]
+        complete(ide, chat, turn, ready["action"]["toolCallId"], text="opened after the burst")
+        assert alice.reply_to(turn) == "opened after the burst"
+
+
+needs_redis_server = pytest.mark.skipif(not shutil.which("redis-server"), reason="needs a redis-server binary")
+
+
+@needs_redis_server
+def test_a_pubsub_receiver_hears_that_redis_went_away_and_its_group_hears_again_after(tmp_path):
+    redis = PrivateRedis(tmp_path)
+    redis.start()
+    layer = PubSubChannelLayer(hosts=[redis.url])
+    group = f"wake.{uuid.uuid4().hex}"
+
+    async def scenario():
+        channel = await layer.new_channel()
+        await layer.group_add(group, channel)
+        await layer.group_send(group, {"type": "wake", "n": 1})
+        before = (await asyncio.wait_for(layer.receive(channel), 5))["n"]
+        redis.kill()
+        with pytest.raises(RedisConnectionError):
+            await asyncio.wait_for(layer.receive(channel), 5)
+        redis.start()
+        # The membership outlives the restart: redis-py subscribes again when it reconnects. Until
+        # it has, what is sent is lost, so the wake-up is sent again until it is heard.
+        receiving = None
+        for _ in range(100):
+            if receiving is None or (receiving.done() and receiving.exception()):
+                receiving = asyncio.ensure_future(layer.receive(channel))  # past the failures told meanwhile
+            with contextlib.suppress(RedisConnectionError):
+                await layer.group_send(group, {"type": "wake", "n": 2})
+            await asyncio.wait({receiving}, timeout=0.2)
+            if receiving.done() and not receiving.exception():
+                return before, receiving.result()["n"]
+        raise AssertionError("the group never heard again after Redis came back")
+
+    try:
+        assert async_to_sync(scenario)() == (1, 2)
+    finally:
+        redis.stop()
