@@ -35,6 +35,14 @@ class PubSubChannelLayer(RedisPubSubChannelLayer):
             _wrap_close(self, loop)
         return layer
 
+    async def delete_channel(self, channel):
+        """Stop receiving on a channel of new_channel() once it got its answer: the library
+        unsubscribes only when a receive is cancelled, so every reply channel would stay
+        subscribed for the life of the process."""
+        layer = self._get_layer()
+        if layer.channels.pop(channel, None) is not None:
+            await layer._get_shard(channel).unsubscribe(channel)
+
     def deserialize(self, message):
         if isinstance(message, Exception):
             raise message  # the connection failed while this receiver waited

@@ -49,6 +49,8 @@ async def ask_client(tenant_id, client_id, uri, timeout=CLIENT_ANSWER_SECONDS, *
         answer = await layer.receive(reply_to)
     finally:
         timer.cancel()
+        if hasattr(layer, "delete_channel"):  # the Redis layer's reply channels are subscriptions
+            await layer.delete_channel(reply_to)
     if answer.get("type") == "timeout":
         return False, f"{client_id} did not answer within {timeout:g} s"
     if "error" in answer:

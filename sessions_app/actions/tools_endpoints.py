@@ -8,10 +8,7 @@ from django.utils import timezone
 
 from ..models import ToolCall, ToolsEndpoint, Turn
 from .checks import require
-from .turns import do_end_turn
-
-# The client id of the turns the host begins for calls that arrive with none running.
-ENDPOINT_TURN_CLIENT_ID = "ahp-mcp"
+from .turns import ENDPOINT_TURN_CLIENT_ID, do_end_turn
 
 
 @transaction.atomic

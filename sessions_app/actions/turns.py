@@ -16,6 +16,10 @@ RUNNER_GONE = ("This turn stopped because the host process running its agent end
                "send your message again.")
 
 
+# The client id of the turns the host begins for an attached agent's calls that find none running.
+ENDPOINT_TURN_CLIENT_ID = "ahp-mcp"
+
+
 @transaction.atomic
 def do_start_turn(principal, chat, turn_id, text, client_id="", origin=None, model=""):
     require(principal, "chat:send", chat.session)
@@ -30,7 +34,13 @@ def do_start_turn(principal, chat, turn_id, text, client_id="", origin=None, mod
 
 
 def chat_busy(chat):
-    return Turn.objects.select_for_update().filter(chat=chat, state="active").exists()
+    """Whether a turn runs in `chat`. The host's turn for an attached agent's calls (ahp/mcp) gives
+    way while none of its calls is open: it ends now, and the agent's next call begins another."""
+    for turn in Turn.objects.select_for_update().filter(chat=chat, state="active"):
+        if turn.client_id != ENDPOINT_TURN_CLIENT_ID or turn.tool_calls.filter(completed__isnull=True).exists():
+            return True
+        do_end_turn(turn.pk)
+    return False
 
 
 def begin_turn(chat, turn_id, text, sender, client_id="", origin=None, origin_kind="user", queued_message_id=None,

@@ -89,3 +89,29 @@ def test_a_pubsub_receiver_hears_that_redis_went_away_and_its_group_hears_again_
         assert async_to_sync(scenario)() == (1, 2)
     finally:
         redis.stop()
+
+
+@needs_redis_server
+def test_a_reply_channel_answered_and_deleted_leaves_no_subscription_in_redis(tmp_path):
+    redis = PrivateRedis(tmp_path)
+    redis.start()
+    layer = PubSubChannelLayer(hosts=[redis.url])
+
+    async def scenario():
+        reply_to = await layer.new_channel()  # as client_requests.ask_client asks a client
+        await layer.send(reply_to, {"type": "answer"})
+        assert (await asyncio.wait_for(layer.receive(reply_to), 5))["type"] == "answer"
+        redis_client = layer._get_layer()._get_shard(reply_to)._redis
+        subscribed = await redis_client.pubsub_channels()
+        await layer.delete_channel(reply_to)
+        for _ in range(50):  # the UNSUBSCRIBE went on the subscriber's own connection: until Redis read it
+            if not await redis_client.pubsub_channels():
+                break
+            await asyncio.sleep(0.1)
+        return subscribed, await redis_client.pubsub_channels()
+
+    try:
+        before, after = async_to_sync(scenario)()
+        assert len(before) == 1 and after == []
+    finally:
+        redis.stop()

@@ -88,6 +88,24 @@ def test_calls_in_a_row_share_one_turn_that_ends_once_the_agent_is_quiet(acme, h
         assert Turn.objects.filter(chat__session_id=session.split("/")[-1]).count() == 1
 
 
+def test_a_persons_message_ends_the_attached_agents_quiet_turn_at_once(acme, host, host_tools, monkeypatch):
+    monkeypatch.setattr(endpoint, "QUIET_TURN_SECONDS", 600)  # left to itself, the turn would run on
+    alice, session, url, token = open_session(host, acme)
+    with alice:
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+
+        async def one_call(mcp):
+            return (await mcp.call_tool("add", {"a": 1, "b": 1})).content[0].text
+
+        assert with_mcp(url, token, one_call) == "2"
+        agents_turn = alice.action("chat/turnStarted")["action"]["turnId"]
+        mine = str(uuid.uuid4())
+        alice.dispatch(chat, {"type": "chat/turnStarted", "turnId": mine, "message": {"text": "my turn now"}})
+        alice.action("chat/turnComplete", turnId=agents_turn)
+        alice.action("chat/turnStarted", turnId=mine)
+
+
 def test_a_call_still_open_keeps_the_attached_agents_turn_running(acme, host, host_tools, monkeypatch):
     monkeypatch.setattr(endpoint, "QUIET_TURN_SECONDS", 0.1)
     alice, session, url, token = open_session(host, acme)
