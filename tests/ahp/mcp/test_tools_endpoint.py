@@ -42,10 +42,7 @@ def raw_post(url, token, payload, version="2025-06-18"):
 def test_it_lists_exactly_what_the_default_chat_is_offered(acme, host, host_tools):
     alice, session, url, token = open_session(host, acme)
     with alice, AhpClient(host.port, acme.tokens["member"], "ide") as ide:
-        ide.subscribe(session)
-        ide.dispatch(session, {"type": "session/activeClientSet",
-                               "activeClient": {"clientId": "ide", "tools": [IDE_TOOL]}})
-        ide.action("session/activeClientSet")
+        announce_ide_tool(ide, session)
         listed = with_mcp(url, token, lambda s: s.list_tools())
         chat = Chat.objects.get(session_id=session.split("/")[-1], is_default=True)
         offered = catalog_for_chat(chat).definitions
@@ -70,6 +67,13 @@ def test_it_runs_a_host_tool_in_a_turn_the_host_begins_and_shows_it_in_the_chat(
         alice.action("chat/turnComplete", turnId=started["turnId"])
         turn = Turn.objects.get(id=started["turnId"])
         assert (turn.client_id, turn.state, turn.sender.username) == ("ahp-mcp", "complete", "acme-member")
+
+
+def announce_ide_tool(ide, session):
+    """The IDE client joins the session offering IDE_TOOL, which it runs itself."""
+    ide.subscribe(session)
+    ide.dispatch(session, {"type": "session/activeClientSet", "activeClient": {"clientId": "ide", "tools": [IDE_TOOL]}})
+    ide.action("session/activeClientSet")
 
 
 def test_calls_in_a_row_share_one_turn_that_ends_once_the_agent_is_quiet(acme, host, host_tools):
@@ -111,10 +115,7 @@ def test_a_call_still_open_keeps_the_attached_agents_turn_running(acme, host, ho
     alice, session, url, token = open_session(host, acme)
     with alice, AhpClient(host.port, acme.tokens["member"], "ide") as ide:
         chat = default_chat(alice, session)
-        ide.subscribe(session)
-        ide.dispatch(session, {"type": "session/activeClientSet",
-                               "activeClient": {"clientId": "ide", "tools": [IDE_TOOL]}})
-        ide.action("session/activeClientSet")
+        announce_ide_tool(ide, session)
         outcome = {}
 
         async def open_and_add(mcp):
@@ -161,12 +162,7 @@ def test_it_routes_a_client_tool_call_to_that_client(acme, host):
     alice, session, url, token = open_session(host, acme)
     with alice, AhpClient(host.port, acme.tokens["member"], "ide") as ide:
         chat = default_chat(alice, session)
-        ide.subscribe(session)
-        ide.dispatch(session, {"type": "session/activeClientSet",
-                               "activeClient": {"clientId": "ide", "tools": [IDE_TOOL]}})
-        ide.action("session/activeClientSet")
-
-        import threading
+        announce_ide_tool(ide, session)
 
         outcome = {}
         caller = threading.Thread(target=lambda: outcome.update(
