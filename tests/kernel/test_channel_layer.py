@@ -10,6 +10,7 @@ import uuid
 import pytest
 from asgiref.sync import async_to_sync
 from django.db import transaction
+from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from kernel.channel_layer import PubSubChannelLayer
@@ -101,7 +102,7 @@ def test_a_reply_channel_answered_and_deleted_leaves_no_subscription_in_redis(tm
         reply_to = await layer.new_channel()  # as client_requests.ask_client asks a client
         await layer.send(reply_to, {"type": "answer"})
         assert (await asyncio.wait_for(layer.receive(reply_to), 5))["type"] == "answer"
-        redis_client = layer._get_layer()._get_shard(reply_to)._redis
+        redis_client = Redis.from_url(redis.url)
         subscribed = await redis_client.pubsub_channels()
         await layer.delete_channel(reply_to)
         for _ in range(50):  # the UNSUBSCRIBE went on the subscriber's own connection: until Redis read it
