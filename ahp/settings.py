@@ -210,7 +210,7 @@ if REDIS_URL:
                                   "CONFIG": {"hosts": [REDIS_URL]}}}
     CELERY_BROKER_URL = REDIS_URL
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer",
+    CHANNEL_LAYERS = {"default": {"BACKEND": "kernel.memory_layer.MemoryChannelLayer",
                                   "CONFIG": {"capacity": CHANNEL_CAPACITY}}}
     CELERY_BROKER_URL = "filesystem://localhost/"  # the host part is unused; naming it keeps kombu quiet
     _queue = VAR_DIR / "celery" / "queue"

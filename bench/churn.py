@@ -73,10 +73,12 @@ async def churn(url, count, stop, counts, errors):
         counts["closed"] += len(sockets)
 
 
-def churning(url, count, stop, outcome):
+def churning(url, count, go, stop, outcome):
     """The churning tenant, in a process of its own: on the pingers' loop, its own handshakes
-    would delay their pings as much as the server's do."""
+    would delay their pings as much as the server's do. Started before the quiet phase (starting
+    a process holds up the loop that starts it) and let go at the churn phase."""
     counts, errors = {"opened": 0, "closed": 0}, []
+    go.wait()
     asyncio.run(churn(url, count, stop, counts, errors))
     outcome.put((counts, errors))
 
@@ -87,13 +89,14 @@ async def measure(quiet_url, churn_url, quiet, churn_count, seconds):
     phases = {}
     counts = {"opened": 0, "closed": 0}
     spawn = multiprocessing.get_context("spawn")
+    go, churn_stop, outcome = spawn.Event(), spawn.Event(), spawn.Queue()
+    churner = spawn.Process(target=churning, args=(churn_url, churn_count, go, churn_stop, outcome))
+    churner.start()
     for phase in ("quiet", "churn"):
         samples, stop = [], asyncio.Event()
         tasks = [asyncio.create_task(pinger(ws, samples, stop, errors)) for ws in sockets]
         if phase == "churn":
-            churn_stop, outcome = spawn.Event(), spawn.Queue()
-            churner = spawn.Process(target=churning, args=(churn_url, churn_count, churn_stop, outcome))
-            churner.start()
+            go.set()
         await asyncio.sleep(seconds)
         stop.set()
         await asyncio.wait_for(asyncio.gather(*tasks), 120)

@@ -1,13 +1,18 @@
+import functools
 import hashlib
 import hmac
 import secrets
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import models
+from django.db import connection, models
 from django.utils import timezone
 
+from kernel.rows import Columns, table, value_reader
+
 from .algebra import holds
+
+_READ = object()  # role_grants reads the tenant's role itself
 
 BUILTIN_ROLES = {
     "admin": ("*:*",),
@@ -28,11 +33,14 @@ class Tenant(models.Model):
     def __str__(self):
         return self.slug
 
-    def role_grants(self, role_name):
-        """A tenant-defined role replaces the built-in role of the same name."""
-        role = self.roles.filter(name=role_name).first()
-        if role is not None:
-            return tuple(role.grants)
+    def role_grants(self, role_name, defined=_READ):
+        """A tenant-defined role replaces the built-in role of the same name. `defined`: that
+        role's grants when the caller read them (None: the tenant defines no such role)."""
+        if defined is _READ:
+            role = self.roles.filter(name=role_name).first()
+            defined = role.grants if role is not None else None
+        if defined is not None:
+            return tuple(defined)
         return BUILTIN_ROLES.get(role_name, ())
 
 
@@ -121,18 +129,31 @@ class ApiToken(models.Model):
 
     @classmethod
     def authenticate(cls, plaintext):
-        """The live token row for `plaintext`, or None. The secret is compared in constant time."""
+        """The live token row for `plaintext` (its tenant, person and principal with it), or None:
+        one statement. The secret is compared in constant time."""
         prefix, _, rest = (plaintext or "").partition("_")
         key_id, _, secret = rest.partition("_")
         if prefix != cls.PREFIX or not key_id or not secret:
             return None
-        row = cls.objects.select_related("tenant", "person").filter(key_id=key_id, revoked__isnull=True).first()
-        if row is None or not hmac.compare_digest(row.secret_sha256, cls._digest(secret)):
+        reading = _token_reading()
+        with connection.cursor() as cursor:
+            cursor.execute(reading.sql, [key_id])
+            values = cursor.fetchone()
+        if values is None:
+            return None
+        row, tenant, person, membership_id, role, role_grants = reading.take(values)
+        if not hmac.compare_digest(row.secret_sha256, cls._digest(secret)):
             return None
         if row.expires is not None and row.expires <= timezone.now():
             return None
-        if row.person is not None and not (row.person.is_active and row.person_belongs()):
+        if person is not None and not (person.is_active and membership_id is not None):
             return None
+        row.tenant, row.person = tenant, person
+        if person is None:
+            row._principal = Principal.root(tenant)
+        else:
+            row._principal = Principal(tenant, person, tenant.role_grants(role, role_grants))
+        row._principal.token_id = row.pk
         row.mark_used()
         return row
 
@@ -157,7 +178,8 @@ class ApiToken(models.Model):
             self.last_used = now
 
     def principal(self):
-        return Principal.for_token(self)
+        """Who acts with this token: as `authenticate` read it, else read now."""
+        return getattr(self, "_principal", None) or Principal.for_token(self)
 
 
 class Principal:
@@ -220,3 +242,33 @@ class Principal:
 
     def __repr__(self):
         return f"<Principal {self.name}@{self.tenant.slug}>"
+
+
+class TokenReading:
+    """The one statement `ApiToken.authenticate` runs: the token with its tenant, its person, the
+    person's membership and the tenant's role of that name, if any."""
+
+    def __init__(self):
+        from django.contrib.auth import get_user_model
+
+        person_model = get_user_model()
+        self.columns = [Columns(ApiToken, "t"), Columns(Tenant, "n"), Columns(person_model, "u")]
+        self.sql = (f"SELECT {', '.join(c.sql for c in self.columns)}, m.id, m.role, r.grants "
+                    f"FROM {table(ApiToken)} t JOIN {table(Tenant)} n ON n.id = t.tenant_id "
+                    f"LEFT JOIN {table(person_model)} u ON u.id = t.person_id "
+                    f"LEFT JOIN {table(Membership)} m ON m.tenant_id = t.tenant_id AND m.person_id = t.person_id "
+                    f"LEFT JOIN {table(Role)} r ON r.tenant_id = t.tenant_id AND r.name = m.role "
+                    "WHERE t.key_id = %s AND t.revoked IS NULL")
+        self.grants = value_reader(Role._meta.get_field("grants"), "r")
+
+    def take(self, values):
+        """(token, tenant, person or None, membership id or None, role, that role's grants or None)."""
+        made, start = [], 0
+        for columns in self.columns:
+            made.append(columns.take(values[start:start + len(columns)]))
+            start += len(columns)
+        membership_id, role, grants = values[start:]
+        return (*made, membership_id, role, None if grants is None else self.grants(grants))
+
+
+_token_reading = functools.cache(TokenReading)

@@ -6,7 +6,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from .events.log import prune_action_log
-from .actions.clients import do_close_connection, do_release_client
+from .actions.clients import do_close_connections, do_release_client
 from .actions.presence import forget_dead_processes, live_processes
 from .actions.tool_calls import do_expire_tool_call
 from .actions.turns import abandoned_turns, do_end_abandoned_turn
@@ -32,11 +32,14 @@ def sweep_due_work(stale_after_seconds=STALE_CONNECTION_SECONDS):
     now = timezone.now()
     for call_id in ToolCall.objects.filter(completed__isnull=True, deadline__lte=now).values_list("id", flat=True):
         do_expire_tool_call(call_id)
-    stale = ClientConnection.objects.filter(seen__lt=now - timedelta(seconds=stale_after_seconds))
-    for connection in stale.select_related("tenant__host_config"):
-        timeout = getattr(getattr(connection.tenant, "host_config", None), "client_tool_call_disconnect_timeout_ms", 30000)
-        for pk, due in do_close_connection(connection.id, lambda: timeout):
-            release_client.apply_async((pk,), eta=due)
+    stale, timeouts = [], {}  # timeouts: tenant id -> its clients' disconnect timeout
+    for connection in ClientConnection.objects.filter(
+            seen__lt=now - timedelta(seconds=stale_after_seconds)).select_related("tenant__host_config"):
+        stale.append(connection.id)
+        timeouts[connection.tenant_id] = getattr(getattr(connection.tenant, "host_config", None),
+                                                 "client_tool_call_disconnect_timeout_ms", 30000)
+    for pk, due in do_close_connections(stale, timeouts.get):
+        release_client.apply_async((pk,), eta=due)
     for pk in ActiveClient.objects.filter(release_at__lte=now).values_list("pk", flat=True):
         do_release_client(pk, only_if_due=True)
     end_abandoned_turns(now - timedelta(seconds=stale_after_seconds))

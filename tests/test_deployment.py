@@ -66,7 +66,7 @@ def settings_under(env):
 def test_with_no_environment_the_host_runs_embedded(tmp_path):
     engine, name, layer, broker, debug, _ = settings_under({"AHP_VAR_DIR": str(tmp_path)})
     assert engine == "django.db.backends.sqlite3" and name == str(tmp_path / "ahp.sqlite3")
-    assert layer == "channels.layers.InMemoryChannelLayer"
+    assert layer == "kernel.memory_layer.MemoryChannelLayer"
     assert broker == "filesystem://localhost/" and debug is False
 
 

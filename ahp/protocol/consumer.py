@@ -29,7 +29,6 @@ from grants.models import ApiToken, Principal
 from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
 from sessions_app import actions, events, quotas
-from tools_app.config import HostConfig
 from tools_app.families.mcp_servers.server_tools import learn_client_plugins
 from tools_app.client_requests import client_group
 from tools_app.runtime import interrupt_turn, run_turn
@@ -37,7 +36,7 @@ from tools_app.runtime import interrupt_turn, run_turn
 from sessions_app.events import presence as process  # this process's sockets
 from sessions_app.events.presence import ensure_started
 
-from . import errors, frames, methods, subscriptions, throttle
+from . import closings, errors, frames, methods, subscriptions, throttle
 
 logger = logging.getLogger(__name__)
 
@@ -179,22 +178,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
         except Exception as exc:
             logger.info("Could not leave the channel layer's groups (%s); they expire there", exc)
         if getattr(self, "connection_id", None):
-            try:
-                await database_sync_to_async(self.close_connection)(layer_up)
-            except Exception:
-                # Untracked, its row goes stale and the sweep closes it by the disconnect rule.
-                logger.exception("Could not close connection %s; the sweep will", self.connection_id)
-
-    def close_connection(self, schedule=True):
-        from sessions_app.tasks import release_client
-
-        def timeout_ms():
-            return HostConfig.for_tenant(self.tenant).client_tool_call_disconnect_timeout_ms
-
-        for pk, due in actions.do_close_connection(self.connection_id, timeout_ms):
-            # With the broker down (it is the same Redis), the sweep releases the client when due.
-            if schedule:
-                release_client.apply_async((pk,), eta=due)
+            await closings.close_connection(self.connection_id, self.tenant, schedule=layer_up)
 
     # Frames ------------------------------------------------------------------------------------
 

@@ -3,13 +3,14 @@ and the connections that hold them."""
 import json
 from datetime import timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection as db, transaction
 from django.utils import timezone
 
 from kernel.refusals import Refused
+from kernel.rows import table
 
 from ..events.log import publish
-from ..models import ActiveClient, ClientConnection, ToolCall
+from ..models import ActiveClient, ClientConnection, Session, ToolCall
 from .checks import client_taken, require
 from .tool_calls import failure, finish_call
 
@@ -17,6 +18,7 @@ from .tool_calls import failure, finish_call
 # well inside one message (1 MiB), whatever the clients send.
 MAX_CLIENT_TOOL_BYTES = 128 * 1024
 MAX_SESSION_TOOL_BYTES = 512 * 1024
+_CONNECTION_FIELDS = ClientConnection._meta.concrete_fields
 
 
 def json_bytes(value):
@@ -125,11 +127,18 @@ def do_release_client(active_client_pk, origin=None, only_if_due=False):
 
 
 def do_open_connection(tenant, client_id, process, person=None):
-    """`person`'s client (re)connected: any place it kept in a session is its again."""
-    with transaction.atomic():
-        connection = ClientConnection.objects.create(tenant=tenant, client_id=client_id, process=process,
-                                                     person=person)
-        ActiveClient.objects.for_tenant(tenant).filter(client_id=client_id, owner=person).update(release_at=None)
+    """`person`'s client (re)connected: any place it kept in a session is its again. Two
+    statements (a socket's opening is the host's most frequent write)."""
+    connection = ClientConnection(tenant=tenant, client_id=client_id, process=process, person=person)
+    row = [field.get_db_prep_save(getattr(connection, field.attname), db) for field in _CONNECTION_FIELDS]
+    owner, owner_params = _same("owner_id", connection.person_id)
+    with transaction.atomic(), db.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {table(ClientConnection)} ({', '.join(db.ops.quote_name(f.column) for f in _CONNECTION_FIELDS)}) "
+                       f"VALUES ({', '.join(['%s'] * len(row))})", row)
+        cursor.execute(f"UPDATE {table(ActiveClient)} SET release_at = NULL WHERE client_id = %s AND {owner} "
+                       f"AND release_at IS NOT NULL AND session_id IN (SELECT id FROM {table(Session)} WHERE tenant_id = %s)",
+                       [client_id, *owner_params, tenant.pk])
+    connection._state.adding = False
     return connection
 
 
@@ -139,29 +148,47 @@ def do_set_subscriptions(connection_id, subscriptions):
     ClientConnection.objects.filter(id=connection_id).update(subscriptions=sorted(subscriptions))
 
 
-def do_close_connection(connection_id, disconnect_timeout_ms):
-    """A connection closed. When it was its person's client's last, the client's places in
-    sessions are kept for `disconnect_timeout_ms()` milliseconds (0: released at once), asked
-    only when there are places to keep; answers (active client pk, due) pairs the caller schedules."""
-    with transaction.atomic():
-        connection = ClientConnection.objects.select_for_update().filter(id=connection_id).first()
-        if connection is None:
-            return []
-        connection.delete()
-        if not connection.client_id or ClientConnection.objects.filter(
-            tenant_id=connection.tenant_id, client_id=connection.client_id, person_id=connection.person_id
-        ).exists():
-            return []
-        rows = ActiveClient.objects.filter(session__tenant_id=connection.tenant_id, client_id=connection.client_id,
-                                           owner_id=connection.person_id)
-        kept = list(rows.values_list("pk", flat=True))
-        if not kept:
-            return []  # a client that never joined a session (most short-lived sockets)
-        timeout_ms = disconnect_timeout_ms()
-        due = timezone.now() + timedelta(milliseconds=timeout_ms)
-        ActiveClient.objects.filter(pk__in=kept).update(release_at=due)
-    if timeout_ms == 0:
-        for pk in kept:
-            do_release_client(pk)
+def do_close_connections(connection_ids, disconnect_timeout_ms):
+    """Connections closed, in one transaction however many (a burst of sockets closing ends
+    together). A client whose last connection closed keeps its places in sessions for
+    `disconnect_timeout_ms(tenant_id)` milliseconds (0: released at once), asked only of a
+    tenant with places to keep; answers (active client pk, due) pairs the caller schedules.
+    Two statements when no closed client holds a place (most short-lived sockets)."""
+    ids = [ClientConnection._meta.pk.get_db_prep_value(pk, db) for pk in connection_ids]
+    if not ids:
         return []
-    return [(pk, due) for pk in kept]
+    with transaction.atomic(), db.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {table(ClientConnection)} WHERE id IN ({_marks(ids)}) "
+                       "RETURNING tenant_id, client_id, person_id", ids)
+        closed = {row for row in cursor.fetchall() if row[1]}  # (tenant, client id, person) of named clients
+        if not closed:
+            return []
+        client_ids = sorted({client_id for _, client_id, _ in closed})
+        cursor.execute(f"SELECT a.id, s.tenant_id, a.client_id, a.owner_id FROM {table(ActiveClient)} a "
+                       f"JOIN {table(Session)} s ON s.id = a.session_id WHERE a.client_id IN ({_marks(client_ids)})",
+                       client_ids)
+        places = [(pk, tuple(owner)) for pk, *owner in cursor.fetchall() if tuple(owner) in closed]
+        if not places:
+            return []  # clients that never joined a session
+        # Kept only when no other connection of the same client and person is still open.
+        cursor.execute(f"SELECT tenant_id, client_id, person_id FROM {table(ClientConnection)} "
+                       f"WHERE client_id IN ({_marks(client_ids)})", client_ids)
+        still_open = set(cursor.fetchall())
+        kept = [(pk, owner[0]) for pk, owner in places if owner not in still_open]
+        timeouts = {tenant_id: disconnect_timeout_ms(tenant_id) for tenant_id in {t for _, t in kept}}
+        now = timezone.now()
+        due = {tenant_id: now + timedelta(milliseconds=ms) for tenant_id, ms in timeouts.items()}
+        for tenant_id in due:
+            ActiveClient.objects.filter(pk__in=[pk for pk, t in kept if t == tenant_id]).update(release_at=due[tenant_id])
+    for pk in [pk for pk, tenant_id in kept if timeouts[tenant_id] == 0]:
+        do_release_client(pk)
+    return [(pk, due[tenant_id]) for pk, tenant_id in kept if timeouts[tenant_id] != 0]
+
+
+def _marks(values):
+    return ", ".join(["%s"] * len(values))
+
+
+def _same(column, value):
+    """`column` equals `value`, NULL included, in SQL every backend takes: (condition, params)."""
+    return (f"{column} IS NULL", []) if value is None else (f"{column} = %s", [value])

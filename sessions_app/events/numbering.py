@@ -25,7 +25,11 @@ def take_seqs(tenant_id, count):
 
 
 def current_seq(tenant_id):
-    return ServerSeq.objects.filter(tenant_id=tenant_id).values_list("value", flat=True).first() or 0
+    """The tenant's newest serverSeq (0 before its first action), read by every `initialize`."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT value FROM {ServerSeq._meta.db_table} WHERE tenant_id = %s", [tenant_id])
+        row = cursor.fetchone()
+    return row[0] if row else 0
 
 
 def snapshot_lock(tenant_id):

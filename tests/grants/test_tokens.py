@@ -1,6 +1,11 @@
 import hashlib
+from datetime import timedelta
 
-from grants.actions import do_mint_token, do_revoke_token
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from grants.actions import do_mint_token, do_remove_member, do_revoke_token, do_set_role
 from grants.models import ApiToken
 
 
@@ -57,3 +62,27 @@ def test_using_a_token_records_when_it_was_last_used(acme):
     ApiToken.authenticate(plaintext)
     row.refresh_from_db()
     assert row.last_used is not None
+
+
+def test_a_person_removed_from_the_tenant_no_longer_authenticates(acme):
+    do_remove_member(acme.tenant, acme.member)
+    assert ApiToken.authenticate(acme.tokens["member"]) is None
+
+
+def test_an_expired_token_no_longer_authenticates_and_one_still_valid_does(acme):
+    _, lapsed = do_mint_token(acme.tenant, person=acme.member, name="lapsed", expires=timezone.now())
+    ends = timezone.now() + timedelta(hours=1)
+    _, valid = do_mint_token(acme.tenant, person=acme.member, name="valid", expires=ends)
+    assert ApiToken.authenticate(lapsed) is None
+    assert ApiToken.authenticate(valid).expires == ends
+
+
+def test_a_token_its_person_and_its_role_are_read_in_one_statement(acme):
+    do_set_role(acme.tenant, "guest", ["session:read", "chat:tool"])
+    ApiToken.authenticate(acme.tokens["guest"])  # records its use, at most once a minute
+    with CaptureQueriesContext(connection) as statements:
+        token = ApiToken.authenticate(acme.tokens["guest"])
+        principal = token.principal()
+        assert (token.tenant, token.person, principal.person) == (acme.tenant, acme.guest, acme.guest)
+        assert principal.may("chat:tool") and not principal.may("session:write")
+    assert len(statements) == 1

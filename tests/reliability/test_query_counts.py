@@ -2,15 +2,17 @@
 queries, however many sessions a tenant has and however many chats a session has: each is
 counted at a small and at a larger size and the two counts must be equal."""
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from ahp.protocol.methods import session_page
 from sessions_app import actions, state
 from sessions_app.channels import chat_at
-from sessions_app.models import ActiveClient, Chat, ChatBackend, Session, ToolCall, Turn
+from sessions_app.models import ActiveClient, Chat, ChatBackend, ClientConnection, Session, ToolCall, Turn
 from tools_app.catalog.loader import catalog_for_chat
 from tools_app.runtime import ChatToolbox
 
@@ -142,18 +144,37 @@ def test_a_client_tool_call_begins_and_completes_in_a_handful_of_statements(plac
     assert begun <= 7 and completed <= 7
 
 
-def test_a_socket_whose_client_joined_no_session_closes_without_reading_the_configuration(acme):
-    """What most of a churning tenant's sockets are: opened, initialized, closed."""
-    opened = actions.do_open_connection(acme.tenant, "passing", "proc", acme.member)
+def statements(captured):
+    return len([q for q in captured if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))])
+
+
+def test_sockets_whose_clients_joined_no_session_open_and_close_in_two_statements_however_many(acme):
+    """What most of a churning tenant's sockets are: opened, initialized, closed. Each opens in
+    two statements and a burst of them closes in two (inside the test's transaction, each unit's
+    SAVEPOINT and RELEASE too), without reading the configuration."""
+    with CaptureQueriesContext(connection) as opening:
+        opened = [actions.do_open_connection(acme.tenant, f"passing-{i}", "proc", acme.member) for i in range(50)]
     asked = []
-    with CaptureQueriesContext(connection) as captured:
-        assert actions.do_close_connection(opened.id, lambda: asked.append(True) or 30000) == []
+    with CaptureQueriesContext(connection) as closing:
+        assert actions.do_close_connections([c.id for c in opened], lambda t: asked.append(t) or 30000) == []
     assert asked == []
-    assert not any("hostconfig" in q["sql"].lower() for q in captured)
-    assert len([q for q in captured if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))]) == 4
+    assert [statements(opening), statements(closing)] == [2 * 50, 2]
+    assert not ClientConnection.objects.filter(tenant=acme.tenant).exists()
 
 
-def test_a_client_that_joined_a_session_keeps_its_place_for_the_configured_timeout(place):
+def test_a_client_that_joined_a_session_keeps_its_place_for_its_tenants_timeout(place, globex):
     opened = actions.do_open_connection(place.session.tenant, "ide", "proc", place.principal.person)
-    [(pk, due)] = actions.do_close_connection(opened.id, lambda: 30000)
+    passing = actions.do_open_connection(globex.tenant, "ide", "proc", globex.member)
+    timeouts = {place.session.tenant_id: 30000, globex.tenant.pk: 5}
+    [(pk, due)] = actions.do_close_connections([opened.id, passing.id], timeouts.__getitem__)
     assert ActiveClient.objects.get(pk=pk, client_id="ide").release_at == due
+    assert due - timezone.now() > timedelta(seconds=20)
+
+
+def test_a_client_still_connected_elsewhere_keeps_its_place_without_a_timeout(place):
+    person = place.principal.person
+    first, second = (actions.do_open_connection(place.session.tenant, "ide", "proc", person) for _ in range(2))
+    assert actions.do_close_connections([first.id], lambda t: 30000) == []
+    assert ActiveClient.objects.get(client_id="ide").release_at is None
+    [(pk, _)] = actions.do_close_connections([second.id], lambda t: 30000)
+    assert ActiveClient.objects.get(pk=pk).release_at is not None

@@ -116,15 +116,18 @@ def test_a_call_still_open_keeps_the_attached_agents_turn_running(acme, host, ho
     with alice, AhpClient(host.port, acme.tokens["member"], "ide") as ide:
         chat = default_chat(alice, session)
         announce_ide_tool(ide, session)
-        outcome = {}
+        outcome, ide_asked = {}, threading.Event()
 
-        async def open_and_add(mcp):
-            outcome["opened"], _ = await asyncio.gather(mcp.call_tool("ide__open_file", {"path": "README.md"}),
-                                                        mcp.call_tool("add", {"a": 1, "b": 1}))
+        async def open_then_add(mcp):
+            opening = asyncio.ensure_future(mcp.call_tool("ide__open_file", {"path": "README.md"}))
+            await asyncio.to_thread(ide_asked.wait, 20)  # the add call comes while the IDE's is open
+            await mcp.call_tool("add", {"a": 1, "b": 1})
+            outcome["opened"] = await opening
 
-        caller = threading.Thread(target=lambda: with_mcp(url, token, open_and_add))
+        caller = threading.Thread(target=lambda: with_mcp(url, token, open_then_add))
         caller.start()
         request = ide.action("session/inputNeededSet")["action"]["request"]
+        ide_asked.set()
         wait_until(lambda: ToolCall.objects.filter(tool_name="add", completed__isnull=False).exists(),
                    describe="the add call completing while the IDE's is open")
         time.sleep(1)  # many quiet periods pass while the IDE's call is open
