@@ -38,11 +38,15 @@ def too_many_connections(limit):
 
 
 def _lock(principal):
-    """Serialise one person's creations, so two at once cannot both take the last place."""
+    """Serialise one person's creations, so two at once cannot both take the last place. NO KEY
+    (PostgreSQL; SQLite serialises every writer anyway): a row lock that still lets rows naming
+    the person or tenant be written meanwhile. FOR UPDATE blocked their foreign-key checks, and a
+    socket opening or a client announcing itself, holding its tenant's counter, deadlocked with a
+    creation waiting for that counter."""
     if principal.person is not None:
-        get_user_model().objects.select_for_update().filter(pk=principal.person.pk).values_list("pk").first()
+        get_user_model().objects.select_for_update(no_key=True).filter(pk=principal.person.pk).values_list("pk").first()
     else:
-        Tenant.objects.select_for_update().filter(pk=principal.tenant.pk).values_list("pk").first()
+        Tenant.objects.select_for_update(no_key=True).filter(pk=principal.tenant.pk).values_list("pk").first()
 
 
 def _sessions_of(principal):

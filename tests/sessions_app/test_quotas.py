@@ -2,9 +2,11 @@
 that creates: the socket (createSession, createChat, connect), the session tools in a turn, and
 REST (`POST /api/v1/tools/<name>`). Each refusal is one fixed sentence; others carry on."""
 import re
+import threading
 import uuid
 
 import pytest
+from django.db import connection, transaction
 from rest_framework.test import APIClient
 from websockets.exceptions import ConnectionClosed
 
@@ -156,3 +158,41 @@ def test_quota_sentences_are_fixed():
     assert quotas.chats_full(1) == CHATS_FULL
     assert quotas.too_many_connections(2) == CONNECTIONS_FULL
     assert len(quotas.too_many_connections(10**6).encode()) <= 123  # fits a close frame's reason
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_creation_holding_its_persons_quota_lock_lets_that_persons_sockets_open(acme):
+    """The lock serialises creations only: rows naming the person are written meanwhile (FOR
+    UPDATE held their foreign-key checks, and under load that deadlocked)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL: SQLite serialises every writer")
+    principal = acme.principal("member")
+    locked, release, opened = threading.Event(), threading.Event(), threading.Event()
+
+    def creating():
+        try:
+            with transaction.atomic():
+                assert quotas.quota_problem(principal, "session") is None
+                locked.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    def opening():
+        try:
+            actions.do_open_connection(acme.tenant, "ide", "proc", acme.member)
+            opened.set()
+        finally:
+            connection.close()
+
+    creator = threading.Thread(target=creating)
+    creator.start()
+    assert locked.wait(30)
+    opener = threading.Thread(target=opening)
+    opener.start()
+    try:
+        assert opened.wait(10), "the socket's opening waited for the creation's lock"
+    finally:
+        release.set()
+        creator.join(30)
+        opener.join(30)
