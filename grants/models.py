@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import connection, models
 from django.utils import timezone
 
-from kernel.rows import Columns, table, value_reader
+from kernel.rows import Columns, table, take_each, value_reader
 
 from .algebra import holds
 
@@ -263,11 +263,7 @@ class TokenReading:
 
     def take(self, values):
         """(token, tenant, person or None, membership id or None, role, that role's grants or None)."""
-        made, start = [], 0
-        for columns in self.columns:
-            made.append(columns.take(values[start:start + len(columns)]))
-            start += len(columns)
-        membership_id, role, grants = values[start:]
+        made, (membership_id, role, grants) = take_each(self.columns, values)
         return (*made, membership_id, role, None if grants is None else self.grants(grants))
 
 

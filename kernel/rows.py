@@ -42,3 +42,17 @@ class Columns:
             return None
         return self.model.from_db(connection.alias, self.attnames,
                                   [read(value) for read, value in zip(self.readers, values)])
+
+
+def take_each(columns, values):
+    """The instances of consecutive `columns` (Columns) in one row of values, and the values after them."""
+    made, start = [], 0
+    for each in columns:
+        made.append(each.take(values[start:start + len(each)]))
+        start += len(each)
+    return made, values[start:]
+
+
+def equals(column, value):
+    """`column` equals `value`, NULL included, in SQL every backend takes: (condition, params)."""
+    return (f"{column} IS NULL", []) if value is None else (f"{column} = %s", [value])

@@ -1,6 +1,11 @@
 """AHP channel URIs: `ahp-root://`, `ahp-session:/<uuid>`, `ahp-chat:/<uuid>`, and a session's
 annotations channel `ahp-session:/<uuid>/annotations`."""
+import functools
+
+from django.db import connection
+
 from kernel.ids import parse_uuid
+from kernel.rows import Columns, table, take_each
 
 from .models import CHAT_URI_PREFIX, SESSION_URI_PREFIX, Chat, Session
 
@@ -32,10 +37,27 @@ def session_at(uri, tenant):
 
 
 def chat_at(uri, tenant):
+    """The tenant's chat at `uri` with its session, or None: one statement (every action on a
+    chat reads it)."""
     kind, key = parse(uri)
     if kind != "chat":
         return None
-    return Chat.objects.for_tenant(tenant).select_related("session").filter(id=key).first()
+    columns, sql = _chat_reading()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [Chat._meta.pk.get_db_prep_value(key, connection), tenant.pk])
+        values = cursor.fetchone()
+    if values is None:
+        return None
+    (chat, session), _ = take_each(columns, values)
+    chat.session = session
+    return chat
+
+
+@functools.cache
+def _chat_reading():
+    columns = (Columns(Chat, "c"), Columns(Session, "s"))
+    return columns, (f"SELECT {columns[0].sql}, {columns[1].sql} FROM {table(Chat)} c "
+                     f"JOIN {table(Session)} s ON s.id = c.session_id WHERE c.id = %s AND s.tenant_id = %s")
 
 
 def annotations_uri(session):

@@ -7,7 +7,7 @@ from django.db import IntegrityError, connection as db, transaction
 from django.utils import timezone
 
 from kernel.refusals import Refused
-from kernel.rows import table
+from kernel.rows import equals, table
 
 from ..events.log import publish
 from ..models import ActiveClient, ClientConnection, Session, ToolCall
@@ -131,7 +131,7 @@ def do_open_connection(tenant, client_id, process, person=None):
     statements (a socket's opening is the host's most frequent write)."""
     connection = ClientConnection(tenant=tenant, client_id=client_id, process=process, person=person)
     row = [field.get_db_prep_save(getattr(connection, field.attname), db) for field in _CONNECTION_FIELDS]
-    owner, owner_params = _same("owner_id", connection.person_id)
+    owner, owner_params = equals("owner_id", connection.person_id)
     with transaction.atomic(), db.cursor() as cursor:
         cursor.execute(f"INSERT INTO {table(ClientConnection)} ({', '.join(db.ops.quote_name(f.column) for f in _CONNECTION_FIELDS)}) "
                        f"VALUES ({', '.join(['%s'] * len(row))})", row)
@@ -187,8 +187,3 @@ def do_close_connections(connection_ids, disconnect_timeout_ms):
 
 def _marks(values):
     return ", ".join(["%s"] * len(values))
-
-
-def _same(column, value):
-    """`column` equals `value`, NULL included, in SQL every backend takes: (condition, params)."""
-    return (f"{column} IS NULL", []) if value is None else (f"{column} = %s", [value])

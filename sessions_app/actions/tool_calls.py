@@ -1,16 +1,18 @@
 """Tool calls of a turn: begun, completed by the host or a client, refused, expired at their
 deadline."""
+import functools
 import uuid
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import connection as db, transaction
 from django.utils import timezone
 
 from kernel.refusals import Refused
+from kernel.rows import Columns, equals, table, take_each
 
 from ..events.delivery import wake
 from ..events.log import publish_many
-from ..models import ActiveClient, AppendedTo, ToolCall, Turn
+from ..models import ActiveClient, AppendedTo, Session, ToolCall, Turn
 from ..state import client_execution_request, confirmation_request
 from .checks import client_taken, require
 
@@ -156,19 +158,16 @@ def do_client_complete_tool_call(principal, client_id, chat, turn_id, tool_call_
     with transaction.atomic():
         require(principal, "chat:tool", chat.session)
         _check_result(result)
-        try:  # get(): one call or none, so no ORDER BY as first() would add
-            call = ToolCall.objects.select_for_update(of=LOCK_THE_CALL).select_related("turn").get(
-                id=tool_call_id, turn_id=turn_id, turn__chat=chat)
-        except ToolCall.DoesNotExist:
-            raise Refused(f"No tool call {tool_call_id} in turn {turn_id} of this chat.", "not_found") from None
+        call = _locked_call_in(chat, turn_id, tool_call_id)
+        if call is None:
+            raise Refused(f"No tool call {tool_call_id} in turn {turn_id} of this chat.", "not_found")
         if call.contributor_client_id != client_id:
             raise Refused(f"Tool call {tool_call_id} belongs to {call.contributor_client_id or 'the host'}, "
                           f"not {client_id}.")
         if call.completed is not None:
             raise Refused(f"Tool call {tool_call_id} is already complete.", "conflict")
         # Only the connection of the person who announced the client in this session answers for it.
-        if not ActiveClient.objects.filter(session=chat.session, client_id=client_id,
-                                           owner_id=principal.person_id).exists():
+        if not _announced_by(chat.session, client_id, principal.person_id):
             raise Refused(client_taken(client_id))
         call.turn.chat = chat  # the caller's, with its session: not read again
         if call.deadline is None or call.deadline > timezone.now():
@@ -178,6 +177,38 @@ def do_client_complete_tool_call(principal, client_id, chat, turn_id, tool_call_
         # yet: the timeout is its result (committed here), and this late one is refused.
         finish_call(call, _timeout_failure(call))
     raise Refused(f"Tool call {tool_call_id} timed out before this result came.", "conflict")
+
+
+@functools.cache
+def _call_reading():
+    """A client's completion reads its call and the call's turn (locking the call) in one
+    statement, and whether its client is announced in another: hand-written, as the ORM spent
+    longer composing them than the database answering."""
+    columns = (Columns(ToolCall, "c"), Columns(Turn, "t"))
+    lock = " FOR UPDATE OF c" if db.features.has_select_for_update_of else ""
+    return columns, (f"SELECT {columns[0].sql}, {columns[1].sql} FROM {table(ToolCall)} c "
+                     f"JOIN {table(Turn)} t ON t.id = c.turn_id WHERE c.id = %s AND c.turn_id = %s AND t.chat_id = %s{lock}")
+
+
+def _locked_call_in(chat, turn_id, tool_call_id):
+    columns, sql = _call_reading()
+    uuid_of = ToolCall._meta.pk.get_db_prep_value
+    with db.cursor() as cursor:
+        cursor.execute(sql, [uuid_of(tool_call_id, db), uuid_of(turn_id, db), uuid_of(chat.pk, db)])
+        values = cursor.fetchone()
+    if values is None:
+        return None
+    (call, turn), _ = take_each(columns, values)
+    call.turn = turn
+    return call
+
+
+def _announced_by(session, client_id, person_id):
+    owner, owner_params = equals("owner_id", person_id)
+    with db.cursor() as cursor:
+        cursor.execute(f"SELECT 1 FROM {table(ActiveClient)} WHERE session_id = %s AND client_id = %s AND {owner}",
+                       [Session._meta.pk.get_db_prep_value(session.pk, db), client_id, *owner_params])
+        return cursor.fetchone() is not None
 
 
 def _timeout_failure(call):

@@ -1,5 +1,6 @@
 """Tools a client announces and runs itself, end to end over real sockets."""
 import time
+import uuid
 
 from django.utils import timezone
 
@@ -201,3 +202,18 @@ def test_a_user_chats_tool_called_in_a_tool_started_chat_is_failed_by_the_host(a
             "ide__pick is only available in chats a person started, not in this tool-started chat."
         )
         assert not [n for n in ide.notifications if n["params"]["action"]["type"] == "session/inputNeededSet"]
+
+
+def test_a_completion_in_another_chat_of_the_session_finds_no_call(acme, host):
+    alice, ide, session, chat = setup(host, acme)
+    with alice, ide:
+        turn, start = call_open_file(alice, chat)
+        call_id = start["toolCallId"]
+        other = f"ahp-chat:/{uuid.uuid4()}"
+        alice.call("createChat", {"channel": session, "chat": other})
+        ide.subscribe(other)
+        complete(ide, other, turn, call_id, text="misplaced")
+        rejected = ide.action("chat/toolCallComplete", rejected=True, toolCallId=call_id)
+        assert rejected["rejectionReason"] == f"No tool call {call_id} in turn {turn} of this chat."
+        complete(ide, chat, turn, call_id, text="in its own chat")
+        assert alice.reply_to(turn) == "in its own chat"
