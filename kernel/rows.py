@@ -56,3 +56,16 @@ def take_each(columns, values):
 def equals(column, value):
     """`column` equals `value`, NULL included, in SQL every backend takes: (condition, params)."""
     return (f"{column} IS NULL", []) if value is None else (f"{column} = %s", [value])
+
+
+def insert(instance):
+    """Write a new instance (its primary key already set, as a UUID's default sets it) in one
+    INSERT that reads nothing back and sends no signals."""
+    fields = instance._meta.concrete_fields
+    values = [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {table(type(instance))} ({', '.join(connection.ops.quote_name(f.column) for f in fields)}) "
+                       f"VALUES ({', '.join(['%s'] * len(values))})", values)
+    instance._state.adding = False
+    instance._state.db = connection.alias
+    return instance

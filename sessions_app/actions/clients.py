@@ -7,7 +7,7 @@ from django.db import IntegrityError, connection as db, transaction
 from django.utils import timezone
 
 from kernel.refusals import Refused
-from kernel.rows import equals, table
+from kernel.rows import equals, insert, table
 
 from ..events.log import publish
 from ..models import ActiveClient, ClientConnection, Session, ToolCall
@@ -18,7 +18,6 @@ from .tool_calls import failure, finish_call
 # well inside one message (1 MiB), whatever the clients send.
 MAX_CLIENT_TOOL_BYTES = 128 * 1024
 MAX_SESSION_TOOL_BYTES = 512 * 1024
-_CONNECTION_FIELDS = ClientConnection._meta.concrete_fields
 
 
 def json_bytes(value):
@@ -130,15 +129,12 @@ def do_open_connection(tenant, client_id, process, person=None):
     """`person`'s client (re)connected: any place it kept in a session is its again. Two
     statements (a socket's opening is the host's most frequent write)."""
     connection = ClientConnection(tenant=tenant, client_id=client_id, process=process, person=person)
-    row = [field.get_db_prep_save(getattr(connection, field.attname), db) for field in _CONNECTION_FIELDS]
     owner, owner_params = equals("owner_id", connection.person_id)
     with transaction.atomic(), db.cursor() as cursor:
-        cursor.execute(f"INSERT INTO {table(ClientConnection)} ({', '.join(db.ops.quote_name(f.column) for f in _CONNECTION_FIELDS)}) "
-                       f"VALUES ({', '.join(['%s'] * len(row))})", row)
+        insert(connection)
         cursor.execute(f"UPDATE {table(ActiveClient)} SET release_at = NULL WHERE client_id = %s AND {owner} "
                        f"AND release_at IS NOT NULL AND session_id IN (SELECT id FROM {table(Session)} WHERE tenant_id = %s)",
                        [client_id, *owner_params, tenant.pk])
-    connection._state.adding = False
     return connection
 
 

@@ -8,7 +8,7 @@ from django.db import connection as db, transaction
 from django.utils import timezone
 
 from kernel.refusals import Refused
-from kernel.rows import Columns, equals, table, take_each
+from kernel.rows import Columns, equals, insert, table, take_each
 
 from ..events.delivery import wake
 from ..events.log import publish_many
@@ -58,11 +58,11 @@ def do_begin_tool_call(turn, tool_name, arguments, display_name="", client_id=""
     session = turn.chat.session
     now = timezone.now()
     deadline = now + timedelta(milliseconds=timeout_ms) if client_id and timeout_ms else None
-    call = ToolCall.objects.create(id=call_id, turn=turn, tenant_id=session.tenant_id, tool_name=tool_name,
-                                   display_name=display_name or tool_name, input=arguments,
-                                   contributor_client_id=client_id, deadline=deadline,
-                                   timeout_ms=timeout_ms if deadline else 0, created=now, status="running",
-                                   source=source or ("client" if client_id else ""))
+    call = insert(ToolCall(id=call_id, turn=turn, tenant_id=session.tenant_id, tool_name=tool_name,
+                           display_name=display_name or tool_name, input=arguments,
+                           contributor_client_id=client_id, deadline=deadline,
+                           timeout_ms=timeout_ms if deadline else 0, created=now, status="running",
+                           source=source or ("client" if client_id else "")))
     start = {"toolName": tool_name, "displayName": call.display_name}
     if call.contributor:
         start["contributor"] = call.contributor
