@@ -10,7 +10,9 @@ may hold a transaction the work must see. With one thread (SQLite's default) the
 asgiref's shared thread, where the hops not yet moved here (agents/, tools_app/families/) run:
 two SQLite writers on two threads would only wait on each other's lock.
 """
+import sys
 import threading
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import AsyncToSync, SyncToAsync
@@ -65,10 +67,19 @@ def close_connections():
     if SHARED_THREAD:
         return  # nothing ran on the pool
     started = threading.Barrier(settings.AHP_ORM_THREADS)
+    closing = set()
 
     def close():
+        closing.add(threading.get_ident())
         connections.close_all()
         started.wait(timeout=30)
 
-    for done in [POOL.submit(close) for _ in range(settings.AHP_ORM_THREADS)]:
-        done.result()
+    try:
+        for done in [POOL.submit(close) for _ in range(settings.AHP_ORM_THREADS)]:
+            done.result()
+    except threading.BrokenBarrierError:
+        frames = sys._current_frames()
+        busy = ["".join(traceback.format_stack(frames[t.ident])) for t in POOL._threads
+                if t.ident not in closing and t.ident in frames]
+        raise RuntimeError("ORM threads still busy after 30 s, so their connections stay open:\n"
+                           + "\n".join(busy)) from None
