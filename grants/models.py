@@ -5,10 +5,10 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, models
+from django.db import models
 from django.utils import timezone
 
-from kernel.rows import Columns, table, take_each, value_reader
+from kernel.rows import Columns, fetch_one, table, value_reader
 
 from .algebra import holds
 
@@ -136,12 +136,11 @@ class ApiToken(models.Model):
         if prefix != cls.PREFIX or not key_id or not secret:
             return None
         reading = _token_reading()
-        with connection.cursor() as cursor:
-            cursor.execute(reading.sql, [key_id])
-            values = cursor.fetchone()
-        if values is None:
+        found = fetch_one(reading.columns, reading.sql, [key_id])
+        if found is None:
             return None
-        row, tenant, person, membership_id, role, role_grants = reading.take(values)
+        (row, tenant, person), (membership_id, role, grants) = found
+        role_grants = None if grants is None else reading.grants(grants)
         if not hmac.compare_digest(row.secret_sha256, cls._digest(secret)):
             return None
         if row.expires is not None and row.expires <= timezone.now():
@@ -260,11 +259,6 @@ class TokenReading:
                     f"LEFT JOIN {table(Role)} r ON r.tenant_id = t.tenant_id AND r.name = m.role "
                     "WHERE t.key_id = %s AND t.revoked IS NULL")
         self.grants = value_reader(Role._meta.get_field("grants"), "r")
-
-    def take(self, values):
-        """(token, tenant, person or None, membership id or None, role, that role's grants or None)."""
-        made, (membership_id, role, grants) = take_each(self.columns, values)
-        return (*made, membership_id, role, None if grants is None else self.grants(grants))
 
 
 _token_reading = functools.cache(TokenReading)

@@ -44,6 +44,15 @@ class Columns:
                                   [read(value) for read, value in zip(self.readers, values)])
 
 
+def fetch_one(columns, sql, params):
+    """(instances of consecutive `columns`, the values after them) in the row `sql` finds, or
+    None when it finds none."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        values = cursor.fetchone()
+    return None if values is None else take_each(columns, values)
+
+
 def take_each(columns, values):
     """The instances of consecutive `columns` (Columns) in one row of values, and the values after them."""
     made, start = [], 0

@@ -5,7 +5,7 @@ import functools
 from django.db import connection
 
 from kernel.ids import parse_uuid
-from kernel.rows import Columns, table, take_each
+from kernel.rows import Columns, fetch_one, table
 
 from .models import CHAT_URI_PREFIX, SESSION_URI_PREFIX, Chat, Session
 
@@ -43,12 +43,10 @@ def chat_at(uri, tenant):
     if kind != "chat":
         return None
     columns, sql = _chat_reading()
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [Chat._meta.pk.get_db_prep_value(key, connection), tenant.pk])
-        values = cursor.fetchone()
-    if values is None:
+    found = fetch_one(columns, sql, [Chat._meta.pk.get_db_prep_value(key, connection), tenant.pk])
+    if found is None:
         return None
-    (chat, session), _ = take_each(columns, values)
+    (chat, session), _ = found
     chat.session = session
     return chat
 

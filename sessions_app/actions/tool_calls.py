@@ -8,7 +8,7 @@ from django.db import connection as db, transaction
 from django.utils import timezone
 
 from kernel.refusals import Refused
-from kernel.rows import Columns, equals, insert, table, take_each
+from kernel.rows import Columns, equals, fetch_one, insert, table
 
 from ..events.delivery import wake
 from ..events.log import publish_many
@@ -193,12 +193,10 @@ def _call_reading():
 def _locked_call_in(chat, turn_id, tool_call_id):
     columns, sql = _call_reading()
     uuid_of = ToolCall._meta.pk.get_db_prep_value
-    with db.cursor() as cursor:
-        cursor.execute(sql, [uuid_of(tool_call_id, db), uuid_of(turn_id, db), uuid_of(chat.pk, db)])
-        values = cursor.fetchone()
-    if values is None:
+    found = fetch_one(columns, sql, [uuid_of(tool_call_id, db), uuid_of(turn_id, db), uuid_of(chat.pk, db)])
+    if found is None:
         return None
-    (call, turn), _ = take_each(columns, values)
+    (call, turn), _ = found
     call.turn = turn
     return call
 
