@@ -12,13 +12,17 @@ from kernel.rows import Columns, fetch_one, table, value_reader
 
 from .algebra import holds
 
-_READ = object()  # role_grants reads the tenant's role itself
-
 BUILTIN_ROLES = {
     "admin": ("*:*",),
     "member": ("session:read", "session:write", "terminal:read", "terminal:write"),
     "guest": ("session:read",),
 }
+
+
+def grants_of_role(role_name, defined):
+    """A tenant-defined role (`defined`: its grants; None when the tenant defines none of that
+    name) replaces the built-in role of the same name."""
+    return tuple(defined) if defined is not None else BUILTIN_ROLES.get(role_name, ())
 
 
 class Tenant(models.Model):
@@ -33,15 +37,9 @@ class Tenant(models.Model):
     def __str__(self):
         return self.slug
 
-    def role_grants(self, role_name, defined=_READ):
-        """A tenant-defined role replaces the built-in role of the same name. `defined`: that
-        role's grants when the caller read them (None: the tenant defines no such role)."""
-        if defined is _READ:
-            role = self.roles.filter(name=role_name).first()
-            defined = role.grants if role is not None else None
-        if defined is not None:
-            return tuple(defined)
-        return BUILTIN_ROLES.get(role_name, ())
+    def role_grants(self, role_name):
+        role = self.roles.filter(name=role_name).first()
+        return grants_of_role(role_name, role.grants if role is not None else None)
 
 
 class TenantScopedQuerySet(models.QuerySet):
@@ -135,12 +133,11 @@ class ApiToken(models.Model):
         key_id, _, secret = rest.partition("_")
         if prefix != cls.PREFIX or not key_id or not secret:
             return None
-        reading = _token_reading()
-        found = fetch_one(reading.columns, reading.sql, [key_id])
+        columns, sql, read_grants = _token_reading()
+        found = fetch_one(columns, sql, [key_id])
         if found is None:
             return None
         (row, tenant, person), (membership_id, role, grants) = found
-        role_grants = None if grants is None else reading.grants(grants)
         if not hmac.compare_digest(row.secret_sha256, cls._digest(secret)):
             return None
         if row.expires is not None and row.expires <= timezone.now():
@@ -151,7 +148,8 @@ class ApiToken(models.Model):
         if person is None:
             row._principal = Principal.root(tenant)
         else:
-            row._principal = Principal(tenant, person, tenant.role_grants(role, role_grants))
+            defined = None if grants is None else read_grants(grants)
+            row._principal = Principal(tenant, person, grants_of_role(role, defined))
         row._principal.token_id = row.pk
         row.mark_used()
         return row
@@ -243,22 +241,18 @@ class Principal:
         return f"<Principal {self.name}@{self.tenant.slug}>"
 
 
-class TokenReading:
+@functools.cache
+def _token_reading():
     """The one statement `ApiToken.authenticate` runs: the token with its tenant, its person, the
-    person's membership and the tenant's role of that name, if any."""
+    person's membership and the tenant's role of that name, if any; (columns, sql, grants reader)."""
+    from django.contrib.auth import get_user_model
 
-    def __init__(self):
-        from django.contrib.auth import get_user_model
-
-        person_model = get_user_model()
-        self.columns = [Columns(ApiToken, "t"), Columns(Tenant, "n"), Columns(person_model, "u")]
-        self.sql = (f"SELECT {', '.join(c.sql for c in self.columns)}, m.id, m.role, r.grants "
-                    f"FROM {table(ApiToken)} t JOIN {table(Tenant)} n ON n.id = t.tenant_id "
-                    f"LEFT JOIN {table(person_model)} u ON u.id = t.person_id "
-                    f"LEFT JOIN {table(Membership)} m ON m.tenant_id = t.tenant_id AND m.person_id = t.person_id "
-                    f"LEFT JOIN {table(Role)} r ON r.tenant_id = t.tenant_id AND r.name = m.role "
-                    "WHERE t.key_id = %s AND t.revoked IS NULL")
-        self.grants = value_reader(Role._meta.get_field("grants"), "r")
-
-
-_token_reading = functools.cache(TokenReading)
+    person_model = get_user_model()
+    columns = (Columns(ApiToken, "t"), Columns(Tenant, "n"), Columns(person_model, "u"))
+    sql = (f"SELECT {', '.join(c.sql for c in columns)}, m.id, m.role, r.grants "
+           f"FROM {table(ApiToken)} t JOIN {table(Tenant)} n ON n.id = t.tenant_id "
+           f"LEFT JOIN {table(person_model)} u ON u.id = t.person_id "
+           f"LEFT JOIN {table(Membership)} m ON m.tenant_id = t.tenant_id AND m.person_id = t.person_id "
+           f"LEFT JOIN {table(Role)} r ON r.tenant_id = t.tenant_id AND r.name = m.role "
+           "WHERE t.key_id = %s AND t.revoked IS NULL")
+    return columns, sql, value_reader(Role._meta.get_field("grants"), "r")

@@ -2,11 +2,18 @@
 opening and closing): the ORM spends far longer composing those than the database answers them.
 Values go through the converters the ORM's own reads apply (a datetime made aware on SQLite, a
 UUID parsed, JSON loaded), so an instance made here equals one the ORM would make."""
+import functools
+
 from django.db import connection
 
 
 def table(model):
     return connection.ops.quote_name(model._meta.db_table)
+
+
+def marks(values):
+    """One placeholder per value, for `IN (...)` and `VALUES (...)`."""
+    return ", ".join(["%s"] * len(values))
 
 
 def value_reader(field, alias):
@@ -73,8 +80,14 @@ def insert(instance):
     fields = instance._meta.concrete_fields
     values = [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields]
     with connection.cursor() as cursor:
-        cursor.execute(f"INSERT INTO {table(type(instance))} ({', '.join(connection.ops.quote_name(f.column) for f in fields)}) "
-                       f"VALUES ({', '.join(['%s'] * len(values))})", values)
+        cursor.execute(_insert_sql(type(instance)), values)
     instance._state.adding = False
     instance._state.db = connection.alias
     return instance
+
+
+@functools.cache
+def _insert_sql(model):
+    fields = model._meta.concrete_fields
+    return (f"INSERT INTO {table(model)} ({', '.join(connection.ops.quote_name(f.column) for f in fields)}) "
+            f"VALUES ({marks(fields)})")

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from grants.models import Tenant, TenantScopedQuerySet
 from kernel.kept import Kept
+from kernel.rows import table
 
 from .agent_connections import check_agent_connections, masked_agent_connections
 from .credentials import masked_mcp_servers
@@ -220,7 +221,7 @@ class HostConfig(models.Model):
         stays the same (a write anywhere changes it as it commits): one indexed read of the stamp
         instead of the row. Shared with every caller of this process: read it, never change it."""
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT modified FROM {connection.ops.quote_name(cls._meta.db_table)} WHERE tenant_id = %s",
+            cursor.execute(f"SELECT modified FROM {table(cls)} WHERE tenant_id = %s",
                            [tenant.pk])
             row = cursor.fetchone()
         kept = _KEPT_CONFIGS.get(tenant.pk)

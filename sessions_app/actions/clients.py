@@ -7,7 +7,7 @@ from django.db import IntegrityError, connection as db, transaction
 from django.utils import timezone
 
 from kernel.refusals import Refused
-from kernel.rows import equals, insert, table
+from kernel.rows import equals, insert, marks, table
 
 from ..events.log import publish
 from ..models import ActiveClient, ClientConnection, Session, ToolCall
@@ -154,21 +154,21 @@ def do_close_connections(connection_ids, disconnect_timeout_ms):
     if not ids:
         return []
     with transaction.atomic(), db.cursor() as cursor:
-        cursor.execute(f"DELETE FROM {table(ClientConnection)} WHERE id IN ({_marks(ids)}) "
+        cursor.execute(f"DELETE FROM {table(ClientConnection)} WHERE id IN ({marks(ids)}) "
                        "RETURNING tenant_id, client_id, person_id", ids)
         closed = {row for row in cursor.fetchall() if row[1]}  # (tenant, client id, person) of named clients
         if not closed:
             return []
         client_ids = sorted({client_id for _, client_id, _ in closed})
         cursor.execute(f"SELECT a.id, s.tenant_id, a.client_id, a.owner_id FROM {table(ActiveClient)} a "
-                       f"JOIN {table(Session)} s ON s.id = a.session_id WHERE a.client_id IN ({_marks(client_ids)})",
+                       f"JOIN {table(Session)} s ON s.id = a.session_id WHERE a.client_id IN ({marks(client_ids)})",
                        client_ids)
         places = [(pk, tuple(owner)) for pk, *owner in cursor.fetchall() if tuple(owner) in closed]
         if not places:
             return []  # clients that never joined a session
         # Kept only when no other connection of the same client and person is still open.
         cursor.execute(f"SELECT tenant_id, client_id, person_id FROM {table(ClientConnection)} "
-                       f"WHERE client_id IN ({_marks(client_ids)})", client_ids)
+                       f"WHERE client_id IN ({marks(client_ids)})", client_ids)
         still_open = set(cursor.fetchall())
         kept = [(pk, owner[0]) for pk, owner in places if owner not in still_open]
         timeouts = {tenant_id: disconnect_timeout_ms(tenant_id) for tenant_id in {t for _, t in kept}}
@@ -179,7 +179,3 @@ def do_close_connections(connection_ids, disconnect_timeout_ms):
     for pk in [pk for pk, tenant_id in kept if timeouts[tenant_id] == 0]:
         do_release_client(pk)
     return [(pk, due[tenant_id]) for pk, tenant_id in kept if timeouts[tenant_id] != 0]
-
-
-def _marks(values):
-    return ", ".join(["%s"] * len(values))

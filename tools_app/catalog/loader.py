@@ -16,6 +16,7 @@ import json
 from django.db import connection
 
 from kernel.kept import Kept
+from kernel.rows import table
 from sessions_app.models import ActiveClient, Session
 
 from ..definitions.agent_definitions import catalog_allowlist
@@ -78,9 +79,6 @@ def _stamp_sql():
     """One statement, in SQL every backend takes (the ORM would spend far longer composing it than
     the database answering it): the stamps of the tenant's HostConfig, the session's MCP listing
     and a named agent definition, then each active client's id and stamp."""
-    def table(model):
-        return connection.ops.quote_name(model._meta.db_table)
-
     return (f"SELECT (SELECT c.modified FROM {table(HostConfig)} c WHERE c.tenant_id = s.tenant_id), "
             f"(SELECT m.modified FROM {table(SessionMcpServers)} m WHERE m.session_id = s.id), "
             f"(SELECT d.modified FROM {table(AgentDefinition)} d WHERE d.tenant_id = s.tenant_id AND d.name = %s), "
