@@ -6,6 +6,13 @@ import functools
 
 from django.db import connection
 
+# `select_for_update(of=ITS_ROW)` locks the row a query is about, not the rows select_related
+# joins to it. Writers then lock in the order they write: a turn's end locking its chat and session
+# with the turn took them the other way round from a turn starting (session, then chat), and
+# PostgreSQL killed one of the two as a deadlock. On the nullable side of an outer join (a
+# sessionless call's turn) PostgreSQL would not lock at all.
+ITS_ROW = ("self",)
+
 
 def table(model):
     return connection.ops.quote_name(model._meta.db_table)

@@ -8,7 +8,7 @@ from django.db import connection as db, transaction
 from django.utils import timezone
 
 from kernel.refusals import Refused
-from kernel.rows import Columns, equals, fetch_one, insert, table
+from kernel.rows import ITS_ROW, Columns, equals, fetch_one, insert, table
 
 from ..events.delivery import wake
 from ..events.log import publish_many
@@ -18,9 +18,6 @@ from .checks import client_taken, require
 
 
 TURN_OVER = "The turn has ended; nothing more runs in it."
-# A call's lock is its own row: its turn is nullable (a sessionless call has none), and PostgreSQL
-# locks no row on the nullable side of the outer join select_related makes.
-LOCK_THE_CALL = ("self",)
 
 
 def failure(tool_name, message, text=None):
@@ -103,7 +100,7 @@ def cancel_open_calls(turn, reason="The turn was cancelled."):
     """The turn was cancelled (or its runner died: `reason` says which): every call it still
     waits on ends with a cancelled result (a question to the person leaves the session's
     inputNeeded too)."""
-    calls = ToolCall.objects.select_for_update(of=LOCK_THE_CALL).select_related("turn__chat__session").filter(
+    calls = ToolCall.objects.select_for_update(of=ITS_ROW).select_related("turn__chat__session").filter(
         turn=turn, completed__isnull=True)
     for call in calls:
         asked = call.confirmation == "asked"
@@ -118,7 +115,7 @@ def cancel_open_calls(turn, reason="The turn was cancelled."):
 
 
 def locked_open_call(call_id):
-    return (ToolCall.objects.select_for_update(of=LOCK_THE_CALL).select_related("turn__chat__session")
+    return (ToolCall.objects.select_for_update(of=ITS_ROW).select_related("turn__chat__session")
             .filter(id=call_id, completed__isnull=True).first())
 
 
@@ -228,7 +225,7 @@ def do_expire_tool_call(call_id):
 def do_ask_about_tool_call(call_id, title):
     """A running call asks the person first: back to pending-confirmation, and waiting in the
     session's inputNeeded until do_confirm_tool_call."""
-    call = ToolCall.objects.select_for_update(of=LOCK_THE_CALL).select_related("turn__chat__session").get(id=call_id)
+    call = ToolCall.objects.select_for_update(of=ITS_ROW).select_related("turn__chat__session").get(id=call_id)
     call.confirmation, call.confirmation_title = "asked", title
     call.save(update_fields=["confirmation", "confirmation_title"])
     publish_many(call.turn.chat.session.tenant_id, [
@@ -241,7 +238,7 @@ def do_ask_about_tool_call(call_id, title):
 @transaction.atomic
 def do_confirm_tool_call(call_id, approved, origin=None):
     """The person's answer to a call's question (chat/toolCallConfirmed)."""
-    call = ToolCall.objects.select_for_update(of=LOCK_THE_CALL).select_related("turn__chat__session").get(id=call_id)
+    call = ToolCall.objects.select_for_update(of=ITS_ROW).select_related("turn__chat__session").get(id=call_id)
     call.confirmation = "user-action" if approved else "denied"
     call.save(update_fields=["confirmation"])
     answer = {"approved": approved, **({"confirmed": "user-action"} if approved else {"reason": "denied"})}

@@ -4,6 +4,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from kernel.refusals import Refused
+from kernel.rows import ITS_ROW
 
 from ..events.log import PROCESS, publish
 from ..models import Chat, Session, Turn, iso
@@ -86,7 +87,7 @@ def add_to_reply(turn, text):
 @transaction.atomic
 def do_stream_reply(turn_id, text):
     """A piece of the agent's reply as the model writes it (dropped once the turn was cancelled)."""
-    turn = Turn.objects.select_for_update().select_related("chat__session").filter(id=turn_id).first()
+    turn = Turn.objects.select_for_update(of=ITS_ROW).select_related("chat__session").filter(id=turn_id).first()
     if turn is None or turn.state != "active" or not text:
         return
     action = add_to_reply(turn, text)
@@ -103,7 +104,7 @@ def do_end_turn(turn_id, response_text=None, error=None):
     """Finish a turn with the agent's reply (a markdown part, or the rest of the one it streamed)
     or an error. A turn no longer active (cancelled or truncated meanwhile) keeps its end: the
     agent's late answer is dropped."""
-    turn = Turn.objects.select_for_update().select_related("chat__session").filter(id=turn_id).first()
+    turn = Turn.objects.select_for_update(of=ITS_ROW).select_related("chat__session").filter(id=turn_id).first()
     if turn is None or turn.state != "active":  # truncated away, or cancelled
         return
     chat, session = turn.chat, turn.chat.session
@@ -126,7 +127,7 @@ def do_cancel_turn(principal, chat, turn_id, origin=None):
     waiters wake with that result), the turn ends chat/turnCancelled. Whoever runs the agent
     interrupts it (tools_app.runtime.interrupt_turn); what it answers after this is dropped."""
     require(principal, "chat:cancel", chat.session)
-    turn = Turn.objects.select_for_update().select_related("chat__session").filter(
+    turn = Turn.objects.select_for_update(of=ITS_ROW).select_related("chat__session").filter(
         chat=chat, id=turn_id, state="active").first()
     if turn is None:
         raise Refused(f"No turn {turn_id} is running in this chat.", "conflict")

@@ -7,6 +7,7 @@ from django.db import transaction
 
 from kernel.ids import parse_uuid
 from kernel.refusals import Refused
+from kernel.rows import ITS_ROW
 from sandbox.workspaces import OutsideWorkspace, checked_folder, folder_path, is_within
 from sessions_app import events
 from sessions_app.actions import require
@@ -110,7 +111,7 @@ def do_claim_terminal(principal, terminal, client_id, claim, origin=None):
 @transaction.atomic
 def do_terminal_output(terminal_id, text):
     """The shell wrote `text`: kept (bounded) for fresh snapshots, and sent as terminal/data."""
-    terminal = Terminal.objects.select_for_update().select_related("session").filter(id=terminal_id).first()
+    terminal = Terminal.objects.select_for_update(of=ITS_ROW).select_related("session").filter(id=terminal_id).first()
     if terminal is None:
         return
     terminal.output = (terminal.output + text)[-MAX_KEPT_OUTPUT:]
@@ -120,7 +121,7 @@ def do_terminal_output(terminal_id, text):
 
 @transaction.atomic
 def do_terminal_exited(terminal_id, exit_code):
-    terminal = Terminal.objects.select_for_update().select_related("session").filter(id=terminal_id).first()
+    terminal = Terminal.objects.select_for_update(of=ITS_ROW).select_related("session").filter(id=terminal_id).first()
     if terminal is None or terminal.exit_code is not None:
         return
     terminal.exit_code = exit_code
