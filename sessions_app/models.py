@@ -1,13 +1,15 @@
+import functools
 import json
 from datetime import timezone as dt_timezone
 import uuid
 
 from django.conf import settings
-from django.db import models
+from django.db import connection, models
 from django.utils import timezone
 
 from grants.algebra import holds, known_grants
 from grants.models import Tenant, TenantScopedManager, TenantScopedQuerySet
+from kernel.rows import table
 
 SESSION_URI_PREFIX = "ahp-session:/"
 CHAT_URI_PREFIX = "ahp-chat:/"
@@ -162,25 +164,6 @@ class Chat(models.Model):
         return origin
 
 
-class AppendedTo(models.Func):
-    """A JSON array column with `item` appended, computed in the UPDATE itself: the row is not
-    read first, and a part another writer appended meanwhile is kept."""
-
-    output_field = models.JSONField()
-
-    def __init__(self, field, item):
-        super().__init__(models.F(field))
-        self.item = json.dumps(item)
-
-    def as_sqlite(self, compiler, connection, **extra):
-        column, params = compiler.compile(self.source_expressions[0])
-        return f"json_insert({column}, '$[#]', json(%s))", (*params, self.item)
-
-    def as_postgresql(self, compiler, connection, **extra):
-        column, params = compiler.compile(self.source_expressions[0])
-        return f"({column} || jsonb_build_array(%s::jsonb))", (*params, self.item)
-
-
 class Turn(models.Model):
     STATES = [("active", "active"), ("complete", "complete"), ("cancelled", "cancelled"), ("error", "error")]
 
@@ -208,12 +191,29 @@ class Turn(models.Model):
         indexes = [models.Index(fields=["chat", "started"], name="turn_chat_started"),
                    models.Index(fields=["started"], condition=models.Q(state="active"), name="turn_active_started")]
 
+    @classmethod
+    def append_part_if_active(cls, turn_id, part):
+        """Append `part` to the active turn's response_parts in one UPDATE, computed in the
+        statement (the row is not read first, and a part another writer appended meanwhile is
+        kept), which locks the turn until commit. Answers whether the turn was still active."""
+        with connection.cursor() as cursor:
+            cursor.execute(_append_part_sql(), [json.dumps(part), cls._meta.pk.get_db_prep_value(turn_id, connection)])
+            return cursor.rowcount == 1
+
     def message(self):
         """The wire Message that started it."""
         message = {"text": self.text, "origin": {"kind": self.origin_kind}}
         if self.model:
             message["model"] = {"id": self.model}
         return message
+
+
+@functools.cache
+def _append_part_sql():
+    parts = "response_parts"
+    appended = (f"({parts} || jsonb_build_array(%s::jsonb))" if connection.vendor == "postgresql"
+                else f"json_insert({parts}, '$[#]', json(%s))")
+    return f"UPDATE {table(Turn)} SET {parts} = {appended} WHERE id = %s AND state = 'active'"
 
 
 class PendingMessage(models.Model):

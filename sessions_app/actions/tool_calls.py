@@ -8,11 +8,11 @@ from django.db import connection as db, transaction
 from django.utils import timezone
 
 from kernel.refusals import Refused
-from kernel.rows import ITS_ROW, Columns, equals, fetch_one, insert, table
+from kernel.rows import ITS_ROW, Columns, equals, fetch_one, insert, table, update
 
 from ..events.delivery import wake
 from ..events.log import publish_many
-from ..models import ActiveClient, AppendedTo, Session, ToolCall, Turn
+from ..models import ActiveClient, Session, ToolCall, Turn
 from ..state import client_execution_request, confirmation_request
 from .checks import client_taken, require
 
@@ -50,7 +50,7 @@ def do_begin_tool_call(turn, tool_name, arguments, display_name="", client_id=""
     # The call's part is appended by the UPDATE that finds the turn still active (and locks it
     # until commit, so the turn cannot end between the check and the call).
     part = {"kind": "toolCall", "toolCallId": str(call_id)}
-    if not Turn.objects.filter(pk=turn.pk, state="active").update(response_parts=AppendedTo("response_parts", part)):
+    if not Turn.append_part_if_active(turn.pk, part):
         raise Refused(TURN_OVER, "conflict")
     session = turn.chat.session
     now = timezone.now()
@@ -87,7 +87,7 @@ def finish_call(call, result, origin=None):
     call.status = "completed"
     call.result = result
     call.completed = timezone.now()
-    call.save(update_fields=["status", "result", "completed"])
+    update(call, "status", "result", "completed")
     items.append(_call_action(call, "chat/toolCallComplete", origin, result=result))
     session = call.turn.chat.session
     if call.contributor_client_id:
@@ -166,7 +166,6 @@ def do_client_complete_tool_call(principal, client_id, chat, turn_id, tool_call_
         # Only the connection of the person who announced the client in this session answers for it.
         if not _announced_by(chat.session, client_id, principal.person_id):
             raise Refused(client_taken(client_id))
-        call.turn.chat = chat  # the caller's, with its session: not read again
         if call.deadline is None or call.deadline > timezone.now():
             finish_call(call, result, origin)
             return
@@ -178,23 +177,27 @@ def do_client_complete_tool_call(principal, client_id, chat, turn_id, tool_call_
 
 @functools.cache
 def _call_reading():
-    """A client's completion reads its call and the call's turn (locking the call) in one
-    statement, and whether its client is announced in another: hand-written, as the ORM spent
-    longer composing them than the database answering."""
-    columns = (Columns(ToolCall, "c"), Columns(Turn, "t"))
+    """A client's completion reads its call (locking it) in one statement, and whether its client
+    is announced in another: hand-written, as the ORM spent longer composing them than the
+    database answering. The turn is joined only to check the call is of this chat: its columns
+    (every part of a long turn's reply) are not read."""
+    columns = Columns(ToolCall, "c")
     lock = " FOR UPDATE OF c" if db.features.has_select_for_update_of else ""
-    return columns, (f"SELECT {columns[0].sql}, {columns[1].sql} FROM {table(ToolCall)} c "
-                     f"JOIN {table(Turn)} t ON t.id = c.turn_id WHERE c.id = %s AND c.turn_id = %s AND t.chat_id = %s{lock}")
+    return columns, (f"SELECT {columns.sql} FROM {table(ToolCall)} c JOIN {table(Turn)} t ON t.id = c.turn_id "
+                     f"WHERE c.id = %s AND c.turn_id = %s AND t.chat_id = %s{lock}")
 
 
 def _locked_call_in(chat, turn_id, tool_call_id):
+    """The open or completed call `tool_call_id` of turn `turn_id` in `chat`, locked, its turn
+    holding only what finishing the call reads (its id and `chat`); or None."""
     columns, sql = _call_reading()
     uuid_of = ToolCall._meta.pk.get_db_prep_value
-    found = fetch_one(columns, sql, [uuid_of(tool_call_id, db), uuid_of(turn_id, db), uuid_of(chat.pk, db)])
+    found = fetch_one([columns], sql, [uuid_of(tool_call_id, db), uuid_of(turn_id, db), uuid_of(chat.pk, db)])
     if found is None:
         return None
-    (call, turn), _ = found
-    call.turn = turn
+    (call,), _ = found
+    call.turn = Turn.from_db(db.alias, ["id", "chat_id"], [call.turn_id, chat.pk])
+    call.turn.chat = chat
     return call
 
 
