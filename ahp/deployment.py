@@ -4,6 +4,13 @@ var directory. Anything else would sign sessions and derive tokens with a key no
 import ipaddress
 import os
 
+# A connection must finish sending each request's head and body within this many seconds of
+# opening or of its previous response (ahp.serve, and ahp.front for the head it reads).
+REQUEST_DEADLINE = float(os.environ.get("AHP_REQUEST_DEADLINE_SECONDS", "20"))
+# The most of a request head the front reads before handing the connection over; a larger head
+# goes over as it is, for the server to refuse.
+HANDOFF_BYTES = 64 * 1024
+
 NO_SECRET_KEY = ("Refusing to start: SECRET_KEY is not set. Set SECRET_KEY to a long random string (for example "
                  "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`); only an embedded host (no "
                  "DATABASE_URL) listening on a loopback address runs without one.")
@@ -26,4 +33,15 @@ def refusal_to_start(hosts):
         return None
     if os.environ.get("DATABASE_URL") or hosts is None or not all(is_loopback(h) for h in hosts):
         return NO_SECRET_KEY
+    return None
+
+
+APART_WITHOUT_SHARED_LAYER = ("Refusing to start: {count} serving processes need a channel layer they share. Set "
+                              "REDIS_URL, or set AHP_SERVING_PROCESSES=1: the embedded layer lives inside one process.")
+
+
+def refusal_to_serve_apart(count):
+    """APART_WITHOUT_SHARED_LAYER, or None when `count` serving processes can share what they serve."""
+    if count > 1 and not os.environ.get("REDIS_URL"):
+        return APART_WITHOUT_SHARED_LAYER.format(count=count)
     return None

@@ -5,9 +5,12 @@
   than by dropping the TCP connection, so a client learns why it was cut off;
 - a connection must finish sending each request's head and body (a WebSocket upgrade included)
   within REQUEST_DEADLINE seconds of opening or of its previous response. Twisted's own idle
-  timeout restarts at every byte, so a client dripping a header a minute was held for ever.
+  timeout restarts at every byte, so a client dripping a header a minute was held for ever;
+- with `--handoff-fd N` it listens on nothing and serves the connections the front
+  (ahp/front.py) hands it over the Unix socket N, each with the bytes the front read of it.
 """
-import os
+import asyncio
+import socket
 import sys
 
 import daphne.server
@@ -16,9 +19,9 @@ from daphne.http_protocol import HTTPFactory
 from daphne.ws_protocol import WebSocketFactory
 from twisted.web.http import HTTPChannel, _GenericHTTPChannelProtocol
 
-from ahp.deployment import refusal_to_start
+from twisted.internet import reactor
 
-REQUEST_DEADLINE = float(os.environ.get("AHP_REQUEST_DEADLINE_SECONDS", "20"))
+from ahp.deployment import HANDOFF_BYTES, REQUEST_DEADLINE, refusal_to_start
 
 
 class ClosingWebSocketFactory(WebSocketFactory):
@@ -74,6 +77,41 @@ daphne.server.WebSocketFactory = ClosingWebSocketFactory
 daphne.server.HTTPFactory = DeadlineHTTPFactory
 
 
+class HandoffServer(daphne.server.Server):
+    """daphne serving the connections handed over on the Unix socket `handoff_fd`, not listening."""
+
+    handoff_fd = None
+
+    def run(self):
+        self.endpoints = []  # daphne's command line always names one; this server takes none
+        reactor.callWhenRunning(self.take_handoffs)
+        super().run()
+
+    def take_handoffs(self):
+        self.handoff = socket.socket(fileno=self.handoff_fd)
+        self.handoff.setblocking(False)
+        asyncio.get_event_loop().add_reader(self.handoff_fd, self.adopt_handed)
+
+    def adopt_handed(self):
+        while True:
+            try:
+                data, fds, _, _ = socket.recv_fds(self.handoff, HANDOFF_BYTES, 4)
+            except BlockingIOError:
+                return
+            if not data and not fds:  # the front has gone, and its serving processes with it
+                asyncio.get_event_loop().remove_reader(self.handoff_fd)
+                reactor.stop()
+                return
+            for fd in fds:
+                with socket.socket(fileno=fd) as connection:
+                    connection.setblocking(False)
+                    try:  # the reactor takes a copy of the descriptor
+                        transport = reactor.adoptStreamConnection(fd, connection.family, self.http_factory)
+                    except OSError:  # the client left while it was handed over
+                        continue
+                transport.protocol.dataReceived(data)
+
+
 
 def listening_hosts(argv):
     """The TCP hosts daphne's command line binds, or None when it names other endpoints."""
@@ -83,8 +121,18 @@ def listening_hosts(argv):
     return [args.host or DEFAULT_HOST]
 
 
+def main(argv):
+    if "--handoff-fd" in argv:
+        at = argv.index("--handoff-fd")
+        HandoffServer.handoff_fd = int(argv[at + 1])
+        CommandLineInterface.server_class = HandoffServer
+        argv = argv[:at] + argv[at + 2:]
+    else:
+        refusal = refusal_to_start(listening_hosts(argv))
+        if refusal:
+            sys.exit(refusal)
+    CommandLineInterface().run(argv)
+
+
 if __name__ == "__main__":
-    refusal = refusal_to_start(listening_hosts(sys.argv[1:]))
-    if refusal:
-        sys.exit(refusal)
-    CommandLineInterface.entrypoint()
+    main(sys.argv[1:])

@@ -21,7 +21,7 @@ ENVIRONMENT_KEYS = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "ALLOWED_HOSTS", 
                     "AHP_MAX_SESSIONS_PER_PERSON", "AHP_MAX_CHATS_PER_PERSON", "AHP_MAX_CREATIONS_PER_MINUTE",
                     "AHP_MAX_CONNECTIONS_PER_PERSON", "SECURE_PROXY_SSL_HEADER",
                     "AHP_SANDBOX_UID", "AHP_SANDBOX_CPU_SECONDS", "AHP_SANDBOX_MEMORY_MB", "AHP_SANDBOX_PROCESSES",
-                    "AHP_SANDBOX_FILE_MB", "AHP_STDIO_MCP_SERVERS", "AHP_MCP_LISTING_WORKERS")
+                    "AHP_SANDBOX_FILE_MB", "AHP_STDIO_MCP_SERVERS", "AHP_MCP_LISTING_WORKERS", "AHP_SERVING_PROCESSES")
 
 
 def _env_bool(name, default):
@@ -205,6 +205,9 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 # holds nothing undelivered and so drops nothing (kernel.channel_layer). Waiters still read their
 # rows and subscribers catch up from the log.
 CHANNEL_CAPACITY = 100_000
+# Processes serving sockets and requests (ahp/front.py hands each tenant's connections to one of
+# them): one per core on a shared layer; the embedded layer lives inside one process.
+SERVING_PROCESSES = int(os.environ.get("AHP_SERVING_PROCESSES") or ((os.cpu_count() or 1) if REDIS_URL else 1))
 if REDIS_URL:
     CHANNEL_LAYERS = {"default": {"BACKEND": "kernel.channel_layer.PubSubChannelLayer",
                                   "CONFIG": {"hosts": [REDIS_URL]}}}

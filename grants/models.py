@@ -126,19 +126,30 @@ class ApiToken(models.Model):
         return row, f"{cls.PREFIX}_{key_id}_{secret}"
 
     @classmethod
+    def parts(cls, plaintext):
+        """(key id, secret) of a token's text, or None when it is not shaped like a token."""
+        prefix, _, rest = (plaintext or "").partition("_")
+        key_id, _, secret = rest.partition("_")
+        return (key_id, secret) if prefix == cls.PREFIX and key_id and secret else None
+
+    @classmethod
+    def secret_matches(cls, secret_sha256, secret):
+        return hmac.compare_digest(secret_sha256, cls._digest(secret))
+
+    @classmethod
     def authenticate(cls, plaintext):
         """The live token row for `plaintext` (its tenant, person and principal with it), or None:
         one statement. The secret is compared in constant time."""
-        prefix, _, rest = (plaintext or "").partition("_")
-        key_id, _, secret = rest.partition("_")
-        if prefix != cls.PREFIX or not key_id or not secret:
+        parts = cls.parts(plaintext)
+        if parts is None:
             return None
+        key_id, secret = parts
         columns, sql, read_grants = _token_reading()
         found = fetch_one(columns, sql, [key_id])
         if found is None:
             return None
         (row, tenant, person), (membership_id, role, grants) = found
-        if not hmac.compare_digest(row.secret_sha256, cls._digest(secret)):
+        if not cls.secret_matches(row.secret_sha256, secret):
             return None
         if row.expires is not None and row.expires <= timezone.now():
             return None

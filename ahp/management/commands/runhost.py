@@ -1,4 +1,5 @@
-"""Start the whole host: the ASGI server (HTTP, admin, REST, WebSocket), a Celery worker and
+"""Start the whole host: the ASGI server (HTTP, admin, REST, WebSocket; several serving
+processes behind ahp/front.py on a shared channel layer), a Celery worker and
 Celery beat, as child processes it supervises: a child that dies is started again (after a
 pause that grows while it keeps dying) and the event logged. Beat is a child of its own, never
 embedded in the worker, so a dead worker leaves no beat behind and there is never a second one.
@@ -9,18 +10,18 @@ import os
 import secrets
 import signal
 import socket
-import subprocess
 import sys
 import time
-from dataclasses import dataclass
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
 
-from ahp.deployment import refusal_to_start
+from ahp.deployment import refusal_to_serve_apart, refusal_to_start
 from ahp.models import WorkerHeartbeat
+from ahp.supervision import Child, stop_children, supervise_once
 from grants.actions import do_add_member, do_create_tenant, do_mint_token, do_save_person
 from grants.models import Principal, Tenant
 from tools_app.config import KEYS
@@ -89,75 +90,19 @@ def wait_until_started(host, port, children, since, timeout=90):
         time.sleep(0.3)
 
 
-# A child that died waits this long before it starts again, doubling while it keeps dying soon
-# after its start; one that ran STEADY_SECONDS starts again at once the next time.
-FIRST_RESTART_SECONDS = 1.0
-LONGEST_RESTART_SECONDS = 30.0
-STEADY_SECONDS = 60.0
-
-
-@dataclass
-class Child:
-    name: str
-    argv: list
-    process: subprocess.Popen = None
-    started: float = 0.0
-    pause: float = FIRST_RESTART_SECONDS
-    due: float = 0.0  # when a dead child starts again
-
-    def start(self):
-        self.process = subprocess.Popen(self.argv)
-        self.started = time.monotonic()
-
-    def running(self):
-        return self.process is not None and self.process.poll() is None
-
-
 def host_children(host, port):
     python = sys.executable
+    serving = settings.SERVING_PROCESSES
+    # With several serving processes, the front hands each tenant's connections to one of them.
+    server = ([python, "-m", "ahp.front", "-b", host, "-p", str(port), "--processes", str(serving)] if serving > 1
+              else [python, "-m", "ahp.serve", "-b", host, "-p", str(port), "ahp.asgi:application"])
     # --quiet and WARNING: Celery's banners and a line per task would bury the host's own.
     return [
-        Child("ASGI server", [python, "-m", "ahp.serve", "-b", host, "-p", str(port), "ahp.asgi:application"]),
+        Child("ASGI server", server),
         Child("Celery worker", [python, "-m", "celery", "-A", "ahp", "--quiet", "worker", "--pool", "solo",
                                 "--loglevel", "WARNING"]),
         Child("Celery beat", [python, "-m", "celery", "-A", "ahp", "--quiet", "beat", "--loglevel", "WARNING"]),
     ]
-
-
-def supervise_once(children, log):
-    """Start again each child whose pause is over; note each that died. A child is started only
-    after its previous process is known to have exited, so none ever runs twice."""
-    now = time.monotonic()
-    for child in children:
-        if child.process is None:
-            if now >= child.due:
-                child.start()
-                log(f"The {child.name} started again (pid {child.process.pid}).")
-        elif child.process.poll() is not None:
-            if now - child.started >= STEADY_SECONDS:
-                child.pause = FIRST_RESTART_SECONDS
-            log(f"The {child.name} exited with code {child.process.returncode}; "
-                f"starting it again in {child.pause:g} s.")
-            child.process, child.due = None, now + child.pause
-            child.pause = min(child.pause * 2, LONGEST_RESTART_SECONDS)
-
-
-def stop_children(running, interrupted):
-    """Stop the host's children. After Ctrl-C (which the whole process group got) each stops on
-    its own first: a second signal while it is exiting (beat saving its schedule) makes it print
-    a traceback. A child still running after the grace is terminated, then killed."""
-    if not interrupted:
-        for process in running:
-            process.terminate()
-    for process in running:
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
 
 
 def banner(host, port, first_start):
@@ -185,7 +130,7 @@ class Command(BaseCommand):
                 parser.add_argument(flag_of(key), dest=key.field, default=None, **FLAG_KINDS[key.kind](key))
 
     def handle(self, host, port, **options):
-        refusal = refusal_to_start([host])
+        refusal = refusal_to_start([host]) or refusal_to_serve_apart(settings.SERVING_PROCESSES)
         if refusal:
             raise CommandError(refusal)
         first_start = None

@@ -1,0 +1,65 @@
+"""Child processes started again when they die: runhost's (the serving tier, the Celery worker,
+beat) and the front's serving processes. A child that dies is started again after a pause that
+grows while it keeps dying, and the event logged."""
+import subprocess
+import time
+from dataclasses import dataclass
+
+# A child that died waits this long before it starts again, doubling while it keeps dying soon
+# after its start; one that ran STEADY_SECONDS starts again at once the next time.
+FIRST_RESTART_SECONDS = 1.0
+LONGEST_RESTART_SECONDS = 30.0
+STEADY_SECONDS = 60.0
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list
+    process: subprocess.Popen = None
+    started: float = 0.0
+    pause: float = FIRST_RESTART_SECONDS
+    due: float = 0.0  # when a dead child starts again
+
+    def start(self):
+        self.process = subprocess.Popen(self.argv)
+        self.started = time.monotonic()
+
+    def running(self):
+        return self.process is not None and self.process.poll() is None
+
+
+def supervise_once(children, log):
+    """Start again each child whose pause is over; note each that died. A child is started only
+    after its previous process is known to have exited, so none ever runs twice."""
+    now = time.monotonic()
+    for child in children:
+        if child.process is None:
+            if now >= child.due:
+                child.start()
+                log(f"The {child.name} started again (pid {child.process.pid}).")
+        elif child.process.poll() is not None:
+            if now - child.started >= STEADY_SECONDS:
+                child.pause = FIRST_RESTART_SECONDS
+            log(f"The {child.name} exited with code {child.process.returncode}; "
+                f"starting it again in {child.pause:g} s.")
+            child.process, child.due = None, now + child.pause
+            child.pause = min(child.pause * 2, LONGEST_RESTART_SECONDS)
+
+
+def stop_children(running, interrupted):
+    """Stop the host's children. After Ctrl-C (which the whole process group got) each stops on
+    its own first: a second signal while it is exiting (beat saving its schedule) makes it print
+    a traceback. A child still running after the grace is terminated, then killed."""
+    if not interrupted:
+        for process in running:
+            process.terminate()
+    for process in running:
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
