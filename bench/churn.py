@@ -7,18 +7,21 @@ starts again, for the churn phase's length. The quiet tenant's `--quiet` sockets
 alone.
 
 Run: `.venv/bin/python -m bench.churn` (embedded), or with DATABASE_URL and REDIS_URL set for
-PostgreSQL + Redis (the database must be empty or migrated for the host).
+PostgreSQL + Redis (the database must be empty or migrated for the host). On Redis the host
+serves as runhost does on two cores, through the front before two serving processes
+(`--processes 1`: one daphne, as embedded).
 """
 import argparse
 import asyncio
 import itertools
 import json
 import multiprocessing
+import os
 import time
 
 from websockets.asyncio.client import connect
 
-from .servers import daphne, free_port, host_install, manage
+from .servers import free_port, host_install, manage, serving
 
 PING_EVERY = 0.05
 OPENING_AT_ONCE = 100
@@ -73,24 +76,26 @@ async def churn(url, count, stop, counts, errors):
         counts["closed"] += len(sockets)
 
 
-def churning(url, count, go, stop, outcome):
+def churning(url, count, nice, go, stop, outcome):
     """The churning tenant, in a process of its own: on the pingers' loop, its own handshakes
     would delay their pings as much as the server's do. Started before the quiet phase (starting
-    a process holds up the loop that starts it) and let go at the churn phase."""
+    a process holds up the loop that starts it) and let go at the churn phase. At `nice` above 0
+    it takes only the CPU the host leaves, as clients on other machines would."""
     counts, errors = {"opened": 0, "closed": 0}, []
+    os.nice(nice)
     go.wait()
     asyncio.run(churn(url, count, stop, counts, errors))
     outcome.put((counts, errors))
 
 
-async def measure(quiet_url, churn_url, quiet, churn_count, seconds):
+async def measure(quiet_url, churn_url, quiet, churn_count, seconds, nice=0):
     errors = []
     sockets = [await opened(quiet_url, f"quiet-{i}") for i in range(quiet)]
     phases = {}
     counts = {"opened": 0, "closed": 0}
     spawn = multiprocessing.get_context("spawn")
     go, churn_stop, outcome = spawn.Event(), spawn.Event(), spawn.Queue()
-    churner = spawn.Process(target=churning, args=(churn_url, churn_count, go, churn_stop, outcome))
+    churner = spawn.Process(target=churning, args=(churn_url, churn_count, nice, go, churn_stop, outcome))
     churner.start()
     for phase in ("quiet", "churn"):
         samples, stop = [], asyncio.Event()
@@ -113,7 +118,8 @@ async def measure(quiet_url, churn_url, quiet, churn_count, seconds):
 
 def report(phases, counts, errors, args):
     lines = [f"churn: {args.quiet} quiet sockets pinging every {PING_EVERY * 1000:g} ms; the other tenant opens and "
-             f"closes {args.churn} sockets at a time; {args.seconds:g} s per phase"]
+             f"closes {args.churn} sockets at a time; {args.seconds:g} s per phase; {args.processes} serving "
+             f"process{'es' if args.processes > 1 else ''}; churning client at nice {args.churner_nice}"]
     for phase, samples in phases.items():
         lines.append(f"{phase:6} pings {len(samples):6}   p50 {percentile(samples, 50):8.2f} ms   "
                      f"p99 {percentile(samples, 99):8.2f} ms   max {max(samples, default=0) * 1000:8.2f} ms")
@@ -129,6 +135,10 @@ def parse(argv):
     parser.add_argument("--quiet", type=int, default=10, help="sockets of the quiet tenant")
     parser.add_argument("--churn", type=int, default=500, help="sockets the churning tenant opens at a time")
     parser.add_argument("--seconds", type=float, default=20, help="length of each phase")
+    parser.add_argument("--processes", type=int, default=2 if os.environ.get("REDIS_URL") else 1,
+                        help="serving processes behind the front (2 on Redis, else 1: one daphne)")
+    parser.add_argument("--churner-nice", type=int, default=0,
+                        help="the churning client's niceness (10: it yields the cores to the host it loads)")
     return parser.parse_args(argv)
 
 
@@ -139,9 +149,10 @@ def main(argv=None):
         manage(env, "addmember", "churner", "churning", "--role", "member")
         churn_token = manage(env, "minttoken", "churner", "churning")
         port = free_port()
-        with daphne("ahp.asgi:application", env, port):
+        with serving("ahp.asgi:application", env, port, args.processes):
             url = f"ws://127.0.0.1:{port}/ahp?tkn="
-            outcome = asyncio.run(measure(url + token, url + churn_token, args.quiet, args.churn, args.seconds))
+            outcome = asyncio.run(measure(url + token, url + churn_token, args.quiet, args.churn, args.seconds,
+                                           args.churner_nice))
     print(report(*outcome, args), flush=True)
 
 

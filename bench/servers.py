@@ -88,3 +88,12 @@ def host_install():
 
 def daphne(app, env, port, log=None):
     return running([sys.executable, "-m", "ahp.serve", "-b", "127.0.0.1", "-p", str(port), app], env, port, log)
+
+
+def serving(app, env, port, processes, log=None):
+    """The host's serving tier as runhost starts it: one daphne, or the front (ahp/front.py)
+    before `processes` of them."""
+    if processes == 1:
+        return daphne(app, env, port, log)
+    return running([sys.executable, "-m", "ahp.front", "-p", str(port), "--processes", str(processes), app],
+                   env, port, log)

@@ -26,7 +26,7 @@ def test_compose_runs_the_five_services():
 
 def test_compose_commands_start_the_server_the_worker_and_beat():
     services = compose()["services"]
-    assert "ahp.serve" in services["web"]["command"] and "ahp.asgi:application" in services["web"]["command"]
+    assert "python -m ahp.front -b 0.0.0.0 -p 8000" in services["web"]["command"]  # the serving processes behind it
     assert "migrate" in services["web"]["command"]
     assert services["worker"]["command"].startswith("celery -A ahp worker")
     assert services["beat"]["command"].startswith("celery -A ahp beat")
