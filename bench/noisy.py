@@ -16,7 +16,7 @@ import sys
 import time
 
 from . import load
-from .servers import daphne, free_port, host_install
+from .servers import free_port, host_install, serving
 
 PING_EVERY = 0.05
 PHASES = ("alone", "flood")
@@ -72,7 +72,8 @@ async def drive(urls, args):
 
 
 def report(setup, phases, args, workers):
-    print(f"noisy neighbour: {workers} worker process(es) on PostgreSQL + Redis; quiet tenant {args.quiet_agents} "
+    serving = f"the front before {args.processes} serving processes" if args.processes > 1 else "one serving process"
+    print(f"noisy neighbour: {workers} port(s), each {serving}, on PostgreSQL + Redis; quiet tenant {args.quiet_agents} "
           f"agents and {args.pingers} sockets pinging every {PING_EVERY * 1e3:g} ms; the noisy tenant floods with "
           f"{args.flood_agents} agents; {args.seconds:g} s per phase")
     print(f"{'phase':<6} {'pings':>6} {'ping p50/p99 ms':>16} {'quiet calls':>11} {'call p50/p99 ms':>16} "
@@ -101,7 +102,9 @@ def parse(argv):
     parser.add_argument("--pingers", type=int, default=5)
     parser.add_argument("--flood-agents", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=20, help="length of each phase")
-    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=1, help="daphnes on ports of their own")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="serving processes behind the front, one port (as runhost serves on Redis)")
     parser.add_argument("--calls-per-turn", type=int, default=6)
     return parser.parse_args(argv)
 
@@ -116,7 +119,7 @@ def main(argv=()):
         with contextlib.ExitStack() as stack:
             ports = [free_port() for _ in range(args.workers)]
             for port in ports:
-                stack.enter_context(daphne("ahp.asgi:application", env, port))
+                stack.enter_context(serving("ahp.asgi:application", env, port, args.processes))
             urls = [[f"ws://127.0.0.1:{port}/ahp?tkn={t}" for t in tokens] for port in ports]
             setup, phases = asyncio.run(drive(urls, args))
     report(setup, phases, args, args.workers)
