@@ -181,7 +181,7 @@ class Front:
             try:
                 async with asyncio.timeout(REQUEST_DEADLINE):
                     while len(data) < HANDOFF_BYTES and request_head(data) is None:
-                        more = await loop.sock_recv(connection, HANDOFF_BYTES)
+                        more = await loop.sock_recv(connection, HANDOFF_BYTES - len(data))
                         if not more:
                             return
                         data += more

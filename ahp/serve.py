@@ -10,6 +10,7 @@
   (ahp/front.py) hands it over the Unix socket N, each with the bytes the front read of it.
 """
 import asyncio
+import logging
 import socket
 import sys
 
@@ -17,9 +18,8 @@ import daphne.server
 from daphne.cli import DEFAULT_HOST, CommandLineInterface
 from daphne.http_protocol import HTTPFactory
 from daphne.ws_protocol import WebSocketFactory
-from twisted.web.http import HTTPChannel, _GenericHTTPChannelProtocol
-
 from twisted.internet import reactor
+from twisted.web.http import HTTPChannel, _GenericHTTPChannelProtocol
 
 from ahp.deployment import HANDOFF_BYTES, REQUEST_DEADLINE, refusal_to_start
 
@@ -91,6 +91,7 @@ class HandoffServer(daphne.server.Server):
         self.handoff = socket.socket(fileno=self.handoff_fd)
         self.handoff.setblocking(False)
         asyncio.get_event_loop().add_reader(self.handoff_fd, self.adopt_handed)
+        logging.getLogger(__name__).info("Serving the connections the front hands over")
 
     def adopt_handed(self):
         while True:
@@ -126,6 +127,8 @@ def main(argv):
         at = argv.index("--handoff-fd")
         HandoffServer.handoff_fd = int(argv[at + 1])
         CommandLineInterface.server_class = HandoffServer
+        # It would say "Starting server at" the address its command line defaults to, which it never listens on.
+        logging.getLogger("daphne.cli").setLevel(logging.WARNING)
         argv = argv[:at] + argv[at + 2:]
     else:
         refusal = refusal_to_start(listening_hosts(argv))
