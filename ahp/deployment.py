@@ -35,13 +35,3 @@ def refusal_to_start(hosts):
         return NO_SECRET_KEY
     return None
 
-
-APART_WITHOUT_SHARED_LAYER = ("Refusing to start: {count} serving processes need a channel layer they share. Set "
-                              "REDIS_URL, or set AHP_SERVING_PROCESSES=1: the embedded layer lives inside one process.")
-
-
-def refusal_to_serve_apart(count):
-    """APART_WITHOUT_SHARED_LAYER, or None when `count` serving processes can share what they serve."""
-    if count > 1 and not os.environ.get("REDIS_URL"):
-        return APART_WITHOUT_SHARED_LAYER.format(count=count)
-    return None

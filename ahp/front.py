@@ -1,6 +1,6 @@
-"""`python -m ahp.front`: the serving tier of a host whose channel layer is shared (Redis). One
-listening socket in front of several serving processes (daphne, as `ahp.serve` runs it); each
-connection is handed, whole, to the process that serves its tenant.
+"""`python -m ahp.front`: the host's serving tier when it has several serving processes (daphne,
+as `ahp.serve` runs it): one listening socket in front of them; each connection is handed,
+whole, to the process that serves its tenant.
 
 Why: every socket on a process shares its event loop, so one tenant opening and closing
 thousands of sockets stalled every other tenant's frames (bench.churn: the quiet tenant's p99
@@ -13,8 +13,10 @@ request (`?tkn=` or `Authorization: Bearer`, its secret checked), else the sessi
 `/ahp-mcp/<uuid>` path. It passes the socket and the bytes it read to that process over a Unix
 socket (SCM_RIGHTS); the process adopts the socket as if it had accepted it, and the front is
 out of the connection's path from then on. A request with no tenant (the admin, static files,
-a token that does not check out) goes to the processes in turn: any of them serves anything,
-as they share the database and the channel layer. The front supervises its processes: a dead
+a token that does not check out) goes to the processes in turn: any of them serves anything.
+They share the database; on Redis the channel layer too, and without it each hears the actions
+the others logged from the action log, as it hears the Celery worker's (sessions_app/events/presence.py),
+and a waiter re-reads its row (tools_app/runtime.py). The front supervises its processes: a dead
 one starts again (ahp/supervision.py), its tenants served by the others meanwhile.
 """
 import argparse
@@ -32,7 +34,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import django
 
-from ahp.deployment import HANDOFF_BYTES, REQUEST_DEADLINE, refusal_to_serve_apart, refusal_to_start
+from ahp.deployment import HANDOFF_BYTES, REQUEST_DEADLINE, refusal_to_start
 from ahp.supervision import Child, stop_children, supervise_once
 
 # Route lookups the front remembers (token key ids, sessions); forgotten all at once past this.
@@ -135,7 +137,9 @@ class ServingProcess(Child):
         front_end, process_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         front_end.setblocking(False)
         fd = process_end.fileno()
-        self.process = subprocess.Popen([*self.argv, "--handoff-fd", str(fd)], pass_fds=[fd])
+        # A process group of its own: Ctrl-C reaches the front, which stops it; one still starting
+        # would print a traceback for it.
+        self.process = subprocess.Popen([*self.argv, "--handoff-fd", str(fd)], pass_fds=[fd], process_group=0)
         self.started = time.monotonic()
         process_end.close()
         if self.handoff is not None:
@@ -222,8 +226,7 @@ def serving_processes(count, app):
 
 
 async def run(host, port, count, app):
-    """Serve on `host:port` until SIGINT or SIGTERM; the processes still to stop, and whether
-    they had SIGINT already (Ctrl-C reaches the whole process group)."""
+    """Serve on `host:port` until SIGINT or SIGTERM; the processes still to stop."""
     listener = socket.create_server((host, port), backlog=1024)
     listener.setblocking(False)
     processes = serving_processes(count, app)
@@ -234,16 +237,16 @@ async def run(host, port, count, app):
         print(line, file=sys.stderr, flush=True)
 
     front = Front(listener, processes, log)
-    stopped, loop = asyncio.Future(), asyncio.get_running_loop()
+    stopped, loop = asyncio.Event(), asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, lambda signum=signum: stopped.done() or stopped.set_result(signum))
+        loop.add_signal_handler(signum, stopped.set)
     log(f"Listening on TCP address {host}:{port}, in front of {count} serving processes")
     tasks = [asyncio.create_task(front.serve()), asyncio.create_task(front.supervise())]
-    signum = await stopped
+    await stopped.wait()
     for task in tasks:
         task.cancel()
     listener.close()
-    return [p.process for p in processes if p.running()], signum == signal.SIGINT
+    return [p.process for p in processes if p.running()]
 
 
 def main(argv=None):
@@ -255,13 +258,13 @@ def main(argv=None):
     parser.add_argument("-b", "--bind", default="127.0.0.1")
     parser.add_argument("-p", "--port", type=int, default=8000)
     parser.add_argument("--processes", type=int, default=settings.SERVING_PROCESSES,
-                        help="serving processes (AHP_SERVING_PROCESSES; one per core on a shared layer)")
+                        help="serving processes (AHP_SERVING_PROCESSES; one per core)")
     parser.add_argument("application", nargs="?", default="ahp.asgi:application")
     args = parser.parse_args(argv)
-    refusal = refusal_to_start([args.bind]) or refusal_to_serve_apart(args.processes)
+    refusal = refusal_to_start([args.bind])
     if refusal:
         sys.exit(refusal)
-    stop_children(*asyncio.run(run(args.bind, args.port, args.processes, args.application)))
+    stop_children(asyncio.run(run(args.bind, args.port, args.processes, args.application)), interrupted=False)
 
 
 if __name__ == "__main__":

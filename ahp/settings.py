@@ -205,9 +205,9 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 # holds nothing undelivered and so drops nothing (kernel.channel_layer). Waiters still read their
 # rows and subscribers catch up from the log.
 CHANNEL_CAPACITY = 100_000
-# Processes serving sockets and requests (ahp/front.py hands each tenant's connections to one of
-# them): one per core on a shared layer; the embedded layer lives inside one process.
-SERVING_PROCESSES = int(os.environ.get("AHP_SERVING_PROCESSES") or ((os.cpu_count() or 1) if REDIS_URL else 1))
+# Processes serving sockets and requests, one per core: ahp/front.py hands each tenant's
+# connections to one of them, so one tenant's churn costs its own process's event loop.
+SERVING_PROCESSES = int(os.environ.get("AHP_SERVING_PROCESSES") or os.cpu_count() or 1)
 if REDIS_URL:
     CHANNEL_LAYERS = {"default": {"BACKEND": "kernel.channel_layer.PubSubChannelLayer",
                                   "CONFIG": {"hosts": [REDIS_URL]}}}

@@ -1,6 +1,7 @@
-"""The front (`python -m ahp.front`): every connection of a tenant is served by one serving
-process, another tenant's by another; a serving process that dies takes only its own tenants'
-connections with it, and starts again; a token is trusted for routing only with its secret."""
+"""The front (`python -m ahp.front`), embedded and on PostgreSQL + Redis: every connection of a
+tenant is served by one serving process, another tenant's by another; a serving process that
+dies takes only its own tenants' connections with it, and starts again; a token is trusted for
+routing only with its secret."""
 import contextlib
 import os
 import signal
@@ -9,21 +10,12 @@ import sys
 import time
 
 import pytest
-from django.conf import settings
-from django.db import connection
 from websockets.exceptions import ConnectionClosed
 
-from ahp.deployment import APART_WITHOUT_SHARED_LAYER
 from ahp.front import Tenants, route_of
 
 from .ahp.protocol.harness import AhpClient
 from .conftest import PROCESS_DEADLINE_SECONDS, ROOT, child_env, free_port, stop, wait_for_port
-
-shared_layer = pytest.mark.skipif(
-    not settings.REDIS_URL or connection.vendor != "postgresql",
-    reason="several serving processes need the shared channel layer (Redis) and PostgreSQL",
-)
-
 
 @contextlib.contextmanager
 def front(log, processes=2):
@@ -66,7 +58,6 @@ def connected(port, token, deadline=PROCESS_DEADLINE_SECONDS):
             time.sleep(0.5)
 
 
-@shared_layer
 @pytest.mark.e2e
 def test_each_tenant_is_served_by_a_process_of_its_own(transactional_db, acme, globex, tmp_path):
     with front(tmp_path / "front.log") as (port, process):
@@ -82,7 +73,6 @@ def test_each_tenant_is_served_by_a_process_of_its_own(transactional_db, acme, g
             client.close()
 
 
-@shared_layer
 @pytest.mark.e2e
 def test_a_dead_serving_process_takes_only_its_own_tenants_connections(transactional_db, acme, globex, tmp_path):
     with front(tmp_path / "front.log") as (port, process):
@@ -123,10 +113,3 @@ def test_the_route_is_read_from_the_request_head():
     assert route_of(b"GET /admin/ HTTP/1.1\r\nHost: h\r\n\r\n") is None
     assert route_of(b"GET /ahp?tkn=x HTTP/1.1\r\nHost: h\r\n") is None  # the head has not all arrived
 
-
-def test_several_serving_processes_need_a_shared_layer():
-    env = {**child_env(), "REDIS_URL": ""}
-    out = subprocess.run([sys.executable, "-m", "ahp.front", "--processes", "2"], env=env, cwd=ROOT,
-                         capture_output=True, text=True, timeout=PROCESS_DEADLINE_SECONDS)
-    assert out.returncode == 1
-    assert out.stderr.strip() == APART_WITHOUT_SHARED_LAYER.format(count=2)

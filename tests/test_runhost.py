@@ -139,7 +139,7 @@ def test_runhost_starts_a_dead_child_again_and_never_runs_a_second_beat(tmp_path
                 return line
         raise AssertionError(f"runhost never printed {needle!r}: {''.join(lines)}")
 
-    markers = {"Celery worker": " worker ", "Celery beat": " beat ", "ASGI server": "ahp.serve"}
+    markers = {"Celery worker": " worker ", "Celery beat": " beat ", "ASGI server": "ahp.front"}
     try:
         read_until("connect a client")
         for name, marker in markers.items():

@@ -1,5 +1,5 @@
 """Start the whole host: the ASGI server (HTTP, admin, REST, WebSocket; several serving
-processes behind ahp/front.py on a shared channel layer), a Celery worker and
+processes, one per core, behind ahp/front.py), a Celery worker and
 Celery beat, as child processes it supervises: a child that dies is started again (after a
 pause that grows while it keeps dying) and the event logged. Beat is a child of its own, never
 embedded in the worker, so a dead worker leaves no beat behind and there is never a second one.
@@ -19,7 +19,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
 
-from ahp.deployment import refusal_to_serve_apart, refusal_to_start
+from ahp.deployment import refusal_to_start
 from ahp.models import WorkerHeartbeat
 from ahp.supervision import Child, stop_children, supervise_once
 from grants.actions import do_add_member, do_create_tenant, do_mint_token, do_save_person
@@ -130,7 +130,7 @@ class Command(BaseCommand):
                 parser.add_argument(flag_of(key), dest=key.field, default=None, **FLAG_KINDS[key.kind](key))
 
     def handle(self, host, port, **options):
-        refusal = refusal_to_start([host]) or refusal_to_serve_apart(settings.SERVING_PROCESSES)
+        refusal = refusal_to_start([host])
         if refusal:
             raise CommandError(refusal)
         first_start = None
