@@ -7,9 +7,9 @@ starts again, for the churn phase's length. The quiet tenant's `--quiet` sockets
 alone.
 
 Run: `.venv/bin/python -m bench.churn` (embedded), or with DATABASE_URL and REDIS_URL set for
-PostgreSQL + Redis (the database must be empty or migrated for the host). On Redis the host
-serves as runhost does on two cores, through the front before two serving processes
-(`--processes 1`: one daphne, as embedded).
+PostgreSQL + Redis (the database must be empty or migrated for the host). The host serves as
+runhost does on two cores, through the front before two serving processes (`--processes 1`:
+one daphne, the baseline before the front).
 """
 import argparse
 import asyncio
@@ -135,8 +135,8 @@ def parse(argv):
     parser.add_argument("--quiet", type=int, default=10, help="sockets of the quiet tenant")
     parser.add_argument("--churn", type=int, default=500, help="sockets the churning tenant opens at a time")
     parser.add_argument("--seconds", type=float, default=20, help="length of each phase")
-    parser.add_argument("--processes", type=int, default=2 if os.environ.get("REDIS_URL") else 1,
-                        help="serving processes behind the front (2 on Redis, else 1: one daphne)")
+    parser.add_argument("--processes", type=int, default=2,
+                        help="serving processes behind the front (1: one daphne, no front)")
     parser.add_argument("--churner-nice", type=int, default=0,
                         help="the churning client's niceness (10: it yields the cores to the host it loads)")
     return parser.parse_args(argv)
