@@ -227,6 +227,10 @@ def serving_processes(count, app):
 
 async def run(host, port, count, app):
     """Serve on `host:port` until SIGINT or SIGTERM; the processes still to stop."""
+    # Signals first: a client (runhost's test) may send Ctrl-C as soon as the port answers.
+    stopped, loop = asyncio.Event(), asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stopped.set)
     listener = socket.create_server((host, port), backlog=1024)
     listener.setblocking(False)
     processes = serving_processes(count, app)
@@ -237,9 +241,6 @@ async def run(host, port, count, app):
         print(line, file=sys.stderr, flush=True)
 
     front = Front(listener, processes, log)
-    stopped, loop = asyncio.Event(), asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stopped.set)
     log(f"Listening on TCP address {host}:{port}, in front of {count} serving processes")
     tasks = [asyncio.create_task(front.serve()), asyncio.create_task(front.supervise())]
     await stopped.wait()
@@ -264,7 +265,13 @@ def main(argv=None):
     refusal = refusal_to_start([args.bind])
     if refusal:
         sys.exit(refusal)
-    stop_children(asyncio.run(run(args.bind, args.port, args.processes, args.application)), interrupted=False)
+    # Not asyncio.run: its own Ctrl-C handler cancels the task with a traceback.
+    loop = asyncio.new_event_loop()
+    try:
+        running = loop.run_until_complete(run(args.bind, args.port, args.processes, args.application))
+    except KeyboardInterrupt:  # before the handlers were in place; the processes end with the front
+        running = []
+    stop_children(running, interrupted=False)
 
 
 if __name__ == "__main__":
