@@ -40,6 +40,21 @@ def rss_kib(pid):
     return 0
 
 
+def descendants(pid):
+    """`pid` and every process below it (the front's serving processes)."""
+    found = [pid]
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            for child in (task / "children").read_text().split():
+                found += descendants(int(child))
+    return found
+
+
+def tree_rss_kib(pid):
+    """The memory of `pid` and its descendants: a host served through the front is several processes."""
+    return sum(rss_kib(p) for p in descendants(pid) if Path(f"/proc/{p}").exists())
+
+
 def cpu_seconds(pid):
     """User + system CPU a process (and the children it waited for) has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()

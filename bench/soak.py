@@ -1,10 +1,10 @@
 """Soak: a long run of bench.load's shape with one tenant churning its connections; it reports
-the errors, each tenant's p99 and the serving process's memory drift.
+the errors, each tenant's p99 and the serving processes' memory drift.
 
 500 sockets across 10 tenants on PostgreSQL + Redis: agents (a driver and a tool client each)
 run echo turns calling host tools and their client's ping tool, the other sockets watch a chat
 and list sessions; the last tenant holds no agents and instead opens and closes `--churn`
-sockets at a time for the whole run. RSS drift compares the serving process's memory at the end
+sockets at a time for the whole run. RSS drift compares the serving processes' memory (the front and its children) at the end
 with its memory once warmed up (a tenth of the run in). Targets: 0 errors, RSS drift < 10 %.
 
 Run: `.venv/bin/python -m bench.soak --minutes 30`: on DATABASE_URL and REDIS_URL as given when
@@ -20,9 +20,9 @@ import time
 
 from .load import (
     DEFAULT_DATABASE, DEFAULT_REDIS, KINDS, TURN_TIMEOUT, Agent, Connection, Stats, environment, fresh_database,
-    more_tokens, opened, percentile, spare_redis_db, watch,
+    more_tokens, opened, percentile, own_redis_db, watch,
 )
-from .servers import daphne, free_port, host_install, rss_kib
+from .servers import free_port, host_install, serving, tree_rss_kib
 
 # A turn still running after this long is stuck, not slow: its client calls would have timed out
 # by then (clientToolTimeoutMs, 600 s by default).
@@ -66,13 +66,13 @@ async def soak(urls, args, server):
     deadline = start + args.minutes * 60
     for s in stats:
         s.window = (start, deadline)
-    memory = {"start": rss_kib(server.pid), "warm": None, "peak": 0}
+    memory = {"start": tree_rss_kib(server.pid), "warm": None, "peak": 0}
     counts = {"opened": 0, "closed": 0}
 
     async def sample_memory():
         while time.monotonic() < deadline:
             await asyncio.sleep(5)
-            rss = rss_kib(server.pid)
+            rss = tree_rss_kib(server.pid)
             memory["peak"] = max(memory["peak"], rss)
             if memory["warm"] is None and time.monotonic() >= start + (deadline - start) / 10:
                 memory["warm"] = rss
@@ -84,7 +84,7 @@ async def soak(urls, args, server):
         for i, w in watchers if w is not None and chats[i % quiet]]
     churning = [churn(urls[quiet], args.churn, deadline, stats[quiet], counts)] if args.churn else []
     await asyncio.gather(sample_memory(), *churning, *jobs)
-    memory["end"] = rss_kib(server.pid)
+    memory["end"] = tree_rss_kib(server.pid)
     open_sockets = [c for a in crew for c in (a.driver, a.tools) if c is not None] + [w for _, w in watchers if w]
     for connection in open_sockets:
         await counted(connection.close(), stats[0], "socket error")
@@ -94,7 +94,8 @@ async def soak(urls, args, server):
 def report(outcome, args):
     stats, memory, counts = outcome["stats"], outcome["memory"], outcome["counts"]
     lines = [f"soak: {args.minutes:g} min, {outcome['sockets']} sockets over {args.tenants} tenants, {args.agents} "
-             f"agents; tenant {args.tenants} churns {args.churn} sockets at a time; PostgreSQL + Redis, one worker"]
+             f"agents; tenant {args.tenants} churns {args.churn} sockets at a time; PostgreSQL + Redis, "
+             + (f"the front before {args.processes} serving processes" if args.processes > 1 else "one serving process")]
     lines.append(f"{'tenant':>6} {'calls':>7} {'host p99 ms':>12} {'client p99 ms':>14} {'list p99 ms':>12} "
                  f"{'turns':>6} {'turn p50 s':>11} {'turn max s':>11} {'errors':>7}")
     for t, s in enumerate(stats):
@@ -109,7 +110,7 @@ def report(outcome, args):
     lines += [f"   e.g. {sample}" for s in stats for sample in s.samples][:8]
     lines.append(f"churned: {counts['opened']} sockets opened, {counts['closed']} closed")
     warm = memory["warm"] or memory["start"]
-    lines.append(f"server RSS MiB: start {memory['start'] / 1024:.0f}, warm {warm / 1024:.0f}, peak "
+    lines.append(f"serving processes' RSS MiB: start {memory['start'] / 1024:.0f}, warm {warm / 1024:.0f}, peak "
                  f"{memory['peak'] / 1024:.0f}, end {memory['end'] / 1024:.0f}; drift since warm "
                  f"{100 * (memory['end'] - warm) / warm:+.1f}% (target < 10%)")
     return "\n".join(lines)
@@ -124,6 +125,8 @@ def parse(argv):
     parser.add_argument("--churn", type=int, default=50, help="sockets the churning tenant opens at a time")
     parser.add_argument("--calls-per-turn", type=int, default=4)
     parser.add_argument("--watch-interval", type=float, default=5.0)
+    parser.add_argument("--processes", type=int, default=2,
+                        help="serving processes behind the front, as runhost serves (1: one daphne, no front)")
     return parser.parse_args(argv)
 
 
@@ -132,11 +135,11 @@ def main(argv=None):
     database = os.environ.get("DATABASE_URL")
     redis = os.environ.get("REDIS_URL")
     with (contextlib.nullcontext(database) if database else fresh_database(DEFAULT_DATABASE)) as database_url, \
-            (contextlib.nullcontext(redis) if redis else spare_redis_db(DEFAULT_REDIS)) as redis_url, \
+            (contextlib.nullcontext(redis) if redis else own_redis_db(DEFAULT_REDIS)) as redis_url, \
             environment(DATABASE_URL=database_url, REDIS_URL=redis_url), host_install() as (env, token):
         tokens = [token] + more_tokens(env, args.tenants)
         port = free_port()
-        with daphne("ahp.asgi:application", env, port) as server:
+        with serving("ahp.asgi:application", env, port, args.processes) as server:
             urls = [f"ws://127.0.0.1:{port}/ahp?tkn={t}" for t in tokens]
             outcome = asyncio.run(soak(urls, args, server))
     print(report(outcome, args), flush=True)
