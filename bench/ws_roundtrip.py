@@ -65,6 +65,8 @@ class Client:
         while True:
             frame = json.loads(await self.ws.recv())
             if frame.get("id") == self.next_id:
+                if "error" in frame:  # e.g. createTerminal on a host without bubblewrap: stop, don't wait for ever
+                    raise RuntimeError(f"{method} failed: {frame['error']['message']}")
                 return frame.get("result")
 
     async def dispatch(self, channel, action, seq=[0]):

@@ -2,6 +2,7 @@
 applied (the PTY is written to, resized)."""
 
 from kernel.orm import database_sync_to_async
+from sandbox.bubblewrap import SandboxUnavailable
 from sessions_app.channels import parse, session_at
 from tools_app.families.terminals import actions, pty
 
@@ -38,7 +39,13 @@ async def create_terminal(consumer, params):
                                           params.get("cwd"), title, cols, rows, claim)
 
     terminal = await database_sync_to_async(create)()
-    await pty.start(terminal)
+    try:
+        await pty.start(terminal)
+    except SandboxUnavailable as unavailable:
+        # No shell can run confined (no bubblewrap): the terminal goes with its sentence, so no
+        # terminal is left that lists as running and never answers.
+        await database_sync_to_async(actions.do_dispose_terminal)(consumer.principal, terminal)
+        raise errors.RpcError(errors.INTERNAL_ERROR, str(unavailable)) from None
     return None
 
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from sandbox.bubblewrap import NO_BUBBLEWRAP
+
 from .harness import AhpClient, RpcFailed
 
 pytestmark = pytest.mark.e2e  # each terminal is a real shell under bubblewrap
@@ -64,6 +66,20 @@ def test_a_terminal_runs_a_command_in_the_sessions_folder_and_reads_its_output(m
     assert member.subscribe(uri)["exitCode"] == 3
     member.dispatch(uri, {"type": "terminal/input", "data": "echo late\n"})
     assert member.action("terminal/input", rejected=True)["rejectionReason"] == f"Terminal {uri} has exited."
+
+
+def test_a_host_without_bubblewrap_refuses_a_terminal_and_keeps_none(member, project, monkeypatch, tmp_path):
+    session = member.create_session(workingDirectories=[project.as_uri()])
+    monkeypatch.setenv("PATH", str(tmp_path))  # the server runs in this process: bwrap is nowhere on its PATH
+    uri = f"ahp-terminal:/{uuid.uuid4()}"
+    with pytest.raises(RpcFailed) as refused:
+        member.call("createTerminal", {"channel": uri, "session": session})
+    assert (refused.value.code, refused.value.message) == (-32603, NO_BUBBLEWRAP)
+    with pytest.raises(RpcFailed) as unknown:
+        member.subscribe(uri)
+    assert unknown.value.code == -32008
+    monkeypatch.undo()
+    assert open_terminal(member, session)  # the same session opens one once bubblewrap is back
 
 
 def test_ahp_terminals_lists_the_sessions_terminals(member, project):
