@@ -13,11 +13,14 @@ one daphne, the baseline before the front).
 """
 import argparse
 import asyncio
+import base64
 import itertools
 import json
 import multiprocessing
 import os
+import struct
 import time
+from urllib.parse import urlsplit
 
 from websockets.asyncio.client import connect
 
@@ -56,13 +59,73 @@ async def pinger(ws, samples, stop, errors):
         await asyncio.sleep(max(0.0, PING_EVERY - (time.monotonic() - started)))
 
 
-async def churn(url, count, stop, counts, errors):
+class LeanSocket:
+    """A churning client's socket, written by hand on asyncio's streams: the same handshake,
+    `initialize`, answer and closing handshake as any client, at a fraction of the `websockets`
+    library's CPU. The churning client shares the host's two cores, so what it spends there is
+    taken from the host it loads; clients on other machines would take none."""
+
+    def __init__(self, reader, writer):
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, url, client_id):
+        parts = urlsplit(url)
+        reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+        key = base64.b64encode(os.urandom(16)).decode()
+        writer.write(f"GET {parts.path}?{parts.query} HTTP/1.1\r\nHost: {parts.netloc}\r\nUpgrade: websocket\r\n"
+                     f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())
+        head = await reader.readuntil(b"\r\n\r\n")
+        if not head.startswith(b"HTTP/1.1 101"):
+            writer.close()
+            raise ConnectionError(head.split(b"\r\n", 1)[0].decode(errors="replace"))
+        socket = cls(reader, writer)
+        socket.send_frame(0x1, json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": client_id}}).encode())
+        opcode, payload = await socket.receive_frame()
+        if opcode != 0x1 or b'"result"' not in payload:
+            raise ConnectionError(f"initialize answered {payload[:200]!r}")
+        return socket
+
+    def send_frame(self, opcode, payload):
+        """A final, masked frame, as a client must send (RFC 6455 5.3)."""
+        mask = os.urandom(4)
+        size = len(payload)
+        length = bytes([0x80 | size]) if size < 126 else bytes([0x80 | 126]) + struct.pack("!H", size) \
+            if size < 65536 else bytes([0x80 | 127]) + struct.pack("!Q", size)
+        masked = (int.from_bytes(payload, "big") ^ int.from_bytes((mask * (size // 4 + 1))[:size], "big")).to_bytes(
+            size, "big")
+        self.writer.write(bytes([0x80 | opcode]) + length + mask + masked)
+
+    async def receive_frame(self):
+        first, second = await self.reader.readexactly(2)
+        size = second & 0x7F
+        if size == 126:
+            size = struct.unpack("!H", await self.reader.readexactly(2))[0]
+        elif size == 127:
+            size = struct.unpack("!Q", await self.reader.readexactly(8))[0]
+        return first & 0x0F, await self.reader.readexactly(size)
+
+    async def close(self):
+        """The closing handshake: our close frame (1000), the server's, then the TCP close."""
+        self.send_frame(0x8, struct.pack("!H", 1000))
+        try:
+            while (await self.receive_frame())[0] != 0x8:
+                pass
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the server closed the TCP connection with its close frame
+        self.writer.close()
+        await self.writer.wait_closed()
+
+
+async def churn(url, count, stop, counts, errors, lean=True):
     limit = asyncio.Semaphore(OPENING_AT_ONCE)
     serial = itertools.count()
 
     async def one():
         async with limit:
-            return await opened(url, f"churn-{next(serial)}")
+            opening = LeanSocket.open if lean else opened
+            return await asyncio.wait_for(opening(url, f"churn-{next(serial)}"), 60)
 
     while not stop.is_set():
         sockets = []
@@ -72,30 +135,33 @@ async def churn(url, count, stop, counts, errors):
             else:
                 sockets.append(result)
         counts["opened"] += len(sockets)
-        await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
+        await asyncio.gather(*(socket.close() for socket in sockets), return_exceptions=True)
         counts["closed"] += len(sockets)
 
 
-def churning(url, count, nice, go, stop, outcome):
+def churning(url, count, nice, lean, go, stop, outcome):
     """The churning tenant, in a process of its own: on the pingers' loop, its own handshakes
     would delay their pings as much as the server's do. Started before the quiet phase (starting
     a process holds up the loop that starts it) and let go at the churn phase. At `nice` above 0
-    it takes only the CPU the host leaves, as clients on other machines would."""
+    it takes only the CPU the host leaves, as clients on other machines would. It reports the
+    CPU it used, the share of the machine the benchmark itself took from the host."""
     counts, errors = {"opened": 0, "closed": 0}, []
     os.nice(nice)
     go.wait()
-    asyncio.run(churn(url, count, stop, counts, errors))
+    cpu = time.process_time()
+    asyncio.run(churn(url, count, stop, counts, errors, lean))
+    counts["cpu"] = time.process_time() - cpu
     outcome.put((counts, errors))
 
 
-async def measure(quiet_url, churn_url, quiet, churn_count, seconds, nice=0):
+async def measure(quiet_url, churn_url, quiet, churn_count, seconds, nice=0, lean=True):
     errors = []
     sockets = [await opened(quiet_url, f"quiet-{i}") for i in range(quiet)]
     phases = {}
     counts = {"opened": 0, "closed": 0}
     spawn = multiprocessing.get_context("spawn")
     go, churn_stop, outcome = spawn.Event(), spawn.Event(), spawn.Queue()
-    churner = spawn.Process(target=churning, args=(churn_url, churn_count, nice, go, churn_stop, outcome))
+    churner = spawn.Process(target=churning, args=(churn_url, churn_count, nice, lean, go, churn_stop, outcome))
     churner.start()
     for phase in ("quiet", "churn"):
         samples, stop = [], asyncio.Event()
@@ -119,12 +185,14 @@ async def measure(quiet_url, churn_url, quiet, churn_count, seconds, nice=0):
 def report(phases, counts, errors, args):
     lines = [f"churn: {args.quiet} quiet sockets pinging every {PING_EVERY * 1000:g} ms; the other tenant opens and "
              f"closes {args.churn} sockets at a time; {args.seconds:g} s per phase; {args.processes} serving "
-             f"process{'es' if args.processes > 1 else ''}; churning client at nice {args.churner_nice}"]
+             f"process{'es' if args.processes > 1 else ''}; churning client: {args.churner}, at nice {args.churner_nice}"]
     for phase, samples in phases.items():
         lines.append(f"{phase:6} pings {len(samples):6}   p50 {percentile(samples, 50):8.2f} ms   "
                      f"p99 {percentile(samples, 99):8.2f} ms   max {max(samples, default=0) * 1000:8.2f} ms")
     ratio = percentile(phases["churn"], 99) / percentile(phases["quiet"], 99)
     lines.append(f"churned sockets: {counts['opened']} opened, {counts['closed']} closed; errors {len(errors)}")
+    lines.append(f"the churning client's own CPU: {100 * counts.get('cpu', 0) / args.seconds:.0f}% of a core "
+                 "(taken from the host's two)")
     lines.append(f"quiet tenant's p99 under churn / alone: {ratio:.2f}x (target <= 2)")
     lines += [f"  error: {e}" for e in errors[:5]]
     return "\n".join(lines)
@@ -139,6 +207,8 @@ def parse(argv):
                         help="serving processes behind the front (1: one daphne, no front)")
     parser.add_argument("--churner-nice", type=int, default=0,
                         help="the churning client's niceness (10: it yields the cores to the host it loads)")
+    parser.add_argument("--churner", choices=("lean", "websockets"), default="lean",
+                        help="the churning client's sockets: hand-written (lean) or the websockets library's")
     return parser.parse_args(argv)
 
 
@@ -152,7 +222,7 @@ def main(argv=None):
         with serving("ahp.asgi:application", env, port, args.processes):
             url = f"ws://127.0.0.1:{port}/ahp?tkn="
             outcome = asyncio.run(measure(url + token, url + churn_token, args.quiet, args.churn, args.seconds,
-                                           args.churner_nice))
+                                           args.churner_nice, args.churner == "lean"))
     print(report(*outcome, args), flush=True)
 
 
