@@ -143,11 +143,10 @@ def complete_tool_call(principal, client_id, chat, action, fields, origin):
     content = result.get("content") if isinstance(result, dict) else None
     if isinstance(content, list) and all(isinstance(c, dict) and isinstance(c.get("text", ""), str) for c in content):
         result, full_text = bound_result(result, call_id)  # a client's text is cut as a host tool's is
-    # Not one transaction with the completion: a late result is refused after the timeout
-    # that beat it is committed.
-    actions.do_client_complete_tool_call(principal, client_id, chat, fields["turn_id"], call_id, result, origin)
-    if full_text is not None:  # kept for ahp_resource, as a host tool's whole output is
-        tool_actions.do_keep_full_output(call_id, full_text)
+    # The whole text is kept for ahp_resource, as a host tool's is, with the completion that
+    # names it (a late result keeps nothing: the timeout that beat it is its call's result).
+    keep = (lambda: tool_actions.do_keep_full_output(call_id, full_text)) if full_text is not None else None
+    actions.do_client_complete_tool_call(principal, client_id, chat, fields["turn_id"], call_id, result, origin, keep)
 
 
 def no_result_awaits(p, client, chat, a, f, origin):

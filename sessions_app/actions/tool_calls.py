@@ -151,7 +151,10 @@ def _check_result(result):
         raise Refused("result.content must be an array of content items; a text item's text is a string.", "invalid")
 
 
-def do_client_complete_tool_call(principal, client_id, chat, turn_id, tool_call_id, result, origin=None):
+def do_client_complete_tool_call(principal, client_id, chat, turn_id, tool_call_id, result, origin=None, keep=None):
+    """A client's result for its call. `keep` (the caller's, e.g. the whole text of a result cut
+    for the model) is written in the same transaction when this result is the call's, so nobody
+    woken by the completion can look for it before it is there."""
     with transaction.atomic():
         require(principal, "chat:tool", chat.session)
         _check_result(result)
@@ -167,6 +170,8 @@ def do_client_complete_tool_call(principal, client_id, chat, turn_id, tool_call_
         if not _announced_by(chat.session, client_id, principal.person_id):
             raise Refused(client_taken(client_id))
         if call.deadline is None or call.deadline > timezone.now():
+            if keep is not None:
+                keep()
             finish_call(call, result, origin)
             return
         # Past its deadline the call has failed, whether or not a waiter or the sweep got to it
