@@ -179,7 +179,7 @@ else:
     # Parameters bound by the server, and a statement prepared from its second run: psycopg then
     # sends the hot statements (a tool call's begin and completion, the catalog stamp) by name
     # with their values, instead of quoting every value into the text in Python and the server
-    # parsing and planning it again (bench.ws_roundtrip: 10-17% less CPU per client call).
+    # parsing and planning it again (bench.ws_roundtrip: 6-17% less CPU per client call).
     DATABASES["default"]["OPTIONS"] = {"server_side_binding": True, "prepare_threshold": 2}
 
 # Threads for the ORM work of async code (kernel/orm.py), each holding one connection. SQLite

@@ -89,12 +89,16 @@ class LeanSocket:
 
     def send_frame(self, opcode, payload):
         """A final, masked frame, as a client must send (RFC 6455 5.3)."""
-        mask = os.urandom(4)
-        size = len(payload)
-        length = bytes([0x80 | size]) if size < 126 else bytes([0x80 | 126]) + struct.pack("!H", size) \
-            if size < 65536 else bytes([0x80 | 127]) + struct.pack("!Q", size)
-        masked = (int.from_bytes(payload, "big") ^ int.from_bytes((mask * (size // 4 + 1))[:size], "big")).to_bytes(
-            size, "big")
+        mask, size = os.urandom(4), len(payload)
+        if size < 126:
+            length = bytes([0x80 | size])
+        elif size < 65536:
+            length = bytes([0x80 | 126]) + struct.pack("!H", size)
+        else:
+            length = bytes([0x80 | 127]) + struct.pack("!Q", size)
+        # XOR with the repeated mask as one integer operation, not a Python loop per byte.
+        repeated = (mask * (size // 4 + 1))[:size]
+        masked = (int.from_bytes(payload, "big") ^ int.from_bytes(repeated, "big")).to_bytes(size, "big")
         self.writer.write(bytes([0x80 | opcode]) + length + mask + masked)
 
     async def receive_frame(self):
@@ -121,10 +125,10 @@ class LeanSocket:
 async def churn(url, count, stop, counts, errors, lean=True):
     limit = asyncio.Semaphore(OPENING_AT_ONCE)
     serial = itertools.count()
+    opening = LeanSocket.open if lean else opened
 
     async def one():
         async with limit:
-            opening = LeanSocket.open if lean else opened
             return await asyncio.wait_for(opening(url, f"churn-{next(serial)}"), 60)
 
     while not stop.is_set():

@@ -4,8 +4,9 @@ the errors, each tenant's p99 and the serving processes' memory drift.
 500 sockets across 10 tenants on PostgreSQL + Redis: agents (a driver and a tool client each)
 run echo turns calling host tools and their client's ping tool, the other sockets watch a chat
 and list sessions; the last tenant holds no agents and instead opens and closes `--churn`
-sockets at a time for the whole run. RSS drift compares the serving processes' memory (the front and its children) at the end
-with its memory once warmed up (a tenth of the run in). Targets: 0 errors, RSS drift < 10 %.
+sockets at a time for the whole run. RSS drift compares the serving processes' memory (the
+front and its children) at the end with their memory once warmed up (a tenth of the run in).
+Targets: 0 errors, RSS drift < 10 %.
 
 Run: `.venv/bin/python -m bench.soak --minutes 30`: on DATABASE_URL and REDIS_URL as given when
 set (an empty database: the soak migrates it and adds its tenants), else on a fresh database and a
