@@ -82,16 +82,22 @@ def equals(column, value):
     return (f"{column} IS NULL", []) if value is None else (f"{column} = %s", [value])
 
 
-def insert(instance):
-    """Write a new instance (its primary key already set, as a UUID's default sets it) in one
-    INSERT that reads nothing back and sends no signals."""
-    fields = instance._meta.concrete_fields
-    values = [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields]
+def insert(*instances):
+    """Write new instances of one model (their primary keys already set, as a UUID's default sets
+    them) in one statement that reads nothing back and sends no signals; answers them. Several
+    go as one statement run for each (one round trip on PostgreSQL: psycopg pipelines it)."""
+    fields = instances[0]._meta.concrete_fields
+    rows = [[field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields]
+            for instance in instances]
     with connection.cursor() as cursor:
-        cursor.execute(_insert_sql(type(instance)), values)
-    instance._state.adding = False
-    instance._state.db = connection.alias
-    return instance
+        if len(rows) == 1:
+            cursor.execute(_insert_sql(type(instances[0])), rows[0])
+        else:
+            cursor.executemany(_insert_sql(type(instances[0])), rows)
+    for instance in instances:
+        instance._state.adding = False
+        instance._state.db = connection.alias
+    return instances
 
 
 @functools.cache

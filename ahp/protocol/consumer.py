@@ -36,7 +36,7 @@ from tools_app.runtime import interrupt_turn, run_turn
 from sessions_app.events import presence as process  # this process's sockets
 from sessions_app.events.presence import ensure_started
 
-from . import closings, errors, frames, methods, subscriptions, throttle
+from . import bookkeeping, errors, frames, methods, subscriptions, throttle
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
         except Exception as exc:
             logger.info("Could not leave the channel layer's groups (%s); they expire there", exc)
         if getattr(self, "connection_id", None):
-            await closings.close_connection(self.connection_id, self.tenant, schedule=layer_up)
+            await bookkeeping.close_connection(self.connection_id, self.tenant, schedule=layer_up)
 
     # Frames ------------------------------------------------------------------------------------
 
@@ -254,15 +254,17 @@ class AhpConsumer(AsyncWebsocketConsumer):
     # Lifecycle ---------------------------------------------------------------------------------
 
     async def begin(self, client_id):
+        """Answers the tenant's newest serverSeq as the connection opened."""
         if self.client_id is not None:
             raise errors.RpcError(errors.INVALID_REQUEST, "This connection is already initialized.")
-        connection = await database_sync_to_async(actions.do_open_connection)(
-            self.tenant, client_id, events.PROCESS, self.principal.person)
+        connection, seq = await bookkeeping.open_connection(self.tenant, client_id, events.PROCESS,
+                                                            self.principal.person)
         self.client_id = client_id
         self.connection_id = connection.id
         # The host may ask this client things (resourceRead) from any process: through this group,
         # which is this person's, so another person claiming the same client id hears nothing.
         await self.channel_layer.group_add(self.own_client_group(), self.channel_name)
+        return seq
 
     async def adopt_token(self, token):
         """`authenticate`: the connection now lives and dies with `token` (same person)."""

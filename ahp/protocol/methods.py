@@ -78,9 +78,12 @@ async def initialize(consumer, params):
                               {"supportedVersions": list(SUPPORTED_VERSIONS)})
     if not client_id:
         raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: clientId must not be empty.")
-    await consumer.begin(client_id)
+    seq = await consumer.begin(client_id)
     snapshots = [s for s in [await subscriptions.try_subscribe(consumer, uri) for uri in initial] if s]
-    seq = await database_sync_to_async(events.current_seq)(consumer.tenant.pk)
+    if snapshots:
+        # Read again after the snapshots: a client replays from serverSeq on reconnecting, and an
+        # action already in a snapshot must not be applied to it twice.
+        seq = await database_sync_to_async(events.current_seq)(consumer.tenant.pk)
     return {"protocolVersion": chosen, "serverSeq": seq, "serverInfo": SERVER_INFO, "snapshots": snapshots}
 
 

@@ -4,7 +4,7 @@ action(s) clients see. Callers outside sessions_app use the names here."""
 from .chats import do_archive_chat, do_create_chat, do_dispose_chat, do_rename_chat, do_set_chat_draft
 from .checks import MAX_MESSAGE_CHARS, check_message_text, check_working_directory, require
 from .clients import (
-    do_close_connections, do_open_connection, do_release_client, do_remove_active_client, do_set_active_client,
+    do_close_connections, do_open_connections, do_release_client, do_remove_active_client, do_set_active_client,
     do_set_subscriptions,
 )
 from .effects import (
@@ -37,7 +37,7 @@ __all__ = [
     "do_ask_about_tool_call", "do_begin_tool_call", "do_cancel_turn", "do_change_session_config",
     "do_client_complete_tool_call", "do_close_connections", "do_complete_tool_call", "do_confirm_tool_call",
     "do_create_chat", "do_create_session", "do_dispose_chat", "do_dispose_session", "do_end_subagent",
-    "do_end_turn", "do_expire_tool_call", "do_move_session", "do_open_connection", "do_open_tools_endpoint",
+    "do_end_turn", "do_expire_tool_call", "do_move_session", "do_open_connections", "do_open_tools_endpoint",
     "do_refuse_tool_call", "do_release_client", "do_remove_active_client", "do_remove_pending_message",
     "do_rename_chat", "do_reorder_queued_messages", "do_send_message", "do_set_active_client",
     "do_set_chat_draft", "do_set_chat_folder", "do_set_default_chat", "do_set_flag", "do_set_pending_message",

@@ -7,9 +7,10 @@ from django.db import IntegrityError, connection as db, transaction
 from django.utils import timezone
 
 from kernel.refusals import Refused
-from kernel.rows import equals, insert, marks, table
+from kernel.rows import insert, marks, table
 
 from ..events.log import publish
+from ..events.numbering import current_seqs
 from ..models import ActiveClient, ClientConnection, Session, ToolCall
 from .checks import client_taken, require
 from .tool_calls import failure, finish_call
@@ -125,17 +126,26 @@ def do_release_client(active_client_pk, origin=None, only_if_due=False):
     return True
 
 
-def do_open_connection(tenant, client_id, process, person=None):
-    """`person`'s client (re)connected: any place it kept in a session is its again. Two
-    statements (a socket's opening is the host's most frequent write)."""
-    connection = ClientConnection(tenant=tenant, client_id=client_id, process=process, person=person)
-    owner, owner_params = equals("owner_id", connection.person_id)
+def do_open_connections(openings):
+    """Connections opened, in one transaction however many (a burst of sockets opening starts
+    together): each opening is (tenant, client id, process, person) and answers (its connection,
+    its tenant's newest serverSeq). A client that (re)connected has any place it kept in a session
+    again. Three statements when no opening client kept a place (most sockets); publishes nothing."""
+    opened = [ClientConnection(tenant=tenant, client_id=client_id, process=process, person=person)
+              for tenant, client_id, process, person in openings]
     with transaction.atomic(), db.cursor() as cursor:
-        insert(connection)
-        cursor.execute(f"UPDATE {table(ActiveClient)} SET release_at = NULL WHERE client_id = %s AND {owner} "
-                       f"AND release_at IS NOT NULL AND session_id IN (SELECT id FROM {table(Session)} WHERE tenant_id = %s)",
-                       [client_id, *owner_params, tenant.pk])
-    return connection
+        insert(*opened)
+        client_ids = sorted({c.client_id for c in opened if c.client_id})
+        if client_ids:
+            cursor.execute(f"SELECT a.id, s.tenant_id, a.client_id, a.owner_id FROM {table(ActiveClient)} a "
+                           f"JOIN {table(Session)} s ON s.id = a.session_id "
+                           f"WHERE a.release_at IS NOT NULL AND a.client_id IN ({marks(client_ids)})", client_ids)
+            whose = {(c.tenant_id, c.client_id, c.person_id) for c in opened}
+            kept = [pk for pk, *owner in cursor.fetchall() if tuple(owner) in whose]
+            if kept:
+                cursor.execute(f"UPDATE {table(ActiveClient)} SET release_at = NULL WHERE id IN ({marks(kept)})", kept)
+    seqs = current_seqs({c.tenant_id for c in opened})
+    return [(c, seqs[c.tenant_id]) for c in opened]
 
 
 def do_set_subscriptions(connection_id, subscriptions):

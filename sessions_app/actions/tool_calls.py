@@ -55,7 +55,7 @@ def do_begin_tool_call(turn, tool_name, arguments, display_name="", client_id=""
     session = turn.chat.session
     now = timezone.now()
     deadline = now + timedelta(milliseconds=timeout_ms) if client_id and timeout_ms else None
-    call = insert(ToolCall(id=call_id, turn=turn, tenant_id=session.tenant_id, tool_name=tool_name,
+    [call] = insert(ToolCall(id=call_id, turn=turn, tenant_id=session.tenant_id, tool_name=tool_name,
                            display_name=display_name or tool_name, input=arguments,
                            contributor_client_id=client_id, deadline=deadline,
                            timeout_ms=timeout_ms if deadline else 0, created=now, status="running",

@@ -10,8 +10,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from ahp.protocol.methods import session_page
-from sessions_app import actions, state
+from sessions_app import actions, events, state
 from sessions_app.channels import chat_at
+from sessions_app.events.numbering import take_seqs
 from sessions_app.models import ActiveClient, Chat, ChatBackend, ClientConnection, Session, ToolCall, Turn
 from tools_app.catalog.loader import catalog_for_chat
 from tools_app.runtime import ChatToolbox
@@ -148,33 +149,56 @@ def statements(captured):
     return len([q for q in captured if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))])
 
 
-def test_sockets_whose_clients_joined_no_session_open_and_close_in_two_statements_however_many(acme):
-    """What most of a churning tenant's sockets are: opened, initialized, closed. Each opens in
-    two statements and a burst of them closes in two (inside the test's transaction, each unit's
-    SAVEPOINT and RELEASE too), without reading the configuration."""
+def test_a_burst_of_sockets_whose_clients_joined_no_session_opens_in_three_statements_and_closes_in_two(acme, globex):
+    """What most of a churning tenant's sockets are: opened, initialized, closed. A burst of them
+    opens in three statements (the rows, the places their clients kept, each tenant's serverSeq)
+    and closes in two (inside the test's transaction, each unit's SAVEPOINT and RELEASE too),
+    without reading the configuration."""
+    acme_seq = take_seqs(acme.tenant.pk, 5)
+    openings = [(acme.tenant, f"passing-{i}", "proc", acme.member) for i in range(50)]
     with CaptureQueriesContext(connection) as opening:
-        opened = [actions.do_open_connection(acme.tenant, f"passing-{i}", "proc", acme.member) for i in range(50)]
+        rows = actions.do_open_connections([*openings, (globex.tenant, "other", "proc", globex.member)])
+    assert [seq for _, seq in rows] == [acme_seq] * 50 + [events.current_seq(globex.tenant.pk)]
+    assert acme_seq != events.current_seq(globex.tenant.pk)
+    assert ClientConnection.objects.filter(tenant=acme.tenant).count() == 50
     asked = []
     with CaptureQueriesContext(connection) as closing:
-        assert actions.do_close_connections([c.id for c in opened], lambda t: asked.append(t) or 30000) == []
+        assert actions.do_close_connections([c.id for c, _ in rows], lambda t: asked.append(t) or 30000) == []
     assert asked == []
-    assert [statements(opening), statements(closing)] == [2 * 50, 2]
-    assert not ClientConnection.objects.filter(tenant=acme.tenant).exists()
+    assert [statements(opening), statements(closing)] == [3, 2]
+    assert not ClientConnection.objects.filter(tenant__in=[acme.tenant, globex.tenant]).exists()
+
+
+def opened(tenant, client_id, person):
+    [(connection, _)] = actions.do_open_connections([(tenant, client_id, "proc", person)])
+    return connection
 
 
 def test_a_client_that_joined_a_session_keeps_its_place_for_its_tenants_timeout(place, globex):
-    opened = actions.do_open_connection(place.session.tenant, "ide", "proc", place.principal.person)
-    passing = actions.do_open_connection(globex.tenant, "ide", "proc", globex.member)
+    own = opened(place.session.tenant, "ide", place.principal.person)
+    passing = opened(globex.tenant, "ide", globex.member)
     timeouts = {place.session.tenant_id: 30000, globex.tenant.pk: 5}
-    [(pk, due)] = actions.do_close_connections([opened.id, passing.id], timeouts.__getitem__)
+    [(pk, due)] = actions.do_close_connections([own.id, passing.id], timeouts.__getitem__)
     assert ActiveClient.objects.get(pk=pk, client_id="ide").release_at == due
     assert due - timezone.now() > timedelta(seconds=20)
 
 
 def test_a_client_still_connected_elsewhere_keeps_its_place_without_a_timeout(place):
     person = place.principal.person
-    first, second = (actions.do_open_connection(place.session.tenant, "ide", "proc", person) for _ in range(2))
+    first, second = (opened(place.session.tenant, "ide", person) for _ in range(2))
     assert actions.do_close_connections([first.id], lambda t: 30000) == []
     assert ActiveClient.objects.get(client_id="ide").release_at is None
     [(pk, _)] = actions.do_close_connections([second.id], lambda t: 30000)
     assert ActiveClient.objects.get(pk=pk).release_at is not None
+
+
+def test_a_client_back_before_its_timeout_has_its_place_again_and_nobody_elses(place, globex):
+    person = place.principal.person
+    own = opened(place.session.tenant, "ide", person)
+    [(pk, _)] = actions.do_close_connections([own.id], lambda t: 30000)
+    # The same client id opened by another tenant's person in the same burst takes nothing back.
+    actions.do_open_connections([(globex.tenant, "ide", "proc", globex.member)])
+    assert ActiveClient.objects.get(pk=pk).release_at is not None
+    actions.do_open_connections([(globex.tenant, "ide", "proc", globex.member),
+                                 (place.session.tenant, "ide", "proc", person)])
+    assert ActiveClient.objects.get(pk=pk).release_at is None

@@ -1,0 +1,92 @@
+"""A socket's rows, written in batches: the sockets of a process that open (or close) while a
+batch is being written are written by the next, in one transaction. A tenant opening or closing a
+thousand sockets at once then costs the database a handful of statements and commits, not
+thousands, and the process a handful of hops onto its ORM threads. A batch is written by a task of
+the process's own, so a socket whose handler the server stops waiting for (daphne's
+application_close_timeout) still has its row ended."""
+import asyncio
+import logging
+import weakref
+
+from kernel.orm import database_sync_to_async
+from sessions_app.actions import do_close_connections, do_open_connections
+from tools_app.config import HostConfig
+
+logger = logging.getLogger(__name__)
+
+BATCH = 500  # sockets per transaction
+
+
+class Batches:
+    """Items handed to `write` (a function of a list of items answering one result per item, run
+    on the ORM threads) in batches: whatever arrives while a batch is written goes in the next."""
+
+    def __init__(self, write):
+        self.write = write
+        self.waiting = []  # (item, future)
+        self.writer = None
+
+    async def written(self, item):
+        """`item`'s result, once its batch was written; its batch's exception when that failed."""
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        done.add_done_callback(lambda f: f.exception())  # seen, even when the caller was cancelled meanwhile
+        self.waiting.append((item, done))
+        if self.writer is None or self.writer.done():
+            self.writer = loop.create_task(self.write_all())
+        return await asyncio.shield(done)
+
+    async def write_all(self):
+        while self.waiting:
+            batch, self.waiting = self.waiting[:BATCH], self.waiting[BATCH:]
+            try:
+                results = await database_sync_to_async(self.write)([item for item, _ in batch])
+            except Exception as exc:
+                logger.warning("Could not write %d sockets' rows (%s: %s)", len(batch), exc.__class__.__name__, exc)
+                for _, done in batch:
+                    done.set_exception(exc)
+            else:
+                for (_, done), result in zip(batch, results):
+                    done.set_result(result)
+
+
+def end_rows(closings):
+    """Each closing is (connection id, tenant, schedule releases?)."""
+    from sessions_app.tasks import release_client
+
+    tenants = {tenant.pk: tenant for _, tenant, _ in closings}
+
+    def timeout_ms(tenant_id):
+        return HostConfig.current(tenants[tenant_id]).client_tool_call_disconnect_timeout_ms
+
+    due = do_close_connections([connection_id for connection_id, _, _ in closings], timeout_ms)
+    # Without the channel layer the broker (the same Redis) is down too: the sweep releases them when due.
+    if all(schedule for _, _, schedule in closings):
+        for pk, when in due:
+            release_client.apply_async((pk,), eta=when)
+    return [None] * len(closings)
+
+
+_batches = weakref.WeakKeyDictionary()  # event loop -> {write function: its Batches}
+
+
+async def written(write, item):
+    batches = _batches.setdefault(asyncio.get_running_loop(), {})
+    if write not in batches:
+        batches[write] = Batches(write)
+    return await batches[write].written(item)
+
+
+async def open_connection(tenant, client_id, process, person):
+    """(The connection's row, the tenant's newest serverSeq), written with the other sockets
+    opening meanwhile."""
+    return await written(do_open_connections, (tenant, client_id, process, person))
+
+
+async def close_connection(connection_id, tenant, schedule=True):
+    """Once the connection's batch was written, or failed: then the sweep ends the rows, as
+    untracked they go stale and it closes them by the disconnect rule."""
+    try:
+        await written(end_rows, (connection_id, tenant, schedule))
+    except Exception:
+        pass  # logged once for the batch
