@@ -1,9 +1,10 @@
 """Load: many clients across tenants, echo agents calling host tools and client tools, on
-PostgreSQL and Redis with N daphne worker processes (each on its own port, clients spread
-across them); then the same with more workers, and how the figures moved.
+PostgreSQL and Redis, served as runhost serves them: one daphne, or the front before N serving
+processes (ahp/front.py: each tenant's connections reach the process serving it); then the same
+with more processes, and how the figures moved.
 
 Each agent is two connections: a driver that owns the session and starts turns, and a tool
-client, on the next worker, that is the session's active client and answers its `ping`. A turn
+client that is the session's active client and answers its `ping`. A turn
 is CALLS_PER_TURN lines `/call <tool> <json>`, alternating a cheap host tool (list_sessions,
 get_current_session, list_artifacts_and_references) and the tool client's ping. The remaining
 connections watch: each subscribes to one agent's chat and sends `listSessions` every few
@@ -12,7 +13,7 @@ seconds.
 A call's latency is what the driver sees: from the previous event of the agent's loop (its
 turn's dispatch, or the previous call's completion) to the call's `chat/toolCallComplete`. It
 holds the catalog snapshot, the call's start, its run (for a client tool the round trip to the
-tool client, often on the other worker) and its completion, delivered through Redis.
+tool client) and its completion, delivered through Redis.
 
 Errors counted: every failed call, `chat/error`, JSON-RPC error answer, rejected action,
 request or turn that timed out, and socket error or close this client did not ask for.
@@ -24,8 +25,9 @@ action the log holds for an agent's chat must have reached its driver by the end
 drain; the host's log catch-up, every 5 s, may have sent some of them late, which this does not
 see).
 
-The serving processes' CPU is what they used during the window, per tool call completed in it;
-the load client's own share of the machine is reported beside it (it shares the cores).
+The serving processes' CPU is what they (the front and its children) used during the window, per
+tool call completed in it; the load client's own share of the machine is reported beside it (it
+shares the cores).
 
 The database (fresh, dropped after) is made on the server of DATABASE_URL, or on
 postgres://postgres@127.0.0.1:5432; Redis is the db REDIS_URL names (redis://127.0.0.1:6379/15
@@ -54,7 +56,7 @@ from urllib.parse import urlsplit, urlunsplit
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from .servers import ROOT, daphne, free_port, host_install, rss_kib
+from .servers import ROOT, descendants, free_port, host_install, serving, tree_rss_kib
 
 DEFAULT_DATABASE = "postgres://postgres@127.0.0.1:5432/postgres"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/15"
@@ -385,34 +387,32 @@ async def opened(coroutines, stats):
     return await asyncio.gather(*(one(c) for c in coroutines))
 
 
-async def drive(urls, tenants, agents, connections, seconds, calls_per_turn, watch_interval, workers):
+async def drive(urls, tenants, agents, connections, seconds, calls_per_turn, watch_interval, server):
     """Open everything, run for `seconds`, let turns in flight finish, close everything."""
     stats = Stats()
     setup_started = time.monotonic()
-    # Agent i is on tenant i % tenants; its driver on worker i, its tool client on the next one.
-    crew = [Agent(i, urls[i % len(urls)][i % tenants], urls[(i + 1) % len(urls)][i % tenants], stats,
-                  calls_per_turn) for i in range(agents)]
+    # Agent i is on tenant i % tenants.
+    crew = [Agent(i, urls[i % tenants], urls[i % tenants], stats, calls_per_turn) for i in range(agents)]
     await opened((a.open() for a in crew), stats)
     ready = [a for a in crew if a.announced.done()]
     watchers = []
     for i in range(max(0, connections - 2 * agents)):
-        url = urls[i % len(urls)][i % tenants]
-        watchers.append(Connection.open(url, f"watcher{i}", stats))
+        watchers.append(Connection.open(urls[i % tenants], f"watcher{i}", stats))
     watchers = [w for w in await opened(watchers, stats) if w is not None]
     setup = time.monotonic() - setup_started
-    rss_start = [rss_kib(w.pid) for w in workers]
+    rss_start = tree_rss_kib(server.pid)
     usage = Usage()
     usage.start()
     start = time.monotonic()
     deadline = start + seconds
     stats.window = (start, deadline)
-    peaks = list(rss_start)
+    peak = rss_start
 
     async def sample_memory():
+        nonlocal peak
         while time.monotonic() < deadline:
             await asyncio.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
-            for i, worker in enumerate(workers):
-                peaks[i] = max(peaks[i], rss_kib(worker.pid))
+            peak = max(peak, tree_rss_kib(server.pid))
         usage.stop()  # CPU of the window alone, as the calls counted are the window's
 
     tenant_chats = [[a.chat for a in ready if a.index % tenants == t] or [None] for t in range(tenants)]
@@ -421,15 +421,15 @@ async def drive(urls, tenants, agents, connections, seconds, calls_per_turn, wat
         for i, w in enumerate(watchers) if tenant_chats[i % tenants][0]]
     await asyncio.gather(sample_memory(), *jobs)
     drained = time.monotonic() - deadline
-    await asyncio.sleep(1)  # the last actions of the last turns, from the other worker
-    rss_end = [rss_kib(w.pid) for w in workers]
+    await asyncio.sleep(1)  # the last actions of the last turns
+    rss_end = tree_rss_kib(server.pid)
     open_sockets = [c for a in crew for c in (a.driver, a.tools) if c is not None] + watchers
     if len(open_sockets) < connections:
         stats.error("socket error", f"only {len(open_sockets)} of {connections} connections opened")
     for connection in open_sockets:
         await connection.close()
     return {"stats": stats, "setup": setup, "drained": drained, "usage": usage, "sockets": len(open_sockets),
-            "rss": list(zip(rss_start, peaks, rss_end)), "seconds": seconds, "agents": ready}
+            "rss": (rss_start, peak, rss_end), "seconds": seconds, "agents": ready}
 
 
 # Running and reporting ---------------------------------------------------------------------------
@@ -443,16 +443,14 @@ def run_once(args, worker_count, database_base, redis_base):
     with fresh_database(database_base) as database_url, own_redis_db(redis_base) as redis_url, \
             environment(DATABASE_URL=database_url, REDIS_URL=redis_url), host_install() as (env, token):
         tokens = [token] + more_tokens(env, args.tenants)
-        logs = [Path(env["AHP_VAR_DIR"]) / f"worker-{i}.log" for i in range(worker_count)]
-        with contextlib.ExitStack() as stack:
-            ports = [free_port() for _ in range(worker_count)]
-            workers = [stack.enter_context(daphne("ahp.asgi:application", env, port, log))
-                       for port, log in zip(ports, logs)]
-            urls = [[f"ws://127.0.0.1:{port}/ahp?tkn={t}" for t in tokens] for port in ports]
+        log = Path(env["AHP_VAR_DIR"]) / "serving.log"
+        port = free_port()
+        with serving("ahp.asgi:application", env, port, worker_count, log) as server:
+            urls = [f"ws://127.0.0.1:{port}/ahp?tkn={t}" for t in tokens]
             outcome = asyncio.run(drive(urls, args.tenants, args.agents, args.connections, args.seconds,
-                                        args.calls_per_turn, args.watch_interval, workers))
-            outcome["worker_pids"] = [w.pid for w in workers]
-        outcome["layer_losses"] = layer_losses(logs)
+                                        args.calls_per_turn, args.watch_interval, server))
+            outcome["worker_pids"] = descendants(server.pid)
+        outcome["layer_losses"] = layer_losses([log])
         outcome["missed"] = missed_actions(database_url, outcome.pop("agents"))
     outcome["workers"] = worker_count
     return outcome
@@ -484,7 +482,7 @@ def missed_actions(database_url, agents):
 
 def report(outcome, args):
     stats, usage = outcome["stats"], outcome["usage"]
-    print(f"-- {outcome['workers']} worker process(es): {outcome['sockets']} connections, {args.tenants} tenants, "
+    print(f"-- {serving_processes(outcome['workers'])}: {outcome['sockets']} connections, {args.tenants} tenants, "
           f"{args.agents} agents, {args.seconds} s on PostgreSQL + Redis")
     print(f"setup {outcome['setup']:.1f} s; turns in flight drained in {outcome['drained']:.1f} s after the window")
     print(f"{'kind':<24} {'calls':>7} {'per s':>8} {'p50 ms':>9} {'p99 ms':>9}")
@@ -503,15 +501,20 @@ def report(outcome, args):
           "their drivers")
     for sample in stats.samples:
         print(f"   e.g. {sample}")
-    for i, (start, peak, end) in enumerate(outcome["rss"]):
-        print(f"worker {i + 1} RSS MiB: start {start / 1024:.0f}, peak {peak / 1024:.0f}, end {end / 1024:.0f}; "
-              f"CPU {usage.percent.get(outcome['worker_pids'][i], (0,))[0]:.0f}% of a core")
+    start, peak, end = outcome["rss"]
+    cpu = ", ".join(f"{usage.percent.get(pid, (0, ''))[0]:.0f}%" for pid in outcome["worker_pids"])
+    print(f"serving processes' RSS MiB: start {start / 1024:.0f}, peak {peak / 1024:.0f}, end {end / 1024:.0f}; "
+          f"CPU {cpu} of a core (the front first)")
     print(f"load client CPU {usage.client_percent:.0f}% of a core; machine {usage.machine_percent:.0f}% busy "
           f"({os.cpu_count()} cores)")
     mine = set(outcome["worker_pids"]) | {os.getpid()}
     others = sorted(((pct, name) for pid, (pct, name) in usage.percent.items() if pid not in mine and pct >= 2),
                     reverse=True)[:6]
     print("busiest other processes: " + "; ".join(f"{pct:.0f}% {name[:70]}" for pct, name in others))
+
+
+def serving_processes(count):
+    return "one daphne" if count == 1 else f"the front before {count} serving processes"
 
 
 def server_cpu_per_call(outcome):
@@ -522,7 +525,7 @@ def server_cpu_per_call(outcome):
 
 
 def summary(outcomes, args):
-    print("-- from one worker process to more")
+    print("-- from one serving process to more")
     print(f"{'workers':>7} {'calls/s':>8} {'per worker':>10} {'host p50/p99 ms':>17} {'client p50/p99 ms':>19} "
           f"{'list p50/p99 ms':>17} {'errors':>6} {'dropped':>7} {'RSS peak MiB':>14} {'CPU/call ms':>12} "
           f"{'client CPU':>10}")
@@ -535,7 +538,7 @@ def summary(outcomes, args):
 
         print(f"{o['workers']:>7} {per_s:>8.1f} {per_s / o['workers']:>10.1f} {pair('host tool'):>17} "
               f"{pair('client tool'):>19} {pair(KINDS[2]):>17} {sum(o['stats'].errors.values()):>6} "
-              f"{o['layer_losses'] + o['missed'][0]:>7} {'+'.join(f'{peak / 1024:.0f}' for _, peak, _ in o['rss']):>14} "
+              f"{o['layer_losses'] + o['missed'][0]:>7} {o['rss'][1] / 1024:>14.0f} "
               f"{server_cpu_per_call(o) * 1e3:>12.1f} {o['usage'].client_percent:>9.0f}%")
 
 
@@ -545,7 +548,8 @@ def parse(argv):
     parser.add_argument("--tenants", type=int, default=3)
     parser.add_argument("--agents", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--workers", default="1,2", help="worker process counts to run, e.g. 1,2")
+    parser.add_argument("--workers", default="1,2",
+                        help="serving process counts to run, e.g. 1,2 (1: one daphne; more: the front before them)")
     parser.add_argument("--calls-per-turn", type=int, default=6)
     parser.add_argument("--watch-interval", type=float, default=10.0, help="seconds between a watcher's listSessions")
     args = parser.parse_args(argv)
