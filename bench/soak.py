@@ -67,16 +67,18 @@ async def soak(urls, args, server):
     deadline = start + args.minutes * 60
     for s in stats:
         s.window = (start, deadline)
-    memory = {"start": tree_rss_kib(server.pid), "warm": None, "peak": 0}
+    memory = {"start": tree_rss_kib(server.pid), "warm": None, "peak": 0, "tenths": []}
     counts = {"opened": 0, "closed": 0}
 
     async def sample_memory():
+        """Every 5 s; kept at each tenth of the run, to see whether memory levels off."""
         while time.monotonic() < deadline:
             await asyncio.sleep(5)
             rss = tree_rss_kib(server.pid)
             memory["peak"] = max(memory["peak"], rss)
-            if memory["warm"] is None and time.monotonic() >= start + (deadline - start) / 10:
-                memory["warm"] = rss
+            if time.monotonic() >= start + (deadline - start) * (len(memory["tenths"]) + 1) / 10:
+                memory["tenths"].append(rss)
+                memory["warm"] = memory["warm"] or rss
 
     chats = [[a.chat for a in ready if a.index % quiet == t] for t in range(quiet)]
     jobs = [counted(a.run(deadline, patience=STUCK_AFTER - TURN_TIMEOUT), a.stats, "agent failed") for a in ready] + [
@@ -114,6 +116,7 @@ def report(outcome, args):
     lines.append(f"serving processes' RSS MiB: start {memory['start'] / 1024:.0f}, warm {warm / 1024:.0f}, peak "
                  f"{memory['peak'] / 1024:.0f}, end {memory['end'] / 1024:.0f}; drift since warm "
                  f"{100 * (memory['end'] - warm) / warm:+.1f}% (target < 10%)")
+    lines.append("at each tenth of the run: " + " ".join(f"{rss / 1024:.0f}" for rss in memory["tenths"]))
     return "\n".join(lines)
 
 
