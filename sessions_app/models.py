@@ -292,6 +292,8 @@ class ToolCall(models.Model):
     confirmation = models.CharField(max_length=11, choices=CONFIRMATIONS, default="not-needed")
     confirmation_title = models.TextField(blank=True, help_text="The question the tool asks the person.")
     contributor_client_id = models.CharField(max_length=128, blank=True)
+    waker = models.CharField(max_length=200, blank=True,
+                             help_text="The channel of the process waiting for the result: its completion wakes it there.")
     result = models.JSONField(null=True, blank=True)
     timeout_ms = models.PositiveIntegerField(default=0, help_text="The client's time to answer; 0 is no limit.")
     deadline = models.DateTimeField(null=True, blank=True)

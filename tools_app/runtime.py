@@ -194,25 +194,25 @@ class ChatToolbox:
         return await database_sync_to_async(complete_host_call)(call.id, result)
 
     def begin_client_call(self, call_id, binding, arguments):
-        """Hand the call to its client. No task per call for its deadline: its waiter expires
-        it then, or, if the waiter's process died, the sweep (sweep_due_work) within seconds."""
+        """Hand the call to its client; its completion wakes this process's WAKER. No task per
+        call for its deadline: its waiter expires it then, or, if the waiter's process died, the
+        sweep (sweep_due_work) within seconds."""
         timeout_ms = HostConfig.current(self.session.tenant).client_tool_timeout_ms
         # Drawn under the name the client announced, as the reference host does; the model
         # called it by its catalog name `<clientId>__<name>`.
         return actions.do_begin_tool_call(
             self.turn, binding.client_tool_name, arguments, display_name=binding.tool.title or binding.client_tool_name,
-            client_id=binding.client_id, timeout_ms=timeout_ms, call_id=call_id)
+            client_id=binding.client_id, timeout_ms=timeout_ms, call_id=call_id, waker=WAKER.channel)
 
     async def run_client_tool(self, binding, arguments):
         # Listen before the client can possibly answer, so its answer's wake-up is never missed.
         call_id = uuid.uuid4()
-        group = f"toolcall.{call_id}"
-        woken = await WAKER.register(group)
+        woken = await WAKER.register(call_id)
         try:
             call = await database_sync_to_async(self.begin_client_call)(call_id, binding, arguments)
             return await wait_for_result(call.id, call.deadline, woken)
         finally:
-            await WAKER.unregister(group)
+            WAKER.unregister(call_id)
 
 
 def complete_host_call(call_id, result):
@@ -226,12 +226,14 @@ def complete_host_call(call_id, result):
 
 class Waker:
     """One channel-layer reader per process and event loop, handing each `wake` to the local
-    waiter it names. A single reader that is never cancelled: cancelling layer receives (as
+    waiter of the call it names. A call records this reader's channel as it begins, and its
+    completion sends there: no layer membership per call (on Redis, a SUBSCRIBE and an
+    UNSUBSCRIBE each). A single reader that is never cancelled: cancelling layer receives (as
     per-waiter timeouts would) stalls the Redis layer's shared receive loop."""
 
     def __init__(self):
         self.loop = None
-        self.channel = None
+        self.channel = ""  # no reader yet: nothing to wake
         self.waiters = {}
 
     async def ensure_started(self):
@@ -254,26 +256,17 @@ class Waker:
                 logger.warning("Wake-ups wait for the channel layer (%s: %s)", exc.__class__.__name__, exc)
                 await asyncio.sleep(LAYER_RETRY_SECONDS)
                 continue
-            queue = self.waiters.get(message.get("group"))
+            queue = self.waiters.get(message.get("call"))
             if queue is not None:
                 queue.put_nowait(message)
 
-    async def register(self, group):
+    async def register(self, call_id):
+        """The queue the wake-up of call `call_id` arrives on."""
         await self.ensure_started()
-        queue = self.waiters.setdefault(group, asyncio.Queue())
-        try:
-            await get_channel_layer().group_add(group, self.channel)
-        except Exception as exc:
-            logger.warning("Waiting on %s by its row alone: the channel layer failed (%s)", group, exc)
-        return queue
+        return self.waiters.setdefault(str(call_id), asyncio.Queue())
 
-    async def unregister(self, group):
-        self.waiters.pop(group, None)
-        try:
-            await get_channel_layer().group_discard(group, self.channel)
-        except Exception as exc:
-            # Only a tidy-up: a lost membership expires in the layer.
-            logger.info("Could not leave %s on the channel layer (%s)", group, exc)
+    def unregister(self, call_id):
+        self.waiters.pop(str(call_id), None)
 
 
 WAKER = Waker()

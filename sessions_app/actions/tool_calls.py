@@ -41,9 +41,10 @@ def _ready_fields(call):
 
 @transaction.atomic
 def do_begin_tool_call(turn, tool_name, arguments, display_name="", client_id="", timeout_ms=0, source="",
-                       call_id=None):
+                       call_id=None, waker=""):
     """The agent calls a tool: the call shows in the chat, running; a client's call is also
-    listed in the session's inputNeeded until it completes, or fails at its deadline. A turn
+    listed in the session's inputNeeded until it completes, or fails at its deadline, and its
+    completion wakes the agent on the channel `waker`. A turn
     that ended (cancelled, truncated) begins no more calls, whatever its agent still tries.
     `turn` is the caller's, its chat and session loaded: they are not read again."""
     call_id = call_id or uuid.uuid4()
@@ -56,10 +57,10 @@ def do_begin_tool_call(turn, tool_name, arguments, display_name="", client_id=""
     now = timezone.now()
     deadline = now + timedelta(milliseconds=timeout_ms) if client_id and timeout_ms else None
     [call] = insert(ToolCall(id=call_id, turn=turn, tenant_id=session.tenant_id, tool_name=tool_name,
-                           display_name=display_name or tool_name, input=arguments,
-                           contributor_client_id=client_id, deadline=deadline,
-                           timeout_ms=timeout_ms if deadline else 0, created=now, status="running",
-                           source=source or ("client" if client_id else "")))
+                            display_name=display_name or tool_name, input=arguments,
+                            contributor_client_id=client_id, waker=waker, deadline=deadline,
+                            timeout_ms=timeout_ms if deadline else 0, created=now, status="running",
+                            source=source or ("client" if client_id else "")))
     start = {"toolName": tool_name, "displayName": call.display_name}
     if call.contributor:
         start["contributor"] = call.contributor
@@ -93,7 +94,8 @@ def finish_call(call, result, origin=None):
     if call.contributor_client_id:
         items.append((session.uri, {"type": "session/inputNeededRemoved", "id": str(call.id)}, None))
     publish_many(session.tenant_id, items)
-    wake(f"toolcall.{call.id}", result)
+    if call.waker:
+        wake(call.waker, call.id, result)
 
 
 def cancel_open_calls(turn, reason="The turn was cancelled."):

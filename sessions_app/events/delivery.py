@@ -43,10 +43,11 @@ def notify(tenant_id, method, params):
     after_commit(method, lambda: send_soon(method, send))
 
 
-def wake(group, result=None):
-    """After commit, wake whoever waits on `group` (an agent waiting for a tool call), handing it
-    the committed result so it need not read the row again."""
+def wake(channel, call_id, result):
+    """After commit, wake the agent waiting for call `call_id` on its process's `channel`, handing
+    it the committed result so it need not read the row again."""
     async def send():
-        await get_channel_layer().group_send(group, {"type": "wake", "group": group, "result": result})
+        await get_channel_layer().send(channel, {"type": "wake", "call": str(call_id), "result": result})
 
-    after_commit(f"the wake-up of {group}", lambda: send_soon(f"the wake-up of {group}", send))
+    what = f"the wake-up of call {call_id}"
+    after_commit(what, lambda: send_soon(what, send))

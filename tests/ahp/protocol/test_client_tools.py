@@ -6,6 +6,7 @@ from django.utils import timezone
 
 from sessions_app.models import ActiveClient, Chat, Session
 from sessions_app.tasks import sweep_due_work
+from tools_app import runtime
 
 from .harness import AhpClient, default_chat, set_config
 
@@ -50,6 +51,22 @@ def complete(client, chat, turn, call_id, text="opened", success=True):
                                       "content": [{"type": "text", "text": text}]}})
 
 
+def test_a_clients_answer_wakes_the_waiting_agent_at_once(acme, host, monkeypatch):
+    """The completion hands the result to the process whose agent waits (the call names its
+    channel): the agent never needs its fallback, a read of the call's row, here put off for a
+    minute."""
+    monkeypatch.setattr(runtime, "FIRST_READ_SECONDS", 60)
+    alice, ide, session, chat = setup(host, acme)
+    with alice, ide:
+        for _ in range(3):
+            turn, start = call_open_file(alice, chat)
+            request = ide.action("session/inputNeededSet")["action"]["request"]
+            answered = time.monotonic()
+            complete(ide, chat, turn, request["toolCall"]["toolCallId"])
+            assert alice.reply_to(turn) == "opened"
+            assert time.monotonic() - answered < 30
+
+
 def test_announced_tools_join_the_catalog_under_the_client_id(acme, host):
     alice, ide, session, chat = setup(host, acme)
     with alice, ide:
@@ -87,7 +104,7 @@ def test_an_agent_whose_wake_up_is_lost_reads_the_result_from_the_row(acme, host
     with alice, ide:
         turn, start = call_open_file(alice, chat)
         request = ide.action("session/inputNeededSet")["action"]["request"]
-        monkeypatch.setattr(tool_calls, "wake", lambda group, result=None: None)
+        monkeypatch.setattr(tool_calls, "wake", lambda channel, call_id, result: None)
         began = time.monotonic()
         complete(ide, chat, turn, request["toolCall"]["toolCallId"], text="read from the row")
         assert alice.reply_to(turn) == "read from the row"

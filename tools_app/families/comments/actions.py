@@ -172,5 +172,4 @@ def do_answer_question(principal, chat, turn_id, tool_call_id, approved, origin=
     question.approved = approved
     question.save(update_fields=["approved"])
     session_actions.do_confirm_tool_call(tool_call_id, approved, origin)
-    events.wake(f"question.{tool_call_id}")
     return question
