@@ -68,7 +68,9 @@ def test_runhost_starts_everything_on_a_fresh_install_and_ctrl_c_stops_it(tmp_pa
         # The banner comes after the server and the worker have started, not buried under them.
         assert output.index("Listening on TCP address") < output.index("First start: tenant 'demo' created.")
 
-        with connect(f"ws://127.0.0.1:{port}/ahp?tkn={token}") as ws:
+        # The front answers at once; the serving process it hands the socket to may still be
+        # starting on a loaded machine (seen: past the library's 10 s handshake default).
+        with connect(f"ws://127.0.0.1:{port}/ahp?tkn={token}", open_timeout=PROCESS_DEADLINE_SECONDS) as ws:
             ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
                 "channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": "newcomer"}}))
             assert json.loads(ws.recv(timeout=60))["result"]["protocolVersion"] == "1.0.0"
