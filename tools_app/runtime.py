@@ -129,10 +129,9 @@ class ChatToolbox:
         call, _ = await database_sync_to_async(self.begin_host_call)(snapshot.bindings[name], arguments)
         return call.id
 
-    @staticmethod
-    async def complete_harness_call(call_id, name, text, failed):
+    async def complete_harness_call(self, call_id, name, text, failed):
         result = actions.failure(name, text) if failed else as_result(name, text)
-        await database_sync_to_async(complete_host_call)(call_id, result)
+        await database_sync_to_async(complete_host_call)(call_id, result, self.turn)
 
     async def call(self, name, arguments):
         return result_text(await self.execute(await self.snapshot(), name, arguments))
@@ -191,7 +190,7 @@ class ChatToolbox:
         except Exception as exc:
             logger.exception("Tool %s raised", binding.name)
             result = actions.failure(binding.name, f"{binding.name} raised {exc.__class__.__name__}: {exc}")
-        return await database_sync_to_async(complete_host_call)(call.id, result)
+        return await database_sync_to_async(complete_host_call)(call.id, result, self.turn)
 
     def begin_client_call(self, call_id, binding, arguments):
         """Hand the call to its client; its completion wakes this process's WAKER. No task per
@@ -215,11 +214,12 @@ class ChatToolbox:
             WAKER.unregister(call_id)
 
 
-def complete_host_call(call_id, result):
-    """Complete a host tool's call with its bounded result, keeping the whole text if it was cut."""
+def complete_host_call(call_id, result, turn=None):
+    """Complete a host tool's call (of `turn`, when the caller holds it) with its bounded
+    result, keeping the whole text if it was cut."""
     offered, full_text = bound_result(result, call_id)
     with transaction.atomic():
-        if actions.do_complete_tool_call(call_id, offered) and full_text is not None:
+        if actions.do_complete_tool_call(call_id, offered, turn) and full_text is not None:
             do_keep_full_output(call_id, full_text)
     return offered
 

@@ -145,7 +145,7 @@ async def list_sessions(consumer, params):
 
 
 def session_page(principal, limit, cursor):
-    sessions = Session.objects.visible_to(principal).order_by("-modified", "-id")
+    sessions = Session.objects.visible_to(principal).listed().order_by("-modified", "-id")
     if cursor:
         modified, session_id = decode_cursor(cursor)
         try:

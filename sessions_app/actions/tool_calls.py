@@ -116,15 +116,35 @@ def cancel_open_calls(turn, reason="The turn was cancelled."):
                          [(turn.chat.session.uri, {"type": "session/inputNeededRemoved", "id": str(call.id)}, None)])
 
 
-def locked_open_call(call_id):
-    return (ToolCall.objects.select_for_update(of=ITS_ROW).select_related("turn__chat__session")
-            .filter(id=call_id, completed__isnull=True).first())
+def locked_open_call(call_id, turn=None):
+    """The open call `call_id`, locked, or None. Given its `turn` (the caller's, its chat and
+    session loaded, as a host call's runner holds them) only the call's row is read, by a
+    hand-written statement: the turn's columns (every part of a long reply) and the session's
+    (its published tools) were most of what a host call's completion decoded."""
+    if turn is None:
+        return (ToolCall.objects.select_for_update(of=ITS_ROW).select_related("turn__chat__session")
+                .filter(id=call_id, completed__isnull=True).first())
+    columns, sql = _open_call_reading()
+    found = fetch_one([columns], sql, [ToolCall._meta.pk.get_db_prep_value(call_id, db)])
+    if found is None:
+        return None
+    (call,), _ = found
+    call.turn = turn
+    return call
+
+
+@functools.cache
+def _open_call_reading():
+    columns = Columns(ToolCall, "c")
+    lock = " FOR UPDATE" if db.features.has_select_for_update else ""
+    return columns, f"SELECT {columns.sql} FROM {table(ToolCall)} c WHERE c.id = %s AND c.completed IS NULL{lock}"
 
 
 @transaction.atomic
-def do_complete_tool_call(call_id, result):
-    """The host completes a call it ran. Answers False when the call was already complete."""
-    call = locked_open_call(call_id)
+def do_complete_tool_call(call_id, result, turn=None):
+    """The host completes a call it ran (of `turn`, when the caller holds it). Answers False
+    when the call was already complete."""
+    call = locked_open_call(call_id, turn)
     if call is None:
         return False
     finish_call(call, result)

@@ -101,6 +101,19 @@ def test_it_answers_the_socket_listSessions_in_queries_that_do_not_grow_with_ses
     assert queries(lambda: session_page(member, 50, page["nextCursor"])) == large
 
 
+def test_listings_leave_each_sessions_published_tools_config_and_meta_unread(place, acme):
+    # A session's published tools are the host's definitions with their schemas: decoding them
+    # for each listed row was a tenth of a serving process's time under load (bench.load).
+    add_sessions(acme, 3)
+    with CaptureQueriesContext(connection) as captured:
+        session_page(acme.principal("member"), 50, None)
+        place.call("list_sessions")
+        place.call("get_current_session")
+    read = [q["sql"] for q in captured if '"sessions_app_session"."server_tools"' in q["sql"]
+            or '"sessions_app_session"."meta"' in q["sql"] or '"sessions_app_session"."config"' in q["sql"]]
+    assert read == []
+
+
 def test_it_reads_a_session_snapshot_in_queries_that_do_not_grow_with_its_chats(place):
     add_chats(place, 2)
     small, large = counted_at_two_sizes(lambda: state.session_state(place.session, {}), lambda: add_chats(place, 15))

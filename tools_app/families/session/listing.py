@@ -109,7 +109,7 @@ def _folder(text):
 
 def list_sessions(context, arguments):
     """Cut to what the person may read: the whole catalogue with session:read, nothing without."""
-    sessions = Session.objects.visible_to(context.principal).order_by("-modified", "-id")  # stable pages
+    sessions = Session.objects.visible_to(context.principal).listed().order_by("-modified", "-id")  # stable pages
     if arguments.get("session"):
         session, _ = resolve(context.principal, arguments["session"])
         return json.dumps({"sessions": session_rows([session])})
@@ -155,7 +155,7 @@ def list_sessions(context, arguments):
 
 def get_current_session(context, arguments):
     require(context.principal, "session:read", context.session)
-    return json.dumps(session_rows([Session.objects.get(pk=context.session.pk)])[0])
+    return json.dumps(session_rows([Session.objects.listed().get(pk=context.session.pk)])[0])
 
 
 def config_schema(provider):
