@@ -38,12 +38,13 @@ def value_reader(field, alias):
 
 
 class Columns:
-    """A model's concrete columns under `alias` in a SELECT (`sql`), and the instance made from
-    their values (`take`; None when a LEFT JOIN found no row)."""
+    """A model's concrete columns under `alias` in a SELECT (`sql`), but those it is told to
+    `leave` (deferred on the instance, as the ORM's `defer`), and the instance made from their
+    values (`take`; None when a LEFT JOIN found no row)."""
 
-    def __init__(self, model, alias):
+    def __init__(self, model, alias, leave=()):
         self.model = model
-        fields = model._meta.concrete_fields
+        fields = [field for field in model._meta.concrete_fields if field.attname not in leave]
         self.sql = ", ".join(f"{alias}.{connection.ops.quote_name(field.column)}" for field in fields)
         self.attnames = [field.attname for field in fields]
         self.pk_index = fields.index(model._meta.pk)

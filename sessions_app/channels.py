@@ -7,7 +7,7 @@ from django.db import connection
 from kernel.ids import parse_uuid
 from kernel.rows import Columns, fetch_one, table
 
-from .models import CHAT_URI_PREFIX, SESSION_URI_PREFIX, Chat, Session
+from .models import CHAT_URI_PREFIX, PUBLISHED_TOOLS, SESSION_URI_PREFIX, Chat, Session
 
 ROOT = "ahp-root://"
 ANNOTATIONS_SUFFIX = "/annotations"
@@ -37,8 +37,8 @@ def session_at(uri, tenant):
 
 
 def chat_at(uri, tenant):
-    """The tenant's chat at `uri` with its session, or None: one statement (every action on a
-    chat reads it)."""
+    """The tenant's chat at `uri` with its session (all but its published tools), or None: one
+    statement (every action on a chat reads it)."""
     kind, key = parse(uri)
     if kind != "chat":
         return None
@@ -53,7 +53,7 @@ def chat_at(uri, tenant):
 
 @functools.cache
 def _chat_reading():
-    columns = (Columns(Chat, "c"), Columns(Session, "s"))
+    columns = (Columns(Chat, "c"), Columns(Session, "s", leave=(PUBLISHED_TOOLS,)))
     return columns, (f"SELECT {columns[0].sql}, {columns[1].sql} FROM {table(Chat)} c "
                      f"JOIN {table(Session)} s ON s.id = c.session_id WHERE c.id = %s AND s.tenant_id = %s")
 

@@ -20,6 +20,12 @@ def iso(moment):
     return moment.astimezone(dt_timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+# A session's published tools (the host's definitions with their schemas, tens of KB) are read
+# by its snapshot alone; the work of its turns, which reads the session at every step, leaves
+# them unread (decoding them was most of a host call's completion).
+PUBLISHED_TOOLS = "server_tools"
+
+
 class SessionQuerySet(TenantScopedQuerySet):
     def visible_to(self, principal):
         """The sessions of the principal's tenant it may read: all of them with a role grant
@@ -40,10 +46,17 @@ class SessionQuerySet(TenantScopedQuerySet):
         """Without the columns no listing reads and that grow with the session: its published
         tools (the host's definitions with their schemas), config and _meta. Decoding them was
         a tenth of a serving process's time under load, for rows a listing shows a line of."""
-        return self.defer("server_tools", "config", "meta")
+        return self.defer(PUBLISHED_TOOLS, "config", "meta")
 
 
 SessionManager = models.Manager.from_queryset(SessionQuerySet)
+
+
+class TurnQuerySet(TenantScopedQuerySet):
+    def with_chat(self):
+        """Each turn with its chat and session, as a turn's work reads them: all but the
+        session's published tools."""
+        return self.select_related("chat__session").defer(f"chat__session__{PUBLISHED_TOOLS}")
 
 
 class Session(models.Model):
@@ -191,7 +204,7 @@ class Turn(models.Model):
     ended = models.DateTimeField(null=True, blank=True)
 
     tenant_path = "chat__session__tenant"
-    objects = TenantScopedManager()
+    objects = models.Manager.from_queryset(TurnQuerySet)()
 
     class Meta:
         indexes = [models.Index(fields=["chat", "started"], name="turn_chat_started"),

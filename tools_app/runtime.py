@@ -313,6 +313,11 @@ async def end_turn(turn_id, **ending):
 _LOOP = {}
 
 
+def turn_to_run(turn_id):
+    """The turn, with what its run reads: its chat, session, tenant and sender."""
+    return Turn.objects.with_chat().select_related("chat__session__tenant", "sender").get(id=turn_id)
+
+
 async def run_turn(turn_id, on_process_loop=True):
     """Answer a turn with its session's provider, end it, then take the chat's next queued message."""
     if on_process_loop:
@@ -321,8 +326,7 @@ async def run_turn(turn_id, on_process_loop=True):
     while turn_id is not None:
         turn = None
         try:  # whatever fails here ends the turn: its lease is this live process's, no sweep would
-            turn = await database_sync_to_async(
-                Turn.objects.select_related("chat__session__tenant", "sender").get)(id=turn_id)
+            turn = await database_sync_to_async(turn_to_run)(turn_id)
             provider = get_provider(await database_sync_to_async(provider_of)(turn.chat))
             reply = await provider.run_turn(turn.text, ChatToolbox(turn))
         except Exception as exc:

@@ -130,7 +130,7 @@ def tool_definitions(session_id):
 
 def running_turn(session_id):
     """The default chat's active turn, with what a call in it reads, in one query."""
-    return (Turn.objects.select_related("chat__session__tenant", "sender")
+    return (Turn.objects.with_chat().select_related("chat__session__tenant", "sender")
             .filter(chat__session_id=session_id, chat__is_default=True, state="active").order_by("started").first())
 
 

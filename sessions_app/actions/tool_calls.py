@@ -12,7 +12,7 @@ from kernel.rows import ITS_ROW, Columns, equals, fetch_one, insert, table, upda
 
 from ..events.delivery import wake
 from ..events.log import publish_many
-from ..models import ActiveClient, Session, ToolCall, Turn
+from ..models import PUBLISHED_TOOLS, ActiveClient, Session, ToolCall, Turn
 from ..state import client_execution_request, confirmation_request
 from .checks import client_taken, require
 
@@ -123,7 +123,7 @@ def locked_open_call(call_id, turn=None):
     (its published tools) were most of what a host call's completion decoded."""
     if turn is None:
         return (ToolCall.objects.select_for_update(of=ITS_ROW).select_related("turn__chat__session")
-                .filter(id=call_id, completed__isnull=True).first())
+                .defer(f"turn__chat__session__{PUBLISHED_TOOLS}").filter(id=call_id, completed__isnull=True).first())
     columns, sql = _open_call_reading()
     found = fetch_one([columns], sql, [ToolCall._meta.pk.get_db_prep_value(call_id, db)])
     if found is None:

@@ -87,7 +87,7 @@ def add_to_reply(turn, text):
 @transaction.atomic
 def do_stream_reply(turn_id, text):
     """A piece of the agent's reply as the model writes it (dropped once the turn was cancelled)."""
-    turn = Turn.objects.select_for_update(of=ITS_ROW).select_related("chat__session").filter(id=turn_id).first()
+    turn = Turn.objects.select_for_update(of=ITS_ROW).with_chat().filter(id=turn_id).first()
     if turn is None or turn.state != "active" or not text:
         return
     action = add_to_reply(turn, text)
@@ -104,7 +104,7 @@ def do_end_turn(turn_id, response_text=None, error=None):
     """Finish a turn with the agent's reply (a markdown part, or the rest of the one it streamed)
     or an error. A turn no longer active (cancelled or truncated meanwhile) keeps its end: the
     agent's late answer is dropped."""
-    turn = Turn.objects.select_for_update(of=ITS_ROW).select_related("chat__session").filter(id=turn_id).first()
+    turn = Turn.objects.select_for_update(of=ITS_ROW).with_chat().filter(id=turn_id).first()
     if turn is None or turn.state != "active":  # truncated away, or cancelled
         return
     chat, session = turn.chat, turn.chat.session

@@ -15,7 +15,7 @@ from sessions_app.channels import chat_at
 from sessions_app.events.numbering import take_seqs
 from sessions_app.models import ActiveClient, Chat, ChatBackend, ClientConnection, Session, ToolCall, Turn
 from tools_app.catalog.loader import catalog_for_chat
-from tools_app.runtime import ChatToolbox
+from tools_app.runtime import ChatToolbox, complete_host_call, turn_to_run
 
 from ..tools_app.families.session.conftest import Place
 
@@ -138,6 +138,21 @@ def test_it_loads_a_chats_catalog_in_queries_that_do_not_grow_with_sessions_or_c
                                         lambda: (add_sessions(acme, 40), add_chats(place, 10)))
     assert "ide__ping" in catalog_for_chat(chat).names
     assert small == large <= 1  # the stamp of the rows it was made from, while its snapshot is kept
+
+
+def test_a_turns_work_leaves_its_sessions_published_tools_unread(place):
+    """Run, a host call begun and completed, a client's action found, the turn ended: none of it
+    decodes the session's published tools (the host's definitions with their schemas)."""
+    binding = catalog_for_chat(place.chat).check_input("get_current_session", {})
+    result = {"success": True, "pastTenseMessage": "read", "content": []}
+    with CaptureQueriesContext(connection) as captured:
+        turn = turn_to_run(place.turn.pk)
+        call, _ = ChatToolbox(turn).begin_host_call(binding, {})
+        complete_host_call(call.id, result, turn)
+        chat_at(place.chat.uri, place.session.tenant)
+        actions.do_end_turn(turn.pk, response_text="done")
+    assert Turn.objects.get(pk=turn.pk).state == "complete" and ToolCall.objects.get(pk=call.pk).result == result
+    assert [q["sql"] for q in captured if "server_tools" in q["sql"]] == []
 
 
 def test_a_client_tool_call_begins_and_completes_in_a_handful_of_statements(place):
