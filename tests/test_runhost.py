@@ -103,6 +103,38 @@ def test_runhost_starts_everything_on_a_fresh_install_and_ctrl_c_stops_it(tmp_pa
     assert "First start" not in rest
 
 
+def test_a_sigterm_while_runhost_stops_its_children_leaves_none_running(tmp_path):
+    env = embedded_env(tmp_path)
+    subprocess.run([sys.executable, "manage.py", "migrate", "--no-input"], env=env, cwd=ROOT, check=True,
+                   capture_output=True)
+    port = free_port()
+    host = start(env, port)
+    output = ""
+    try:
+        while "connect a client" not in output and host.poll() is None:
+            output += host.stdout.readline()
+        children = children_of(host.pid)
+        assert len(children) == 3  # the front (or daphne), the Celery worker and its beat
+        os.kill(host.pid, signal.SIGINT)  # runhost alone (`kill -INT`): its children are stopped for it
+        time.sleep(1)
+        os.kill(host.pid, signal.SIGTERM)  # while it waits on them
+        output += host.communicate(timeout=PROCESS_DEADLINE_SECONDS)[0]
+    finally:
+        if host.poll() is None:
+            interrupt(host)
+    assert [pid for pid in children if not gone(pid)] == []
+    assert "Traceback" not in output
+
+
+def gone(pid):
+    """Ended: no such process, or only its exit status is left (a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
 def children_of(pid):
     """{pid: command line} of the processes `pid` started."""
     found = {}

@@ -169,5 +169,8 @@ class Command(BaseCommand):
         except KeyboardInterrupt:
             pass
         finally:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the children's stop short
+            # A second Ctrl-C, or a SIGTERM (an impatient operator, a service manager), must not cut
+            # the children's stop short: the worker and beat would be left running, orphaned.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             stop_children([c.process for c in children if c.running()], interrupted=not terminated)
