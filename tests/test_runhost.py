@@ -45,6 +45,15 @@ def interrupt(process):
     return process.communicate(timeout=PROCESS_DEADLINE_SECONDS)[0]
 
 
+def started_migrated(var_dir):
+    """runhost on an embedded install in `var_dir`, migrated first; (its port, its process)."""
+    env = embedded_env(var_dir)
+    subprocess.run([sys.executable, "manage.py", "migrate", "--no-input"], env=env, cwd=ROOT, check=True,
+                   capture_output=True)
+    port = free_port()
+    return port, start(env, port)
+
+
 def port_closed(port):
     try:
         socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
@@ -104,11 +113,7 @@ def test_runhost_starts_everything_on_a_fresh_install_and_ctrl_c_stops_it(tmp_pa
 
 
 def test_a_sigterm_while_runhost_stops_its_children_leaves_none_running(tmp_path):
-    env = embedded_env(tmp_path)
-    subprocess.run([sys.executable, "manage.py", "migrate", "--no-input"], env=env, cwd=ROOT, check=True,
-                   capture_output=True)
-    port = free_port()
-    host = start(env, port)
+    _, host = started_migrated(tmp_path)
     output = ""
     try:
         while "connect a client" not in output and host.poll() is None:
@@ -157,11 +162,7 @@ def child_running(pid, marker):
 
 
 def test_runhost_starts_a_dead_child_again_and_never_runs_a_second_beat(tmp_path):
-    env = embedded_env(tmp_path)
-    subprocess.run([sys.executable, "manage.py", "migrate", "--no-input"], env=env, cwd=ROOT, check=True,
-                   capture_output=True)
-    port = free_port()
-    host = start(env, port)
+    port, host = started_migrated(tmp_path)
     lines = []
 
     def read_until(needle, timeout=PROCESS_DEADLINE_SECONDS):
