@@ -331,15 +331,19 @@ async def run_turn(turn_id, on_process_loop=True):
             reply = await provider.run_turn(turn.text, ChatToolbox(turn))
         except Exception as exc:
             logger.exception("Turn %s failed", turn_id)
-            await end_turn(turn_id, error=f"{exc.__class__.__name__}: {exc}")
+            after = await end_turn(turn_id, error=f"{exc.__class__.__name__}: {exc}")
         else:
-            await end_turn(turn_id, response_text=reply)
+            after = await end_turn(turn_id, response_text=reply)
         # What the turn's tools asked for at its end (set_workspace, isolate_session): carried
-        # out when it completed, dropped otherwise.
-        from .families.session.workspace import settle_turn_effects
+        # out when it completed, dropped otherwise. A turn that ended elsewhere (cancelled) left
+        # no word of what follows: both are looked for.
+        if after is None or after.effects:
+            from .families.session.workspace import settle_turn_effects
 
-        await sync_to_async(settle_turn_effects, thread_sensitive=False)(turn_id)
-        next_turn = turn and await database_sync_to_async(actions.do_start_queued_turn)(turn.chat_id)
+            await sync_to_async(settle_turn_effects, thread_sensitive=False)(turn_id)
+        next_turn = None
+        if turn is not None and (after is None or after.pending):
+            next_turn = await database_sync_to_async(actions.do_start_queued_turn)(turn.chat_id)
         turn_id = next_turn.id if next_turn else None
 
 

@@ -4,7 +4,7 @@ from django.utils import timezone
 
 from kernel.refusals import Refused
 
-from ..events.log import publish
+from ..events.log import publish, publish_many
 from ..models import Chat, ChatDraft, iso
 from ..state import MAX_CHATS_PER_SESSION, chat_summary
 from .checks import MAX_TITLE_CHARS, check_quota, check_title, require, touch
@@ -16,8 +16,13 @@ TOO_MANY_CHATS = f"A session holds at most {MAX_CHATS_PER_SESSION} chats; delete
 def chat_updated(chat, modified, **changes):
     """Every change to a chat's summary (title, status) moves its modifiedAt: the session's
     catalogue hears both, so a client's copy never goes stale."""
-    publish(chat.session.tenant_id, chat.session.uri, {
-        "type": "session/chatUpdated", "chat": chat.uri, "changes": {**changes, "modifiedAt": iso(modified)}})
+    publish_many(chat.session.tenant_id, [chat_update(chat, modified, **changes)])
+
+
+def chat_update(chat, modified, **changes):
+    """session/chatUpdated as an item for publish_many, for a change that publishes more."""
+    return chat.session.uri, {"type": "session/chatUpdated", "chat": chat.uri,
+                              "changes": {**changes, "modifiedAt": iso(modified)}}, None
 
 
 @transaction.atomic

@@ -1,15 +1,17 @@
 """Turns of a chat: started by a person, begun from a queued message, ended by the agent."""
+from typing import NamedTuple
+
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from kernel.refusals import Refused
 from kernel.rows import ITS_ROW
 
-from ..events.log import PROCESS, publish
-from ..models import Chat, Session, Turn, iso
+from ..events.log import PROCESS, publish, publish_many
+from ..models import Chat, PendingMessage, Session, Turn, TurnEffect, iso
 from ..state import chat_status
-from .chats import chat_updated
+from .chats import chat_update, chat_updated
 from .checks import check_message_text, require, summary_changed, touch
 from .tool_calls import cancel_open_calls
 
@@ -57,8 +59,8 @@ def begin_turn(chat, turn_id, text, sender, client_id="", origin=None, origin_ki
               "message": turn.message()}
     if queued_message_id:
         action["queuedMessageId"] = queued_message_id
-    publish(session.tenant_id, chat.uri, action, origin)
-    chat_updated(chat, session.modified, status=Session.IN_PROGRESS)
+    publish_many(session.tenant_id, [(chat.uri, action, origin),
+                                     chat_update(chat, session.modified, status=Session.IN_PROGRESS)])
     summary_changed(session, status=session.wire_status)
     return turn
 
@@ -99,26 +101,43 @@ def streamed_reply(turn):
     return next((p["content"] for p in turn.response_parts if p.get("id") == reply_part_id(turn)), None)
 
 
+class Aftermath(NamedTuple):
+    """What an ended turn leaves to do: effects to carry out or drop, a pending message to start."""
+
+    effects: bool
+    pending: bool
+
+
 @transaction.atomic
 def do_end_turn(turn_id, response_text=None, error=None):
     """Finish a turn with the agent's reply (a markdown part, or the rest of the one it streamed)
-    or an error. A turn no longer active (cancelled or truncated meanwhile) keeps its end: the
-    agent's late answer is dropped."""
+    or an error; answers its Aftermath. A turn no longer active (cancelled or truncated meanwhile)
+    keeps its end: the agent's late answer is dropped, and the answer is None (not known here)."""
     turn = Turn.objects.select_for_update(of=ITS_ROW).with_chat().filter(id=turn_id).first()
     if turn is None or turn.state != "active":  # truncated away, or cancelled
-        return
-    chat, session = turn.chat, turn.chat.session
+        return None
+    reply = []  # the rest of the reply, published with the end
     if response_text is not None:
         streamed = streamed_reply(turn)
         rest = response_text[len(streamed):] if streamed and response_text.startswith(streamed) else response_text
         action = add_to_reply(turn, rest) if streamed is None or rest != response_text else None
         if action is not None:
-            publish(session.tenant_id, chat.uri, action)
+            reply.append((turn.chat.uri, action, None))
     if error is None:
-        finish_turn(turn, "complete", "chat/turnComplete")
+        finish_turn(turn, "complete", "chat/turnComplete", before=reply)
     else:
         turn.error = {"errorType": "agentError", "message": error}
-        finish_turn(turn, "error", "chat/error", error=turn.error)
+        finish_turn(turn, "error", "chat/error", before=reply, error=turn.error)
+    return aftermath(turn)
+
+
+def aftermath(turn):
+    """Read in the ending's transaction, which holds the turn's row: a message queued meanwhile
+    either committed before (seen here) or waited for this row and found the chat free (it began
+    its turn itself)."""
+    return Aftermath(*Chat.objects.filter(pk=turn.chat_id).values_list(
+        Exists(TurnEffect.objects.filter(turn=turn)),
+        Exists(PendingMessage.objects.filter(chat=OuterRef("pk"), status="pending"))).get())
 
 
 @transaction.atomic
@@ -158,20 +177,21 @@ def do_end_abandoned_turn(turn_id, live_processes):
     return True
 
 
-def finish_turn(turn, state, action_type, origin=None, **fields):
-    """End the active `turn` in `state` with `action_type`; the chat and session say so."""
+def finish_turn(turn, state, action_type, origin=None, before=(), **fields):
+    """End the active `turn` in `state` with `action_type`; the chat and session say so. The
+    actions of `before` are published first, in the same numbering."""
     chat, session = turn.chat, turn.chat.session
     turn.state, turn.ended = state, timezone.now()
     duration = int((turn.ended - turn.started).total_seconds() * 1000)
     turn.save(update_fields=["state", "error", "ended", "response_parts"])
-    publish(session.tenant_id, chat.uri, {"type": action_type, "turnId": str(turn.id), "duration": duration, **fields},
-            origin)
     status = Session.ERROR if state == "error" else Session.IDLE
     if not Turn.objects.filter(chat__session=session, state="active").exists():
         session.status = status
     touch(session, "status")
     Chat.objects.filter(pk=chat.pk).update(modified=session.modified)
-    chat_updated(chat, session.modified, status=status)
+    publish_many(session.tenant_id, [
+        *before, (chat.uri, {"type": action_type, "turnId": str(turn.id), "duration": duration, **fields}, origin),
+        chat_update(chat, session.modified, status=status)])
     summary_changed(session, status=session.wire_status)
 
 

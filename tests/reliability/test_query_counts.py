@@ -155,6 +155,20 @@ def test_a_turns_work_leaves_its_sessions_published_tools_unread(place):
     assert [q["sql"] for q in captured if "server_tools" in q["sql"]] == []
 
 
+def test_a_turns_end_tells_its_runner_whether_effects_or_a_queued_message_follow(place):
+    """Read in the ending's own transaction: a turn with neither (most turns) costs its runner no
+    further transaction, no effects' read and no look for a queued message."""
+    ended = []
+    statements_of_end = queries(lambda: ended.append(actions.do_end_turn(place.turn.pk, response_text="done")))
+    assert ended == [(False, False)] and Turn.objects.get(pk=place.turn.pk).state == "complete"
+    assert statements_of_end <= 10  # its actions numbered and logged together: one UPDATE, one INSERT
+    turn = actions.do_start_turn(place.principal, place.chat, uuid.uuid4(), "next")
+    actions.do_add_turn_effect(place.principal, turn, "set_workspace", {"folder": "/nowhere"})
+    assert actions.do_send_message(place.principal, place.chat, "after it")[0] is None  # queued
+    assert actions.do_end_turn(turn.pk, error="failed") == (True, True)
+    assert actions.do_end_turn(turn.pk, response_text="late") is None  # ended already: not known here
+
+
 def test_a_client_tool_call_begins_and_completes_in_a_handful_of_statements(place):
     """Each is one transaction: no read of the turn, chat or session the caller holds, no
     savepoint, the turn's state checked by the write that appends the call."""
