@@ -312,17 +312,23 @@ class AhpConsumer(AsyncWebsocketConsumer):
             if heard.take(envelope["serverSeq"]):  # not already sent from the log
                 await self.send_notification("action", envelope)
 
-    async def catch_up(self, rows):
-        """Send, in serverSeq order, the logged actions (channel, seq, envelope) of this socket's
-        channels it has not sent; all of them up to the newest read now count as heard."""
+    def unheard(self, numbers):
+        """The numbers among the logged (channel, seq) of this socket's channels it has not sent."""
+        return [seq for channel, seq in numbers if channel in self.subscriptions
+                and (heard := self.heard.get(channel)) is not None and not heard.has(seq)]
+
+    async def catch_up(self, numbers, envelopes):
+        """Send, in serverSeq order, the logged actions of this socket's channels it has not sent
+        (`numbers` (channel, seq), their `envelopes` by seq); all of them up to the newest read now
+        count as heard."""
         newest = {}
-        for channel, seq, envelope in rows:
+        for channel, seq in numbers:
             heard = self.heard.get(channel)
             if heard is None or channel not in self.subscriptions:
                 continue
             newest[channel] = seq
-            if heard.take(seq):
-                await self.send_notification("action", envelope)
+            if heard.take(seq) and seq in envelopes:
+                await self.send_notification("action", envelopes[seq])
         for channel, seq in newest.items():
             self.heard[channel].complete_to(seq)
 

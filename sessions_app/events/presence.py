@@ -147,9 +147,12 @@ class Heard:
         self.complete = complete
         self.above = set()
 
+    def has(self, seq):
+        return seq <= self.complete or seq in self.above
+
     def take(self, seq):
         """Whether the action numbered `seq` is still to be sent; if so it now counts as sent."""
-        if seq <= self.complete or seq in self.above:
+        if self.has(seq):
             return False
         self.above.add(seq)
         return True
@@ -164,19 +167,24 @@ CATCH_UP_ROWS = 1000
 
 
 def _logged_beyond(tenant_id, completes):
-    """(channel, seq, envelope) of the tenant's logged actions past each channel's number, in
-    serverSeq order."""
+    """(channel, seq) of the tenant's logged actions past each channel's number, in serverSeq
+    order: numbers only, as nearly all of them reached their sockets through the layer."""
     beyond = Q()
     for channel, complete in completes.items():
         beyond |= Q(channel=channel, seq__gt=complete)
     return list(ActionLog.objects.filter(beyond, tenant_id=tenant_id).order_by("seq")
-                .values_list("channel", "seq", "envelope")[:CATCH_UP_ROWS])
+                .values_list("channel", "seq")[:CATCH_UP_ROWS])
+
+
+def _logged_envelopes(tenant_id, seqs):
+    return dict(ActionLog.objects.filter(tenant_id=tenant_id, seq__in=seqs).values_list("seq", "envelope"))
 
 
 async def catch_up_subscribers():
     """Send each socket what the log holds beyond what it has heard on its channels: an action
     whose layer message was lost (a full channel, a layer restarting) reaches its subscriber
-    within a heartbeat. One query per tenant with sockets here."""
+    within a heartbeat. One query per tenant with sockets here, and one more for the envelopes
+    of the actions some socket missed."""
     consumers = [c for c in list(_consumers) if getattr(c, "heard", None)]
     completes = {}  # tenant id -> {channel: the lowest number every socket here heard up to}
     for consumer in consumers:
@@ -184,10 +192,14 @@ async def catch_up_subscribers():
         for channel, heard in list(consumer.heard.items()):
             tenant_completes[channel] = min(tenant_completes.get(channel, heard.complete), heard.complete)
     for tenant_id, tenant_completes in completes.items():
-        rows = await database_sync_to_async(_logged_beyond)(tenant_id, tenant_completes)
-        for consumer in consumers:
-            if consumer.tenant.pk == tenant_id and rows:
-                await consumer.catch_up(rows)
+        numbers = await database_sync_to_async(_logged_beyond)(tenant_id, tenant_completes)
+        if not numbers:
+            continue
+        tenants = [c for c in consumers if c.tenant.pk == tenant_id]
+        missed = {seq for consumer in tenants for seq in consumer.unheard(numbers)}
+        envelopes = await database_sync_to_async(_logged_envelopes)(tenant_id, missed) if missed else {}
+        for consumer in tenants:
+            await consumer.catch_up(numbers, envelopes)
 
 
 def _counters():
