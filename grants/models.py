@@ -6,6 +6,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from kernel.rows import Columns, fetch_one, table, value_reader
@@ -214,8 +215,11 @@ class Principal:
 
     @classmethod
     def for_person(cls, tenant, person):
-        membership = Membership.objects.filter(tenant=tenant, person=person).first()
-        return cls(tenant, person, tenant.role_grants(membership.role) if membership else ())
+        """The person's role in the tenant and that role's grants, read in one statement (every
+        host tool call reads them afresh, so a grant taken away holds from the next call)."""
+        defined = Role.objects.filter(tenant=tenant, name=OuterRef("role")).values("grants")[:1]
+        found = Membership.objects.filter(tenant=tenant, person=person).values_list("role", Subquery(defined))[:1]
+        return cls(tenant, person, grants_of_role(*found[0]) if found else ())
 
     @classmethod
     def for_token(cls, token):

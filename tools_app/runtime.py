@@ -14,6 +14,7 @@ from typing import Any
 from asgiref.sync import SyncToAsync, sync_to_async
 from channels.layers import get_channel_layer
 from django.db import InterfaceError, OperationalError, transaction
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from agents.registry import get_provider
@@ -314,8 +315,12 @@ _LOOP = {}
 
 
 def turn_to_run(turn_id):
-    """The turn, with what its run reads: its chat, session, tenant and sender."""
-    return Turn.objects.with_chat().select_related("chat__session__tenant", "sender").get(id=turn_id)
+    """The turn, with what its run reads: its chat, session, tenant and sender, and the provider
+    that answers it (`turn.provider`)."""
+    turn = (Turn.objects.with_chat().select_related("chat__session__tenant", "sender")
+            .annotate(backend=Subquery(backend_of(OuterRef("chat"))[:1])).get(id=turn_id))
+    turn.provider = turn.backend or turn.chat.session.provider
+    return turn
 
 
 async def run_turn(turn_id, on_process_loop=True):
@@ -327,8 +332,7 @@ async def run_turn(turn_id, on_process_loop=True):
         turn = None
         try:  # whatever fails here ends the turn: its lease is this live process's, no sweep would
             turn = await database_sync_to_async(turn_to_run)(turn_id)
-            provider = get_provider(await database_sync_to_async(provider_of)(turn.chat))
-            reply = await provider.run_turn(turn.text, ChatToolbox(turn))
+            reply = await get_provider(turn.provider).run_turn(turn.text, ChatToolbox(turn))
         except Exception as exc:
             logger.exception("Turn %s failed", turn_id)
             after = await end_turn(turn_id, error=f"{exc.__class__.__name__}: {exc}")
@@ -358,8 +362,12 @@ async def interrupt_turn(turn):
 
 def provider_of(chat):
     """A chat the create tool made on another backend runs there; any other on its session's."""
-    backend = ChatBackend.objects.filter(chat=chat).exclude(provider="").values_list("provider", flat=True).first()
-    return backend or chat.session.provider
+    return backend_of(chat).first() or chat.session.provider
+
+
+def backend_of(chat):
+    """The provider of the other backend a chat was made on, if it was (a query of it)."""
+    return ChatBackend.objects.filter(chat=chat).exclude(provider="").values_list("provider", flat=True)
 
 
 def calling_server_loop():
