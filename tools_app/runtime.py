@@ -35,9 +35,11 @@ from .models import AgentDefinition, HostConfig
 
 logger = logging.getLogger(__name__)
 
-# When a waiting agent re-reads its call's row while no wake-up arrives (another process may have
-# completed it without a shared channel layer, or its wake-up was lost): soon, then ever less
-# often, so a call that waits long (a person answering) costs few reads.
+# How often a process reads, in one statement, which of the calls its agents wait on completed
+# without their wake-up arriving (another process completed one without a shared channel layer,
+# or the layer lost it).
+RECOVER_SECONDS = 1.0
+# How soon what waits on a database that did not answer asks again: soon, then ever less often.
 FIRST_READ_SECONDS = 0.5
 LONGEST_READ_SECONDS = 4.0
 # A database that did not answer (restarting): what waits on it asks again, as a waiter re-reads.
@@ -230,7 +232,8 @@ class Waker:
     waiter of the call it names. A call records this reader's channel as it begins, and its
     completion sends there: no layer membership per call (on Redis, a SUBSCRIBE and an
     UNSUBSCRIBE each). A single reader that is never cancelled: cancelling layer receives (as
-    per-waiter timeouts would) stalls the Redis layer's shared receive loop."""
+    per-waiter timeouts would) stalls the Redis layer's shared receive loop. Wake-ups that never
+    came are recovered from the calls' rows, for all waiters at once."""
 
     def __init__(self):
         self.loop = None
@@ -245,6 +248,7 @@ class Waker:
         self.waiters = {}
         self.channel = await get_channel_layer().new_channel()
         loop.create_task(self.read())
+        loop.create_task(self.recover())
 
     async def read(self):
         layer = get_channel_layer()
@@ -252,17 +256,37 @@ class Waker:
             try:
                 message = await layer.receive(self.channel)
             except Exception as exc:
-                # The layer is down (Redis restarting): waiters go on by reading their rows, and
+                # The layer is down (Redis restarting): waiters are woken from their rows, and
                 # this reader keeps trying, so wake-ups resume when the layer is back.
                 logger.warning("Wake-ups wait for the channel layer (%s: %s)", exc.__class__.__name__, exc)
                 await asyncio.sleep(LAYER_RETRY_SECONDS)
                 continue
-            queue = self.waiters.get(message.get("call"))
-            if queue is not None:
-                queue.put_nowait(message)
+            self.hand(message.get("call"), message.get("result"))
+
+    async def recover(self):
+        """Every RECOVER_SECONDS, one read of the waited-on calls' rows wakes the waiters of
+        those that completed (or went with their session): a lost wake-up costs a second, and a
+        thousand waiting calls cost one statement, not a read each."""
+        while True:
+            await asyncio.sleep(RECOVER_SECONDS)
+            if not self.waiters:
+                continue
+            try:
+                ended = await database_sync_to_async(ended_calls)(list(self.waiters))
+            except Exception as exc:  # the database is down: the next round reads again
+                logger.warning("Waiting calls are read again when the database answers (%s: %s)",
+                               exc.__class__.__name__, exc)
+                continue
+            for call_id, result in ended.items():
+                self.hand(call_id, result)
+
+    def hand(self, call_id, result):
+        queue = self.waiters.get(call_id)
+        if queue is not None:
+            queue.put_nowait(result)
 
     async def register(self, call_id):
-        """The queue the wake-up of call `call_id` arrives on."""
+        """The queue the result of call `call_id` arrives on."""
         await self.ensure_started()
         return self.waiters.setdefault(str(call_id), asyncio.Queue())
 
@@ -271,31 +295,38 @@ class Waker:
 
 
 WAKER = Waker()
+CALL_GONE = "The tool call was removed with its session."
+
+
+def ended_calls(call_ids):
+    """{call id: result} of those of `call_ids` that completed or are gone (with their session)."""
+    found = {str(call_id): (completed, result) for call_id, completed, result
+             in ToolCall.objects.filter(id__in=call_ids).values_list("id", "completed", "result")}
+    gone = actions.failure("tool", CALL_GONE)
+    return {call_id: found[call_id][1] if call_id in found else gone
+            for call_id in call_ids if call_id not in found or found[call_id][0] is not None}
 
 
 async def wait_for_result(call_id, deadline, woken):
-    """The call's result: from the wake-up its completion sends, or, when none arrives (another
-    process completed it without a shared channel layer), from its row; at its deadline the
-    call is expired here if nobody else has."""
+    """The call's result, from the wake-up its completion sends (or the waker's recovery of a lost
+    one); at its deadline the call is expired here if nobody else has, which wakes it."""
     pause = FIRST_READ_SECONDS
     while True:
+        wait = None if deadline is None else max(0.0, (deadline - timezone.now()).total_seconds())
         try:
-            message = await asyncio.wait_for(woken.get(), pause)
-            if message.get("result") is not None:
-                return message["result"]
+            return await asyncio.wait_for(woken.get(), wait)
         except asyncio.TimeoutError:
-            pause = min(pause * 2, LONGEST_READ_SECONDS)
+            pass
         try:
-            call = await database_sync_to_async(ToolCall.objects.filter(id=call_id).first)()
-            if call is None:
-                return actions.failure("tool", "The tool call was removed with its session.")
-            if call.completed is not None:
-                return call.result
-            if deadline is not None and timezone.now() >= deadline:
-                await database_sync_to_async(actions.do_expire_tool_call)(call_id)
-        except DATABASE_DOWN as exc:  # the call goes on waiting: its row is read when the database is back
-            logger.warning("Tool call %s waits for the database (%s: %s)", call_id, exc.__class__.__name__, exc)
-            pause = FIRST_READ_SECONDS
+            expired = await database_sync_to_async(actions.do_expire_tool_call)(call_id)
+        except DATABASE_DOWN as exc:  # expired when the database is back
+            logger.warning("Tool call %s expires when the database answers (%s: %s)",
+                           call_id, exc.__class__.__name__, exc)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, LONGEST_READ_SECONDS)
+            continue
+        if expired or timezone.now() >= deadline:
+            deadline = None  # it ended, here or elsewhere: its wake-up comes
 
 
 async def end_turn(turn_id, **ending):

@@ -2,6 +2,8 @@
 import time
 import uuid
 
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from sessions_app.models import ActiveClient, Chat, Session
@@ -55,7 +57,7 @@ def test_a_clients_answer_wakes_the_waiting_agent_at_once(acme, host, monkeypatc
     """The completion hands the result to the process whose agent waits (the call names its
     channel): the agent never needs its fallback, a read of the call's row, here put off for a
     minute."""
-    monkeypatch.setattr(runtime, "FIRST_READ_SECONDS", 60)
+    monkeypatch.setattr(runtime, "RECOVER_SECONDS", 60)
     alice, ide, session, chat = setup(host, acme)
     with alice, ide:
         for _ in range(3):
@@ -65,6 +67,37 @@ def test_a_clients_answer_wakes_the_waiting_agent_at_once(acme, host, monkeypatc
             complete(ide, chat, turn, request["toolCall"]["toolCallId"])
             assert alice.reply_to(turn) == "opened"
             assert time.monotonic() - answered < 30
+
+
+def test_an_answer_whose_wake_up_was_lost_reaches_the_agent_from_the_calls_row(acme, host, monkeypatch):
+    """No wake-up is sent (as when the layer lost it, or another process completed the call with
+    no shared layer): the waiter's process reads its waiting calls' rows once a second."""
+    monkeypatch.setattr("sessions_app.actions.tool_calls.wake", lambda *lost: None)
+    alice, ide, session, chat = setup(host, acme)
+    with alice, ide:
+        turn, start = call_open_file(alice, chat)
+        request = ide.action("session/inputNeededSet")["action"]["request"]
+        answered = time.monotonic()
+        complete(ide, chat, turn, request["toolCall"]["toolCallId"], text="opened late")
+        assert alice.reply_to(turn) == "opened late"
+        assert time.monotonic() - answered < 5
+
+
+def test_the_waiting_calls_of_a_process_are_read_in_one_statement(acme, host):
+    """However many calls a process's agents wait on, finding which ended (or went with their
+    session) is one read."""
+    alice, ide, session, chat = setup(host, acme)
+    with alice, ide:
+        turn, start = call_open_file(alice, chat)
+        waiting = start["toolCallId"]
+        gone = [str(uuid.uuid4()) for _ in range(200)]
+        with CaptureQueriesContext(connection) as captured:
+            ended = runtime.ended_calls([waiting, *gone])
+        assert len(captured) == 1 and set(ended) == set(gone)
+        assert ended[gone[0]]["error"]["message"] == runtime.CALL_GONE
+        complete(ide, chat, turn, waiting)
+        assert alice.reply_to(turn) == "opened"
+        assert runtime.ended_calls([waiting])[waiting]["content"][0]["text"] == "opened"
 
 
 def test_announced_tools_join_the_catalog_under_the_client_id(acme, host):
