@@ -5,8 +5,7 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import models
-from django.db.models import OuterRef, Subquery
+from django.db import connection, models
 from django.utils import timezone
 
 from kernel.rows import Columns, fetch_one, table, value_reader
@@ -217,9 +216,14 @@ class Principal:
     def for_person(cls, tenant, person):
         """The person's role in the tenant and that role's grants, read in one statement (every
         host tool call reads them afresh, so a grant taken away holds from the next call)."""
-        defined = Role.objects.filter(tenant=tenant, name=OuterRef("role")).values("grants")[:1]
-        found = Membership.objects.filter(tenant=tenant, person=person).values_list("role", Subquery(defined))[:1]
-        return cls(tenant, person, grants_of_role(*found[0]) if found else ())
+        sql, read_grants = _membership_reading()
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [tenant.pk, person.pk])
+            found = cursor.fetchone()
+        if found is None:
+            return cls(tenant, person, ())
+        role, grants = found
+        return cls(tenant, person, grants_of_role(role, None if grants is None else read_grants(grants)))
 
     @classmethod
     def for_token(cls, token):
@@ -254,6 +258,16 @@ class Principal:
 
     def __repr__(self):
         return f"<Principal {self.name}@{self.tenant.slug}>"
+
+
+@functools.cache
+def _membership_reading():
+    """The statement `Principal.for_person` runs: the person's role in the tenant with the grants
+    of the tenant's role of that name, if any; (sql, grants reader)."""
+    sql = (f"SELECT m.role, r.grants FROM {table(Membership)} m "
+           f"LEFT JOIN {table(Role)} r ON r.tenant_id = m.tenant_id AND r.name = m.role "
+           "WHERE m.tenant_id = %s AND m.person_id = %s")
+    return sql, value_reader(Role._meta.get_field("grants"), "r")
 
 
 @functools.cache
