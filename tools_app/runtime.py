@@ -5,6 +5,7 @@ client's tool is handed to that client and the agent waits for its result, which
 any worker process: the row is the truth, the channel layer only wakes the waiter early.
 """
 import asyncio
+import functools
 import logging
 import os
 import uuid
@@ -13,17 +14,18 @@ from typing import Any
 
 from asgiref.sync import SyncToAsync, sync_to_async
 from channels.layers import get_channel_layer
-from django.db import InterfaceError, OperationalError, transaction
-from django.db.models import OuterRef, Subquery
+from django.contrib.auth import get_user_model
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from agents.registry import get_provider
-from grants.models import Principal
+from grants.models import Principal, Tenant
 from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
+from kernel.rows import Columns, fetch_one, table
 from sessions_app import actions
 from sessions_app.events.presence import keep_process_alive
-from sessions_app.models import ChatBackend, ToolCall, Turn
+from sessions_app.models import PUBLISHED_TOOLS, Chat, ChatBackend, Session, ToolCall, Turn
 
 from .catalog.bounding import bound_result, result_text
 from .catalog.loader import catalog_for_chat, catalog_for_session
@@ -346,12 +348,28 @@ _LOOP = {}
 
 
 def turn_to_run(turn_id):
-    """The turn, with what its run reads: its chat, session, tenant and sender, and the provider
-    that answers it (`turn.provider`)."""
-    turn = (Turn.objects.with_chat().select_related("chat__session__tenant", "sender")
-            .annotate(backend=Subquery(backend_of(OuterRef("chat"))[:1])).get(id=turn_id))
-    turn.provider = turn.backend or turn.chat.session.provider
+    """The turn, with what its run reads: its chat, session (all but its published tools), tenant
+    and sender, and the provider that answers it (`turn.provider`). One hand-written statement,
+    read at every turn's start."""
+    columns, sql = _turn_reading()
+    found = fetch_one(columns, sql, [Turn._meta.pk.get_db_prep_value(turn_id, connection)])
+    if found is None:
+        raise Turn.DoesNotExist(f"No turn {turn_id}.")
+    (turn, chat, session, tenant, sender), (backend,) = found
+    session.tenant, chat.session, turn.chat, turn.sender = tenant, session, chat, sender
+    turn.provider = backend or session.provider
     return turn
+
+
+@functools.cache
+def _turn_reading():
+    columns = (Columns(Turn, "t"), Columns(Chat, "c"), Columns(Session, "s", leave=(PUBLISHED_TOOLS,)),
+               Columns(Tenant, "n"), Columns(get_user_model(), "u"))
+    return columns, (
+        f"SELECT {', '.join(c.sql for c in columns)}, (SELECT b.provider FROM {table(ChatBackend)} b "
+        f"WHERE b.chat_id = c.id AND b.provider <> '') FROM {table(Turn)} t JOIN {table(Chat)} c ON c.id = t.chat_id "
+        f"JOIN {table(Session)} s ON s.id = c.session_id JOIN {table(Tenant)} n ON n.id = s.tenant_id "
+        f"LEFT JOIN {table(get_user_model())} u ON u.id = t.sender_id WHERE t.id = %s")
 
 
 async def run_turn(turn_id, on_process_loop=True):
