@@ -100,7 +100,7 @@ def test_a_database_stopped_while_a_turn_waits_on_a_client_loses_neither(acme, t
             turn, start = call_open_file(alice, chat)
             ide.action("session/inputNeededSet")
             cluster.stop()
-            time.sleep(6)  # the waiter re-reads its row meanwhile, and fails to
+            time.sleep(6)  # the waiter's process reads its waiting calls' rows meanwhile, and fails to
             cluster.start()
             complete(ide, chat, turn, start["toolCallId"], text="after the outage")
             assert alice.reply_to(turn, timeout=30) == "after the outage"

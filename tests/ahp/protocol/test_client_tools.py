@@ -69,20 +69,6 @@ def test_a_clients_answer_wakes_the_waiting_agent_at_once(acme, host, monkeypatc
             assert time.monotonic() - answered < 30
 
 
-def test_an_answer_whose_wake_up_was_lost_reaches_the_agent_from_the_calls_row(acme, host, monkeypatch):
-    """No wake-up is sent (as when the layer lost it, or another process completed the call with
-    no shared layer): the waiter's process reads its waiting calls' rows once a second."""
-    monkeypatch.setattr("sessions_app.actions.tool_calls.wake", lambda *lost: None)
-    alice, ide, session, chat = setup(host, acme)
-    with alice, ide:
-        turn, start = call_open_file(alice, chat)
-        request = ide.action("session/inputNeededSet")["action"]["request"]
-        answered = time.monotonic()
-        complete(ide, chat, turn, request["toolCall"]["toolCallId"], text="opened late")
-        assert alice.reply_to(turn) == "opened late"
-        assert time.monotonic() - answered < 5
-
-
 def test_the_waiting_calls_of_a_process_are_read_in_one_statement(acme, host):
     """However many calls a process's agents wait on, finding which ended (or went with their
     session) is one read."""
@@ -130,7 +116,8 @@ def test_a_client_tool_call_round_trip(acme, host):
 
 def test_an_agent_whose_wake_up_is_lost_reads_the_result_from_the_row(acme, host, monkeypatch):
     """The channel layer lost the completion's wake-up (a full channel, a Redis blip): the waiting
-    agent still has the result within its first re-read of the call's row, long before the deadline."""
+    agent still has the result from its process's next read of its waiting calls' rows (each
+    second), long before the deadline."""
     from sessions_app.actions import tool_calls
 
     alice, ide, session, chat = setup(host, acme)
