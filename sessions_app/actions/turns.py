@@ -1,12 +1,12 @@
 """Turns of a chat: started by a person, begun from a queued message, ended by the agent."""
 from typing import NamedTuple
 
-from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from kernel.refusals import Refused
-from kernel.rows import ITS_ROW
+from kernel.rows import ITS_ROW, table
 
 from ..events.log import PROCESS, publish, publish_many
 from ..models import Chat, PendingMessage, Session, Turn, TurnEffect, iso
@@ -134,10 +134,14 @@ def do_end_turn(turn_id, response_text=None, error=None):
 def aftermath(turn):
     """Read in the ending's transaction, which holds the turn's row: a message queued meanwhile
     either committed before (seen here) or waited for this row and found the chat free (it began
-    its turn itself)."""
-    return Aftermath(*Chat.objects.filter(pk=turn.chat_id).values_list(
-        Exists(TurnEffect.objects.filter(turn=turn)),
-        Exists(PendingMessage.objects.filter(chat=OuterRef("pk"), status="pending"))).get())
+    its turn itself). One hand-written statement, read at every turn's end."""
+    uuid_of = Turn._meta.pk.get_db_prep_value
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT EXISTS(SELECT 1 FROM {table(TurnEffect)} WHERE turn_id = %s), "
+                       f"EXISTS(SELECT 1 FROM {table(PendingMessage)} WHERE chat_id = %s AND status = 'pending')",
+                       [uuid_of(turn.pk, connection), uuid_of(turn.chat_id, connection)])
+        effects, pending = cursor.fetchone()
+    return Aftermath(bool(effects), bool(pending))
 
 
 @transaction.atomic
