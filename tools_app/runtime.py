@@ -44,7 +44,7 @@ RECOVER_SECONDS = 1.0
 # How soon what waits on a database that did not answer asks again: soon, then ever less often.
 FIRST_READ_SECONDS = 0.5
 LONGEST_READ_SECONDS = 4.0
-# A database that did not answer (restarting): what waits on it asks again, as a waiter re-reads.
+# A database that did not answer (restarting): what waits on it asks again.
 DATABASE_DOWN = (OperationalError, InterfaceError)
 # How long the wake-up reader pauses before asking a failed channel layer again.
 LAYER_RETRY_SECONDS = 1.0
