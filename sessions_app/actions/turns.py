@@ -1,4 +1,5 @@
 """Turns of a chat: started by a person, begun from a queued message, ended by the agent."""
+import functools
 from typing import NamedTuple
 
 from django.db import connection, transaction
@@ -6,10 +7,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 from kernel.refusals import Refused
-from kernel.rows import ITS_ROW, table
+from kernel.rows import ITS_ROW, Columns, fetch_one, table
 
 from ..events.log import PROCESS, publish, publish_many
-from ..models import Chat, PendingMessage, Session, Turn, TurnEffect, iso
+from ..models import PUBLISHED_TOOLS, Chat, PendingMessage, Session, Turn, TurnEffect, iso
 from ..state import chat_status
 from .chats import chat_update, chat_updated
 from .checks import check_message_text, require, summary_changed, touch
@@ -89,12 +90,34 @@ def add_to_reply(turn, text):
 @transaction.atomic
 def do_stream_reply(turn_id, text):
     """A piece of the agent's reply as the model writes it (dropped once the turn was cancelled)."""
-    turn = Turn.objects.select_for_update(of=ITS_ROW).with_chat().filter(id=turn_id).first()
+    turn = locked_turn(turn_id)
     if turn is None or turn.state != "active" or not text:
         return
     action = add_to_reply(turn, text)
     turn.save(update_fields=["response_parts"])
     publish(turn.chat.session.tenant_id, turn.chat.uri, action)
+
+
+def locked_turn(turn_id):
+    """The turn, its row locked, with its chat and session (all but its published tools), or
+    None: one hand-written statement, as every piece of a streamed reply and every turn's end
+    reads it and the ORM spent longer composing it than the database answering."""
+    columns, sql = _turn_reading()
+    found = fetch_one(columns, sql, [Turn._meta.pk.get_db_prep_value(turn_id, connection)])
+    if found is None:
+        return None
+    (turn, chat, session), _ = found
+    turn.chat, chat.session = chat, session
+    return turn
+
+
+@functools.cache
+def _turn_reading():
+    columns = (Columns(Turn, "t"), Columns(Chat, "c"), Columns(Session, "s", leave=(PUBLISHED_TOOLS,)))
+    lock = " FOR UPDATE OF t" if connection.features.has_select_for_update_of else ""
+    return columns, (f"SELECT {', '.join(c.sql for c in columns)} FROM {table(Turn)} t "
+                     f"JOIN {table(Chat)} c ON c.id = t.chat_id JOIN {table(Session)} s ON s.id = c.session_id "
+                     f"WHERE t.id = %s{lock}")
 
 
 def streamed_reply(turn):
@@ -113,7 +136,7 @@ def do_end_turn(turn_id, response_text=None, error=None):
     """Finish a turn with the agent's reply (a markdown part, or the rest of the one it streamed)
     or an error; answers its Aftermath. A turn no longer active (cancelled or truncated meanwhile)
     keeps its end: the agent's late answer is dropped, and the answer is None (not known here)."""
-    turn = Turn.objects.select_for_update(of=ITS_ROW).with_chat().filter(id=turn_id).first()
+    turn = locked_turn(turn_id)
     if turn is None or turn.state != "active":  # truncated away, or cancelled
         return None
     reply = []  # the rest of the reply, published with the end
