@@ -1,10 +1,11 @@
 """The computer plugin: disposable sandboxes a session runs commands in, offered only under
 advancedTools, destroyed on release or with their session."""
 import json
+import subprocess
 
 import pytest
 
-from sandbox.bubblewrap import sandbox_root
+from sandbox.bubblewrap import Sandbox, end_sandbox, sandbox_root
 from tools_app.catalog.loader import catalog_for_chat
 from tools_app.models import Computer, HostConfig
 
@@ -41,6 +42,24 @@ def test_a_command_runs_in_a_computer_that_cannot_read_the_hosts_files(place, tm
     network = place.call("run_in_computer", computer=computer, command=(
         "python3 -c \"import socket; socket.create_connection(('1.1.1.1', 80), 3)\" 2>&1 || echo offline"))
     assert network["stdout"].strip().endswith("offline")
+
+
+def test_a_computer_forks_while_another_sandbox_of_the_host_runs_many_processes(place):
+    """Every sandbox runs as the one sandbox user and a process limit counts all of that user's
+    processes: a computer's own lower limit (64) made it fail to fork while another session's
+    agent ran a harness with many threads."""
+    neighbour = subprocess.Popen(Sandbox("a-busy-neighbour").argv(
+        ["/bin/sh", "-c", "for i in $(seq 100); do sleep 60 & done; echo started; wait"]), stdout=subprocess.PIPE,
+        text=True)
+    try:
+        assert neighbour.stdout.readline() == "started\n"
+        computer = place.call("request_disposable_computer")["computer"]
+        ran = place.call("run_in_computer", computer=computer, command="echo made > note && cat note")
+        assert (ran["exitCode"], ran["stdout"], ran["stderr"]) == (0, "made\n", "")
+    finally:
+        neighbour.kill()  # its sandbox's processes end with it (--die-with-parent, a PID namespace)
+        neighbour.wait()
+        end_sandbox("a-busy-neighbour")
 
 
 def test_a_released_computer_is_gone_with_all_it_held(place):
