@@ -7,7 +7,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from kernel.refusals import Refused
-from kernel.rows import ITS_ROW, Columns, fetch_one, table
+from kernel.rows import ITS_ROW, Columns, fetch_one, insert, table, update
 
 from ..events.log import PROCESS, publish, publish_many
 from ..models import PUBLISHED_TOOLS, Chat, PendingMessage, Session, Turn, TurnEffect, iso
@@ -51,11 +51,12 @@ def begin_turn(chat, turn_id, text, sender, client_id="", origin=None, origin_ki
                model=""):
     session = chat.session
     # The process that begins a turn runs it: its lease lasts while that process lives.
-    turn = Turn.objects.create(id=turn_id, chat=chat, sender=sender, text=text, client_id=client_id,
-                               origin_kind=origin_kind, model=model, runner=PROCESS)
+    turn, = insert(Turn(id=turn_id, chat=chat, sender=sender, text=text, client_id=client_id,
+                        origin_kind=origin_kind, model=model, runner=PROCESS))
     session.status = Session.IN_PROGRESS
     touch(session, "status")
-    Chat.objects.filter(pk=chat.pk).update(modified=session.modified)
+    chat.modified = session.modified
+    update(chat, "modified")
     action = {"type": "chat/turnStarted", "turnId": str(turn.id), "startedAt": iso(turn.started),
               "message": turn.message()}
     if queued_message_id:
@@ -94,7 +95,7 @@ def do_stream_reply(turn_id, text):
     if turn is None or turn.state != "active" or not text:
         return
     action = add_to_reply(turn, text)
-    turn.save(update_fields=["response_parts"])
+    update(turn, "response_parts")
     publish(turn.chat.session.tenant_id, turn.chat.uri, action)
 
 
@@ -210,12 +211,13 @@ def finish_turn(turn, state, action_type, origin=None, before=(), **fields):
     chat, session = turn.chat, turn.chat.session
     turn.state, turn.ended = state, timezone.now()
     duration = int((turn.ended - turn.started).total_seconds() * 1000)
-    turn.save(update_fields=["state", "error", "ended", "response_parts"])
+    update(turn, "state", "error", "ended", "response_parts")
     status = Session.ERROR if state == "error" else Session.IDLE
     if not Turn.objects.filter(chat__session=session, state="active").exists():
         session.status = status
     touch(session, "status")
-    Chat.objects.filter(pk=chat.pk).update(modified=session.modified)
+    chat.modified = session.modified
+    update(chat, "modified")
     publish_many(session.tenant_id, [
         *before, (chat.uri, {"type": action_type, "turnId": str(turn.id), "duration": duration, **fields}, origin),
         chat_update(chat, session.modified, status=status)])
