@@ -411,12 +411,8 @@ async def interrupt_turn(turn):
 
 def provider_of(chat):
     """A chat the create tool made on another backend runs there; any other on its session's."""
-    return backend_of(chat).first() or chat.session.provider
-
-
-def backend_of(chat):
-    """The provider of the other backend a chat was made on, if it was (a query of it)."""
-    return ChatBackend.objects.filter(chat=chat).exclude(provider="").values_list("provider", flat=True)
+    backend = ChatBackend.objects.filter(chat=chat).exclude(provider="").values_list("provider", flat=True).first()
+    return backend or chat.session.provider
 
 
 def calling_server_loop():

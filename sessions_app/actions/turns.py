@@ -159,11 +159,11 @@ def aftermath(turn):
     """Read in the ending's transaction, which holds the turn's row: a message queued meanwhile
     either committed before (seen here) or waited for this row and found the chat free (it began
     its turn itself). One hand-written statement, read at every turn's end."""
-    uuid_of = Turn._meta.pk.get_db_prep_value
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT EXISTS(SELECT 1 FROM {table(TurnEffect)} WHERE turn_id = %s), "
                        f"EXISTS(SELECT 1 FROM {table(PendingMessage)} WHERE chat_id = %s AND status = 'pending')",
-                       [uuid_of(turn.pk, connection), uuid_of(turn.chat_id, connection)])
+                       [Turn._meta.pk.get_db_prep_value(turn.pk, connection),
+                        Chat._meta.pk.get_db_prep_value(turn.chat_id, connection)])
         effects, pending = cursor.fetchone()
     return Aftermath(bool(effects), bool(pending))
 

@@ -195,10 +195,10 @@ async def catch_up_subscribers():
         numbers = await database_sync_to_async(_logged_beyond)(tenant_id, tenant_completes)
         if not numbers:
             continue
-        tenants = [c for c in consumers if c.tenant.pk == tenant_id]
-        missed = {seq for consumer in tenants for seq in consumer.unheard(numbers)}
+        sockets = [c for c in consumers if c.tenant.pk == tenant_id]
+        missed = {seq for consumer in sockets for seq in consumer.unheard(numbers)}
         envelopes = await database_sync_to_async(_logged_envelopes)(tenant_id, missed) if missed else {}
-        for consumer in tenants:
+        for consumer in sockets:
             await consumer.catch_up(numbers, envelopes)
 
 
