@@ -351,10 +351,19 @@ def turn_to_run(turn_id):
     """The turn, with what its run reads: its chat, session (all but its published tools), tenant
     and sender, and the provider that answers it (`turn.provider`). One hand-written statement,
     read at every turn's start."""
-    columns, sql = _turn_reading()
-    found = fetch_one(columns, sql, [Turn._meta.pk.get_db_prep_value(turn_id, connection)])
-    if found is None:
+    turn = first_turn("t.id = %s", [Turn._meta.pk.get_db_prep_value(turn_id, connection)])
+    if turn is None:
         raise Turn.DoesNotExist(f"No turn {turn_id}.")
+    return turn
+
+
+def first_turn(condition, params):
+    """The first turn `condition` (on the turn `t` and its chat `c`) finds, read as `turn_to_run`
+    reads one, or None."""
+    columns, sql = _turn_reading(condition)
+    found = fetch_one(columns, sql, params)
+    if found is None:
+        return None
     (turn, chat, session, tenant, sender), (backend,) = found
     session.tenant, chat.session, turn.chat, turn.sender = tenant, session, chat, sender
     turn.provider = backend or session.provider
@@ -362,14 +371,14 @@ def turn_to_run(turn_id):
 
 
 @functools.cache
-def _turn_reading():
+def _turn_reading(condition):
     columns = (Columns(Turn, "t"), Columns(Chat, "c"), Columns(Session, "s", leave=(PUBLISHED_TOOLS,)),
                Columns(Tenant, "n"), Columns(get_user_model(), "u"))
     return columns, (
         f"SELECT {', '.join(c.sql for c in columns)}, (SELECT b.provider FROM {table(ChatBackend)} b "
         f"WHERE b.chat_id = c.id AND b.provider <> '') FROM {table(Turn)} t JOIN {table(Chat)} c ON c.id = t.chat_id "
         f"JOIN {table(Session)} s ON s.id = c.session_id JOIN {table(Tenant)} n ON n.id = s.tenant_id "
-        f"LEFT JOIN {table(get_user_model())} u ON u.id = t.sender_id WHERE t.id = %s")
+        f"LEFT JOIN {table(get_user_model())} u ON u.id = t.sender_id WHERE {condition}")
 
 
 async def run_turn(turn_id, on_process_loop=True):

@@ -17,6 +17,7 @@ at once when another person's call finds it with no call open. The token of the 
 started (the `acp` provider's) acts only within the turn it is answering, as that turn's sender.
 """
 import asyncio
+import functools
 import json
 import logging
 import time
@@ -24,7 +25,7 @@ import uuid
 from dataclasses import dataclass
 
 import anyio
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, connection
 from django.db.models.signals import post_delete
 from mcp import types
 from mcp.server.lowlevel import Server
@@ -33,16 +34,18 @@ from mcp.server.streamable_http import StreamableHTTPServerTransport
 from ahp.protocol import errors, frames
 from grants import liveness
 from grants.authentication import token_from_headers
-from grants.models import Principal
+from grants.models import Principal, Tenant
+from kernel.kept import Kept
 from kernel.orm import database_sync_to_async
 from kernel.outbox import serve_from
 from kernel.refusals import Refused
+from kernel.rows import Columns, fetch_one, table
 from sessions_app import actions
 from sessions_app.events.presence import HEARTBEAT_SECONDS, keep_process_alive
-from sessions_app.models import Chat, Turn
+from sessions_app.models import PUBLISHED_TOOLS, Chat, Session
 from sessions_app.tools_endpoint import ToolsEndpoint, remember_listener
 from tools_app.catalog.loader import catalog_for_chat
-from tools_app.runtime import ChatToolbox
+from tools_app.runtime import ChatToolbox, first_turn
 
 PATH_PREFIX = "/ahp-mcp/"
 WRONG_TOKEN = "This tools server answers only its own session's token"
@@ -119,19 +122,47 @@ async def checked_endpoint(session_id, token):
 
 
 def default_chat(session_id):
-    return Chat.objects.select_related("session__tenant").get(session_id=session_id, is_default=True)
+    """The session's default chat, with its session (all but its published tools) and tenant: one
+    hand-written statement, as every `tools/list` reads it."""
+    columns, sql = _default_chat_reading()
+    found = fetch_one(columns, sql, [Session._meta.pk.get_db_prep_value(session_id, connection), True])
+    if found is None:
+        raise Chat.DoesNotExist(f"Session {session_id} has no default chat.")
+    (chat, session, tenant), _ = found
+    session.tenant, chat.session = tenant, session
+    return chat
+
+
+@functools.cache
+def _default_chat_reading():
+    columns = (Columns(Chat, "c"), Columns(Session, "s", leave=(PUBLISHED_TOOLS,)), Columns(Tenant, "n"))
+    return columns, (f"SELECT {', '.join(c.sql for c in columns)} FROM {table(Chat)} c "
+                     f"JOIN {table(Session)} s ON s.id = c.session_id JOIN {table(Tenant)} n ON n.id = s.tenant_id "
+                     "WHERE c.session_id = %s AND c.is_default = %s")
 
 
 def tool_definitions(session_id):
     """Exactly what the in-process path offers the session's default chat."""
-    snapshot = catalog_for_chat(default_chat(session_id))
-    return [{k: v for k, v in d.items() if k not in AHP_ONLY_KEYS} for d in snapshot.definitions]
+    return offered(catalog_for_chat(default_chat(session_id)))[0]
+
+
+# Snapshot (by identity) -> (the snapshot, its definitions as MCP has them, those as MCP Tools):
+# a chat's snapshot is kept while its rows are unchanged, and so is what `tools/list` makes of it.
+_OFFERED = Kept(1024)
+
+
+def offered(snapshot):
+    kept = _OFFERED.get(id(snapshot))
+    if kept is None or kept[0] is not snapshot:
+        definitions = [{k: v for k, v in d.items() if k not in AHP_ONLY_KEYS} for d in snapshot.definitions]
+        kept = _OFFERED.put(id(snapshot), (snapshot, definitions, [types.Tool.model_validate(d) for d in definitions]))
+    return kept[1:]
 
 
 def running_turn(session_id):
-    """The default chat's active turn, with what a call in it reads, in one query."""
-    return (Turn.objects.with_chat().select_related("chat__session__tenant", "sender")
-            .filter(chat__session_id=session_id, chat__is_default=True, state="active").order_by("started").first())
+    """The default chat's active turn, with what a call in it reads, in one statement."""
+    return first_turn("c.session_id = %s AND c.is_default = %s AND t.state = 'active' ORDER BY t.started LIMIT 1",
+                      [Session._meta.pk.get_db_prep_value(session_id, connection), True])
 
 
 def turn_for_call(endpoint):
@@ -208,9 +239,13 @@ def current_endpoint():
     return server.request_context.request.scope["ahp.endpoint"]
 
 
+def tools_to_list(session_id):
+    return offered(catalog_for_chat(default_chat(session_id)))[1]
+
+
 async def list_tools(request):
-    definitions = await database_sync_to_async(tool_definitions)(current_endpoint().session_id)
-    return types.ServerResult(types.ListToolsResult(tools=[types.Tool.model_validate(d) for d in definitions]))
+    tools = await database_sync_to_async(tools_to_list)(current_endpoint().session_id)
+    return types.ServerResult(types.ListToolsResult(tools=tools))
 
 
 async def call_tool(request):

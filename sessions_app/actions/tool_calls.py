@@ -140,10 +140,11 @@ def _open_call_reading():
     return columns, f"SELECT {columns.sql} FROM {table(ToolCall)} c WHERE c.id = %s AND c.completed IS NULL{lock}"
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)
 def do_complete_tool_call(call_id, result, turn=None):
     """The host completes a call it ran (of `turn`, when the caller holds it). Answers False
-    when the call was already complete."""
+    when the call was already complete. Within a caller's transaction it takes no savepoint
+    (two more statements): no caller goes on after it failed."""
     call = locked_open_call(call_id, turn)
     if call is None:
         return False

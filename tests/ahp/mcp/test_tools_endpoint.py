@@ -42,8 +42,11 @@ def raw_post(url, token, payload, version="2025-06-18"):
 def test_it_lists_exactly_what_the_default_chat_is_offered(acme, host, host_tools):
     alice, session, url, token = open_session(host, acme)
     with alice, AhpClient(host.port, acme.tokens["member"], "ide") as ide:
+        before = with_mcp(url, token, lambda s: s.list_tools())
         announce_ide_tool(ide, session)
         listed = with_mcp(url, token, lambda s: s.list_tools())
+        # The list the endpoint made of the earlier snapshot is not offered again.
+        assert "ide__open_file" not in {t.name for t in before.tools}
         chat = Chat.objects.get(session_id=session.split("/")[-1], is_default=True)
         offered = catalog_for_chat(chat).definitions
         assert [t.name for t in listed.tools] == [d["name"] for d in offered]
