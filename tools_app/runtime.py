@@ -139,7 +139,8 @@ class ChatToolbox:
         await database_sync_to_async(complete_host_call)(call_id, result, self.turn)
 
     async def call(self, name, arguments):
-        return result_text(await self.execute(await self.snapshot(), name, arguments))
+        """A call against the chat's catalog as it is now, read in the call's begin."""
+        return result_text(await self.execute(None, name, arguments))
 
     async def stream(self, text):
         """A piece of the reply as the model writes it (chat/responsePart, then chat/delta)."""
@@ -158,29 +159,46 @@ class ChatToolbox:
         return result_text(result), not result.get("success")
 
     async def execute(self, snapshot, name, arguments):
+        """Run a call made against `snapshot` (None: the chat's as it is now). The snapshot's
+        read and check and the call's begin are one hop onto the ORM threads."""
+        call_id = uuid.uuid4()
+        # Listen before the client can possibly answer, so its answer's wake-up is never missed.
+        woken = await WAKER.register(call_id)
         try:
-            try:
-                binding = snapshot.check_input(name, arguments)
-            except ToolRefusal as refusal:
-                # The refused call shows its input, unless that input could not be kept at all.
-                kept = arguments if isinstance(arguments, dict) and input_problem(name, arguments) is None else {}
-                return await database_sync_to_async(actions.do_refuse_tool_call)(self.turn, name, kept,
-                                                                                  refusal.sentence)
+            begun = await database_sync_to_async(self.begin_call)(snapshot, name, arguments, call_id)
+            if not isinstance(begun, tuple):
+                return begun  # refused: the result the chat shows
+            binding, call, principal = begun
             if binding.client_id:
-                return await self.run_client_tool(binding, arguments)
-            return await self.run_host_tool(binding, arguments)
+                WAKER.begun(call_id)
+                return await wait_for_result(call.id, call.deadline, woken)
+            return await self.run_host_tool(binding, arguments, call, principal)
         except Refused as refusal:  # its begin: a cancelled (or truncated) turn begins no more calls
             return actions.failure(name, refusal.sentence)
+        finally:
+            WAKER.unregister(call_id)
 
-    def begin_host_call(self, binding, arguments):
+    def begin_call(self, snapshot, name, arguments, call_id):
+        """(binding, call, principal) of the call begun, or the result of one the snapshot refused."""
+        snapshot = snapshot or catalog_for_chat(self.chat)
+        try:
+            binding = snapshot.check_input(name, arguments)
+        except ToolRefusal as refusal:
+            # The refused call shows its input, unless that input could not be kept at all.
+            kept = arguments if isinstance(arguments, dict) and input_problem(name, arguments) is None else {}
+            return actions.do_refuse_tool_call(self.turn, name, kept, refusal.sentence)
+        if binding.client_id:
+            return binding, self.begin_client_call(call_id, binding, arguments), None
+        return binding, *self.begin_host_call(binding, arguments, call_id)
+
+    def begin_host_call(self, binding, arguments, call_id=None):
         tool = binding.tool
         call = actions.do_begin_tool_call(self.turn, binding.name, arguments, display_name=tool.title or tool.name,
-                                          source=tool.source)
+                                          source=tool.source, call_id=call_id)
         return call, self.principal()
 
-    async def run_host_tool(self, binding, arguments):
+    async def run_host_tool(self, binding, arguments, call, principal):
         tool = binding.tool
-        call, principal = await database_sync_to_async(self.begin_host_call)(binding, arguments)
         context = ToolCallContext(principal, self.session, self.chat, self.turn, str(call.id))
         try:
             if tool.executor is None:
@@ -208,16 +226,6 @@ class ChatToolbox:
             self.turn, binding.client_tool_name, arguments, display_name=binding.tool.title or binding.client_tool_name,
             client_id=binding.client_id, timeout_ms=timeout_ms, call_id=call_id, waker=WAKER.channel)
 
-    async def run_client_tool(self, binding, arguments):
-        # Listen before the client can possibly answer, so its answer's wake-up is never missed.
-        call_id = uuid.uuid4()
-        woken = await WAKER.register(call_id)
-        try:
-            call = await database_sync_to_async(self.begin_client_call)(call_id, binding, arguments)
-            return await wait_for_result(call.id, call.deadline, woken)
-        finally:
-            WAKER.unregister(call_id)
-
 
 def complete_host_call(call_id, result, turn=None):
     """Complete a host tool's call (of `turn`, when the caller holds it) with its bounded
@@ -241,6 +249,7 @@ class Waker:
         self.loop = None
         self.channel = ""  # no reader yet: nothing to wake
         self.waiters = {}
+        self.begun_calls = set()  # the waited-on calls whose begin committed: their rows tell
 
     async def ensure_started(self):
         loop = asyncio.get_running_loop()
@@ -248,6 +257,7 @@ class Waker:
             return
         self.loop = loop
         self.waiters = {}
+        self.begun_calls = set()
         self.channel = await get_channel_layer().new_channel()
         loop.create_task(self.read())
         loop.create_task(self.recover())
@@ -271,10 +281,10 @@ class Waker:
         thousand waiting calls cost one statement, not a read each."""
         while True:
             await asyncio.sleep(RECOVER_SECONDS)
-            if not self.waiters:
+            if not self.begun_calls:
                 continue
             try:
-                ended = await database_sync_to_async(ended_calls)(list(self.waiters))
+                ended = await database_sync_to_async(ended_calls)(list(self.begun_calls))
             except Exception as exc:  # the database is down: the next round reads again
                 logger.warning("Waiting calls are read again when the database answers (%s: %s)",
                                exc.__class__.__name__, exc)
@@ -292,8 +302,14 @@ class Waker:
         await self.ensure_started()
         return self.waiters.setdefault(str(call_id), asyncio.Queue())
 
+    def begun(self, call_id):
+        """The call's begin committed: from now on a missing row means it went with its session,
+        where before its row was only not yet written."""
+        self.begun_calls.add(str(call_id))
+
     def unregister(self, call_id):
         self.waiters.pop(str(call_id), None)
+        self.begun_calls.discard(str(call_id))
 
 
 WAKER = Waker()

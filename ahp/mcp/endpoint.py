@@ -194,12 +194,6 @@ def turn_for_call(endpoint):
         # Read back as any running turn, whoever began it first.
 
 
-def turn_and_snapshot(endpoint):
-    """The call's turn and the catalog snapshot the call is checked against, in one hop."""
-    turn = turn_for_call(endpoint)
-    return turn, catalog_for_chat(turn.chat)
-
-
 # Turns this process watches until they are quiet, each by one task on the serving loop.
 _watched = {}
 
@@ -252,11 +246,11 @@ async def call_tool(request):
     endpoint = current_endpoint()
     name, arguments = request.params.name, request.params.arguments or {}
     try:
-        turn, snapshot = await database_sync_to_async(turn_and_snapshot)(endpoint)
+        turn = await database_sync_to_async(turn_for_call)(endpoint)
     except Refused as refusal:
         return types.ServerResult(error_result(refusal.sentence))
     try:
-        result = await ChatToolbox(turn).execute(snapshot, name, arguments)
+        result = await ChatToolbox(turn).execute(None, name, arguments)
     finally:
         if turn.client_id == actions.ENDPOINT_TURN_CLIENT_ID:
             watch_until_quiet(turn.pk)

@@ -131,6 +131,25 @@ def test_an_agent_whose_wake_up_is_lost_reads_the_result_from_the_row(acme, host
         assert time.monotonic() - began < 5
 
 
+def test_a_call_still_beginning_is_not_taken_for_one_removed_with_its_session(acme, host, monkeypatch):
+    """The process reads its waiting calls' rows while a call's begin has not committed yet (its
+    hop queued behind others under load): the missing row is not yet written, not gone, and the
+    agent gets the client's answer, not `The tool call was removed with its session.`"""
+    monkeypatch.setattr(runtime, "RECOVER_SECONDS", 0.05)
+    begin = runtime.ChatToolbox.begin_client_call
+
+    def slow_begin(toolbox, *args):
+        time.sleep(1.5)  # several rounds of the reading pass meanwhile
+        return begin(toolbox, *args)
+
+    monkeypatch.setattr(runtime.ChatToolbox, "begin_client_call", slow_begin)
+    alice, ide, session, chat = setup(host, acme)
+    with alice, ide:
+        turn, start = call_open_file(alice, chat)
+        complete(ide, chat, turn, start["toolCallId"])
+        assert alice.reply_to(turn) == "opened"
+
+
 def test_only_the_owning_client_may_complete_and_only_once(acme, host):
     alice, ide, session, chat = setup(host, acme)
     with alice, ide:
