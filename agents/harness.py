@@ -4,11 +4,14 @@ sentence naming the command that installs it."""
 import asyncio
 import os
 import platform
+import stat
 from contextlib import asynccontextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 
 from django.conf import settings
+
+from kernel.kept import Kept
 
 INSTALL = "make harness"
 
@@ -17,9 +20,21 @@ def harness_dir():
     return Path(os.environ.get("AHP_HARNESS_DIR") or Path(settings.BASE_DIR) / "var" / "harness")
 
 
+# (path, device, inode, modified) -> the real path. Every model request asks which agents can
+# start (their programs' paths are part of the catalog's key), and realpath reads each component.
+_REAL_PATHS = Kept(64)
+
+
 def executable(path):
     """The program's real path: the sandbox binds real paths, so a symlinked var/harness works too."""
-    return os.path.realpath(path) if path and os.path.isfile(path) and os.access(path, os.X_OK) else None
+    try:
+        found = os.stat(path) if path else None
+    except OSError:
+        return None
+    if found is None or not stat.S_ISREG(found.st_mode) or not os.access(path, os.X_OK):
+        return None
+    return _REAL_PATHS.get_or_make((str(path), found.st_dev, found.st_ino, found.st_mtime_ns),
+                                   lambda: os.path.realpath(path))
 
 
 def claude_cli():

@@ -3,7 +3,8 @@ fails.
 
 Pub/sub keeps nothing undelivered in Redis, so it has no capacity past which it drops news
 (channels_redis' list layer drops silently there, which lost `toolCallReady` under bursts); it
-is also fewer Redis commands per message. What is published while a process is cut off from
+is also fewer Redis commands per message. A message to a channel of the sending process itself
+never goes through Redis. What is published while a process is cut off from
 Redis never reaches it: subscribers catch up from the action log and waiters read their rows.
 The library's receive loop only logs a lost connection and retries (redis-py subscribes again
 on reconnecting), so a consumer would never learn that its groups went deaf: here the error is
@@ -53,6 +54,15 @@ class _LoopLayer(RedisPubSubLoopLayer):
     def __init__(self, hosts=None, **kwargs):
         super().__init__(hosts, **kwargs)
         self._shards = [_Shard(host, self) for host in decode_hosts(hosts)]
+
+    async def send(self, channel, message):
+        """A message to a channel this loop receives on (an agent's wake-up from a completion the
+        same process committed) goes to its queue: Redis would only hand it back here."""
+        queue = self.channels.get(channel)
+        if queue is None:
+            await super().send(channel, message)
+        else:
+            queue.put_nowait(self.channel_layer.serialize(message))
 
 
 class _Shard(RedisSingleShardConnection):

@@ -116,3 +116,36 @@ def test_a_reply_channel_answered_and_deleted_leaves_no_subscription_in_redis(tm
         assert len(before) == 1 and after == []
     finally:
         redis.stop()
+
+
+@needs_redis_server
+def test_a_message_to_a_channel_of_the_same_process_is_handed_over_without_redis(tmp_path):
+    """A completion waking an agent of the same process (the front gives a tenant's sockets and
+    their agents one process) costs Redis no PUBLISH and arrives while Redis is away; a group's
+    message still goes through Redis, for every process."""
+    redis = PrivateRedis(tmp_path)
+    redis.start()
+    layer = PubSubChannelLayer(hosts=[redis.url])
+    redis_client = Redis.from_url(redis.url)
+
+    async def publishes():
+        return (await redis_client.info("commandstats")).get("cmdstat_publish", {}).get("calls", 0)
+
+    async def scenario():
+        waker = await layer.new_channel()
+        before = await publishes()
+        await layer.send(waker, {"type": "wake", "n": 1})
+        woken = (await asyncio.wait_for(layer.receive(waker), 5))["n"]
+        after_send = await publishes()
+        await layer.group_send(f"chat.{uuid.uuid4().hex}", {"type": "ahp.action"})
+        after_group = await publishes()
+        redis.kill()
+        await layer.send(waker, {"type": "wake", "n": 2})
+        while True:  # past the failure told to every receiver of the process
+            with contextlib.suppress(RedisConnectionError):
+                return woken, after_send - before, after_group - after_send, (await layer.receive(waker))["n"]
+
+    try:
+        assert async_to_sync(scenario)() == (1, 0, 1, 2)
+    finally:
+        redis.stop()
