@@ -300,17 +300,16 @@ class AhpConsumer(AsyncWebsocketConsumer):
     # Channel layer messages --------------------------------------------------------------------
 
     async def ahp_action(self, message):
-        """Envelopes of one channel, in serverSeq order."""
-        envelopes = message["envelopes"]
-        channel = envelopes[0]["channel"]
+        """One channel's actions in serverSeq order, each as its frame."""
+        channel, seqs = message["channel"], message["seqs"]
         if channel not in self.subscriptions:
             return
         heard = self.heard.get(channel)
         if heard is None:
-            heard = self.heard[channel] = process.Heard(envelopes[0]["serverSeq"] - 1)
-        for envelope in envelopes:
-            if heard.take(envelope["serverSeq"]):  # not already sent from the log
-                await self.send_notification("action", envelope)
+            heard = self.heard[channel] = process.Heard(seqs[0] - 1)
+        for seq, frame in zip(seqs, message["frames"]):
+            if heard.take(seq):  # not already sent from the log
+                await self.send_frame(frame)
 
     def unheard(self, numbers):
         """The numbers among the logged (channel, seq) of this socket's channels it has not sent."""
@@ -384,9 +383,12 @@ class AhpConsumer(AsyncWebsocketConsumer):
     # Sending -----------------------------------------------------------------------------------
 
     async def send_json(self, payload):
-        text = json.dumps(payload)  # ASCII: its length is its size in bytes
+        await self.send_frame(json.dumps(payload), payload)  # ASCII: its length is its size in bytes
+
+    async def send_frame(self, text, payload=None):
+        """`text`, the frame of `payload` (read back from it when not given, only if too big)."""
         if len(text) > MAX_FRAME_BYTES:
-            await self.send_too_big(payload, len(text))
+            await self.send_too_big(json.loads(text) if payload is None else payload, len(text))
             return
         try:
             await self.send(text_data=text)
@@ -406,7 +408,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
                        payload.get("method"), size, params.get("channel"), self.client_id)
 
     async def send_notification(self, method, params):
-        await self.send_json({"jsonrpc": "2.0", "method": method, "params": params})
+        await self.send_frame(events.notification_frame(method, params))
 
     async def send_error(self, request_id, code, message, data=None):
         error = {"code": code, "message": message}

@@ -2,6 +2,7 @@
 actions, ephemeral notifications and wake-ups of waiters. The committing thread does not wait
 for the layer (kernel.outbox)."""
 import itertools
+import json
 
 from channels.layers import get_channel_layer
 
@@ -18,6 +19,18 @@ def group_for(channel, tenant_id):
     return f"{kind.removeprefix('ahp-')}.{rest.replace('/', '.')}"
 
 
+def notification_frame(method, params):
+    """The JSON-RPC notification as the text a socket sends (ASCII: its length is its size in bytes)."""
+    return json.dumps({"jsonrpc": "2.0", "method": method, "params": params})
+
+
+def action_message(envelopes):
+    """The layer message carrying one channel's `envelopes`, in serverSeq order, as the frames a
+    socket sends: serialized once here, not once per subscriber."""
+    return {"type": "ahp.action", "channel": envelopes[0]["channel"], "seqs": [env["serverSeq"] for env in envelopes],
+            "frames": [notification_frame("action", env) for env in envelopes]}
+
+
 def deliver(tenant_id, place, *envelopes):
     """Hand envelopes to their channels' groups, in order, in one trip to the event loop, at
     `place` in the tenant's line (kernel.outbox.place_in_line): one layer message per run of
@@ -27,7 +40,7 @@ def deliver(tenant_id, place, *envelopes):
 
     async def send_all():
         for run in runs:
-            await layer.group_send(group_for(run[0]["channel"], tenant_id), {"type": "ahp.action", "envelopes": run})
+            await layer.group_send(group_for(run[0]["channel"], tenant_id), action_message(run))
 
     place.fill(f"serverSeq {envelopes[0]['serverSeq']}-{envelopes[-1]['serverSeq']}", send_all)
 

@@ -17,7 +17,7 @@ from kernel.outbox import serve_from
 
 from ..actions.presence import do_mark_connections_seen, do_mark_process_alive
 from ..models import ActionLog, ServerSeq
-from .delivery import group_for
+from .delivery import action_message, group_for
 from .log import PROCESS
 
 logger = logging.getLogger(__name__)
@@ -232,4 +232,4 @@ async def tail_action_log():
             last[row["tenant_id"]] = row["seq"]
             if row["process"] != PROCESS:
                 env = row["envelope"]
-                await layer.group_send(group_for(env["channel"], row["tenant_id"]), {"type": "ahp.action", "envelopes": [env]})
+                await layer.group_send(group_for(env["channel"], row["tenant_id"]), action_message([env]))
