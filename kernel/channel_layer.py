@@ -66,6 +66,43 @@ class _LoopLayer(RedisPubSubLoopLayer):
 
 
 class _Shard(RedisSingleShardConnection):
+    def __init__(self, host, channel_layer):
+        super().__init__(host, channel_layer)
+        self._outgoing = []  # (channel, message, future) for the next trip to Redis
+        self._publisher = None
+
+    async def publish(self, channel, message):
+        """Publishes asked for while one trip to Redis is on its way go together in the next, one
+        write and one read for all of them, in the order they were asked for: the library's took a
+        round trip each, one at a time, and every tenant's news of a process queues on it."""
+        sent = asyncio.get_running_loop().create_future()
+        self._outgoing.append((channel, message, sent))
+        if self._publisher is None or self._publisher.done():
+            self._publisher = asyncio.ensure_future(self._publish_outgoing())
+        await sent
+
+    async def _publish_outgoing(self):
+        while self._outgoing:
+            batch, self._outgoing = self._outgoing, []
+            try:
+                async with self._lock:
+                    self._ensure_redis()
+                    if len(batch) == 1:
+                        await self._redis.publish(*batch[0][:2])
+                    else:
+                        pipeline = self._redis.pipeline(transaction=False)
+                        for channel, message, _ in batch:
+                            pipeline.publish(channel, message)
+                        await pipeline.execute()
+            except Exception as exc:
+                for *_, sent in batch:
+                    if not sent.done():
+                        sent.set_exception(exc)
+            else:
+                for *_, sent in batch:
+                    if not sent.done():
+                        sent.set_result(None)
+
     async def _do_receiving(self):
         told = False  # whether this outage was handed to the receivers (once: a dead channel's queue never drains)
         while True:

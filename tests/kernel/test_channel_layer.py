@@ -149,3 +149,24 @@ def test_a_message_to_a_channel_of_the_same_process_is_handed_over_without_redis
         assert async_to_sync(scenario)() == (1, 0, 1, 2)
     finally:
         redis.stop()
+
+
+@needs_redis_server
+def test_publishes_asked_for_together_arrive_whole_and_in_the_order_asked(tmp_path):
+    """Publishes asked for while one trip to Redis is on its way go together in the next: a
+    receiver hears every one of them, in the order they were asked for."""
+    redis = PrivateRedis(tmp_path)
+    redis.start()
+    layer = PubSubChannelLayer(hosts=[redis.url])
+    group = f"chat.{uuid.uuid4().hex}"
+
+    async def scenario():
+        listener = await layer.new_channel()
+        await layer.group_add(group, listener)
+        await asyncio.gather(*(layer.group_send(group, {"type": "ahp.action", "n": n}) for n in range(BURST)))
+        return [(await asyncio.wait_for(layer.receive(listener), 5))["n"] for _ in range(BURST)]
+
+    try:
+        assert async_to_sync(scenario)() == list(range(BURST))
+    finally:
+        redis.stop()
