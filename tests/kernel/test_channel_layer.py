@@ -57,11 +57,20 @@ def test_a_burst_past_the_old_layers_capacity_reaches_the_client_whole_and_no_ca
 needs_redis_server = pytest.mark.skipif(not shutil.which("redis-server"), reason="needs a redis-server binary")
 
 
-@needs_redis_server
-def test_a_pubsub_receiver_hears_that_redis_went_away_and_its_group_hears_again_after(tmp_path):
+@pytest.fixture
+def private_layer(tmp_path):
+    """A Redis of the test's own (it may kill it) and a pub/sub layer on it."""
     redis = PrivateRedis(tmp_path)
     redis.start()
-    layer = PubSubChannelLayer(hosts=[redis.url])
+    try:
+        yield redis, PubSubChannelLayer(hosts=[redis.url])
+    finally:
+        redis.stop()
+
+
+@needs_redis_server
+def test_a_pubsub_receiver_hears_that_redis_went_away_and_its_group_hears_again_after(private_layer):
+    redis, layer = private_layer
     group = f"wake.{uuid.uuid4().hex}"
 
     async def scenario():
@@ -86,17 +95,12 @@ def test_a_pubsub_receiver_hears_that_redis_went_away_and_its_group_hears_again_
                 return before, receiving.result()["n"]
         raise AssertionError("the group never heard again after Redis came back")
 
-    try:
-        assert async_to_sync(scenario)() == (1, 2)
-    finally:
-        redis.stop()
+    assert async_to_sync(scenario)() == (1, 2)
 
 
 @needs_redis_server
-def test_a_reply_channel_answered_and_deleted_leaves_no_subscription_in_redis(tmp_path):
-    redis = PrivateRedis(tmp_path)
-    redis.start()
-    layer = PubSubChannelLayer(hosts=[redis.url])
+def test_a_reply_channel_answered_and_deleted_leaves_no_subscription_in_redis(private_layer):
+    redis, layer = private_layer
 
     async def scenario():
         reply_to = await layer.new_channel()  # as client_requests.ask_client asks a client
@@ -111,21 +115,16 @@ def test_a_reply_channel_answered_and_deleted_leaves_no_subscription_in_redis(tm
             await asyncio.sleep(0.1)
         return subscribed, await redis_client.pubsub_channels()
 
-    try:
-        before, after = async_to_sync(scenario)()
-        assert len(before) == 1 and after == []
-    finally:
-        redis.stop()
+    before, after = async_to_sync(scenario)()
+    assert len(before) == 1 and after == []
 
 
 @needs_redis_server
-def test_a_message_to_a_channel_of_the_same_process_is_handed_over_without_redis(tmp_path):
+def test_a_message_to_a_channel_of_the_same_process_is_handed_over_without_redis(private_layer):
     """A completion waking an agent of the same process (the front gives a tenant's sockets and
     their agents one process) costs Redis no PUBLISH and arrives while Redis is away; a group's
     message still goes through Redis, for every process."""
-    redis = PrivateRedis(tmp_path)
-    redis.start()
-    layer = PubSubChannelLayer(hosts=[redis.url])
+    redis, layer = private_layer
     redis_client = Redis.from_url(redis.url)
 
     async def publishes():
@@ -145,19 +144,14 @@ def test_a_message_to_a_channel_of_the_same_process_is_handed_over_without_redis
             with contextlib.suppress(RedisConnectionError):
                 return woken, after_send - before, after_group - after_send, (await layer.receive(waker))["n"]
 
-    try:
-        assert async_to_sync(scenario)() == (1, 0, 1, 2)
-    finally:
-        redis.stop()
+    assert async_to_sync(scenario)() == (1, 0, 1, 2)
 
 
 @needs_redis_server
-def test_publishes_asked_for_together_arrive_whole_and_in_the_order_asked(tmp_path):
+def test_publishes_asked_for_together_arrive_whole_and_in_the_order_asked(private_layer):
     """Publishes asked for while one trip to Redis is on its way go together in the next: a
     receiver hears every one of them, in the order they were asked for."""
-    redis = PrivateRedis(tmp_path)
-    redis.start()
-    layer = PubSubChannelLayer(hosts=[redis.url])
+    _, layer = private_layer
     group = f"chat.{uuid.uuid4().hex}"
 
     async def scenario():
@@ -166,7 +160,4 @@ def test_publishes_asked_for_together_arrive_whole_and_in_the_order_asked(tmp_pa
         await asyncio.gather(*(layer.group_send(group, {"type": "ahp.action", "n": n}) for n in range(BURST)))
         return [(await asyncio.wait_for(layer.receive(listener), 5))["n"] for _ in range(BURST)]
 
-    try:
-        assert async_to_sync(scenario)() == list(range(BURST))
-    finally:
-        redis.stop()
+    assert async_to_sync(scenario)() == list(range(BURST))
