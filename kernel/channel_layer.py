@@ -75,6 +75,9 @@ class _Shard(RedisSingleShardConnection):
         """Publishes asked for while one trip to Redis is on its way go together in the next, one
         write and one read for all of them, in the order they were asked for: the library's took a
         round trip each, one at a time, and every tenant's news of a process queues on it."""
+        if not self._outgoing and not self._lock.locked():  # nothing on its way: this one goes alone, now
+            await super().publish(channel, message)
+            return
         sent = asyncio.get_running_loop().create_future()
         self._outgoing.append((channel, message, sent))
         if self._publisher is None or self._publisher.done():
