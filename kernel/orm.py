@@ -39,7 +39,8 @@ class database_sync_to_async:  # noqa: N801 (used as a decorator, as Channels' i
     asgiref's SyncToAsync, which costs a third more CPU a hop (about 40 us here, and agents and
     sockets make several hops a tool call): the ORM's work needs no more of it than the thread's
     note of the serving loop (kernel.outbox, async_to_sync within the work) and its behaviour when
-    the caller is cancelled (work already running is awaited; work not yet started never runs)."""
+    the caller is cancelled (at once, as there: work not yet started never runs, work already
+    running finishes on its thread)."""
 
     def __init__(self, func):
         self.func = func
@@ -50,12 +51,7 @@ class database_sync_to_async:  # noqa: N801 (used as a decorator, as Channels' i
             return await DatabaseSyncToAsync(self.func)(*args, **kwargs)
         loop = asyncio.get_running_loop()
         work = functools.partial(self.func, *args, **kwargs)
-        running = loop.run_in_executor(POOL, contextvars.copy_context().run, unit_of_work, loop, work)
-        try:
-            return await asyncio.shield(running)
-        except asyncio.CancelledError:
-            running.cancel()
-            return await running
+        return await loop.run_in_executor(POOL, contextvars.copy_context().run, unit_of_work, loop, work)
 
 
 def unit_of_work(loop, work):
