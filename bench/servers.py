@@ -1,6 +1,7 @@
 """Servers the socket benchmarks start: the host itself on a fresh embedded install (or on
 DATABASE_URL/REDIS_URL when set), and the floors it is compared with, each as a subprocess."""
 import contextlib
+import itertools
 import os
 import secrets
 import socket
@@ -13,10 +14,31 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# Under pytest-xdist each worker takes its servers' ports from a range of its own, below the
+# ephemeral range outgoing connections use: with ports the kernel picks, two workers could be
+# handed one port while their servers started, and a test then reached the other worker's server
+# (a 403 for a token of another test database).
+PORTS_PER_WORKER = 500
+FIRST_WORKER_PORT = 20000
+_ports_taken = itertools.count()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    first = FIRST_WORKER_PORT + int(worker[2:]) * PORTS_PER_WORKER
+    for _ in range(PORTS_PER_WORKER):
+        port = first + next(_ports_taken) % PORTS_PER_WORKER
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # still held (a server of an earlier test closing, TIME_WAIT)
+            return port
+    raise RuntimeError(f"no free port in {first}-{first + PORTS_PER_WORKER - 1} for pytest worker {worker}")
 
 
 def wait_for_port(port, process, timeout=90):
