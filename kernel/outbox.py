@@ -116,7 +116,9 @@ def send_soon(what, send):
     loop = _serving_loop()
     if loop is None:
         try:
-            async_to_sync(send)()
+            # On a loop of its own: the caller's (a test's, a cancelled caller's) may stop before
+            # it ran what was handed to it, and this thread would wait for it for ever.
+            async_to_sync(send, force_new_loop=True)()
         except Exception as exc:
             _log_failure(what, exc)
         return
