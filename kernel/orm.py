@@ -57,18 +57,29 @@ class database_sync_to_async:  # noqa: N801 (used as a decorator, as Channels' i
 def unit_of_work(loop, work):
     SyncToAsync.threadlocal.main_event_loop = loop
     SyncToAsync.threadlocal.main_event_loop_pid = os.getpid()
+    outbox.unit_of_work_begins()
+    try:
+        return with_checked_connections(work)
+    finally:
+        outbox.unit_of_work_ends()
+
+
+def with_checked_connections(work, *args, **kwargs):
+    """`work(*args, **kwargs)` with this thread's connections checked before and after, as every
+    unit of work's are: one that failed or outlived CONN_MAX_AGE is closed, and once any thread
+    found the database gone, every thread reconnects before its next work. Sync work run off the
+    pool (a host tool's body) goes through here too, or a thread's connection that died with the
+    database would fail every call that thread runs after it is back."""
     if getattr(_thread, "outages", 0) != _outages[0]:
         _thread.outages = _outages[0]
         close_connections_of_this_thread()
     close_old_connections()
-    outbox.unit_of_work_begins()
     try:
-        return work()
+        return work(*args, **kwargs)
     except (OperationalError, InterfaceError):
         _outages[0] += 1
         raise
     finally:
-        outbox.unit_of_work_ends()
         close_old_connections()
 
 

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from agents.registry import get_provider
 from grants.models import Principal, Tenant
-from kernel.orm import database_sync_to_async
+from kernel.orm import database_sync_to_async, with_checked_connections
 from kernel.refusals import Refused
 from kernel.rows import Columns, fetch_one, table
 from sessions_app import actions
@@ -206,7 +206,9 @@ class ChatToolbox:
             if asyncio.iscoroutinefunction(tool.executor):
                 value = await tool.executor(context, arguments)
             else:
-                value = await sync_to_async(tool.executor, thread_sensitive=False)(context, arguments)
+                # Off the ORM pool: a tool may take long, and must not hold a thread the sockets' hops need.
+                value = await sync_to_async(with_checked_connections, thread_sensitive=False)(
+                    tool.executor, context, arguments)
             result = as_result(binding.name, value)
         except Refused as refusal:
             result = actions.failure(binding.name, refusal.sentence)
@@ -418,7 +420,7 @@ async def run_turn(turn_id, on_process_loop=True):
         if after is None or after.effects:
             from .families.session.workspace import settle_turn_effects
 
-            await sync_to_async(settle_turn_effects, thread_sensitive=False)(turn_id)
+            await sync_to_async(with_checked_connections, thread_sensitive=False)(settle_turn_effects, turn_id)
         next_turn = None
         if turn is not None and (after is None or after.pending):
             next_turn = await database_sync_to_async(actions.do_start_queued_turn)(turn.chat_id)

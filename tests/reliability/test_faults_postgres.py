@@ -31,6 +31,14 @@ def health(port):
         return failed.code, json.load(failed)
 
 
+def listed_by_a_host_tool(client, chat):
+    answer = client.reply_to(client.start_turn(chat, "/call list_sessions {}"))
+    try:
+        return [row["session"] for row in json.loads(answer)["sessions"]]
+    except ValueError:
+        raise AssertionError(f"list_sessions answered: {answer}") from None
+
+
 def test_requests_during_a_database_restart_fail_clearly_and_the_host_recovers(acme, transactional_db, tmp_path):
     with host_on_private_postgres(tmp_path) as (cluster, port):
         with AhpClient(port, acme.tokens["member"], "alice") as alice:
@@ -38,6 +46,7 @@ def test_requests_during_a_database_restart_fail_clearly_and_the_host_recovers(a
             chat = default_chat(alice, session)
             alice.subscribe(chat)
             assert alice.reply_to(alice.start_turn(chat, "before")) == "before"
+            assert listed_by_a_host_tool(alice, chat) == [session]
 
             cluster.stop()
             stopped = time.monotonic()
@@ -58,6 +67,8 @@ def test_requests_during_a_database_restart_fail_clearly_and_the_host_recovers(a
             again = alice.create_session()
             assert again != session
             assert alice.reply_to(alice.start_turn(chat, "after")) == "after"
+            # A host tool runs on a thread of its own, whose connection died with the database too.
+            assert sorted(listed_by_a_host_tool(alice, chat)) == sorted([session, again])
         with AhpClient(port, acme.tokens["member"], "bob") as bob:
             assert len(bob.call("listSessions", {"channel": "ahp-root://"})["items"]) == 2
     print(f"\npostgres restart: outage {outage:.1f}s; first request after it served")
