@@ -5,8 +5,10 @@ official `mcp` client: `tools/list`, then `tools/call` of a cheap host tool (`ad
 side is the whole path: token check, the session's catalog, the call recorded in the chat (in
 the one turn the host begins for an attached agent while it keeps calling: after the first,
 every call joins it). The bare server offers the same tool definitions and answers from memory,
-stateless with JSON responses like the endpoint. Beside the ratios: the SQL statements the host
-ran per `tools/call` (savepoints counted apart).
+stateless with JSON responses like the endpoint. The durable floor is the same bare server whose
+`add` first does what recording a call needs at least: two transactions (its begin and its
+completion, each one INSERT) on the host's database, through the host's ORM threads. Beside the
+ratios: the SQL statements the host ran per `tools/call` (savepoints counted apart).
 
 Run: `.venv/bin/python -m bench.mcp_endpoint` (embedded, a throwaway SQLite), or with
 DATABASE_URL (and REDIS_URL) set to measure on that database (a tenant of its own there).
@@ -94,11 +96,16 @@ def host_session():
     return session, endpoint
 
 
-def bare_app(definitions):
-    """A bare SDK server offering the same definitions, answering `add` from memory."""
+def bare_app(definitions, durable=False):
+    """A bare SDK server offering the same definitions, answering `add` from memory; `durable`:
+    after two transactions."""
     from mcp import types
     from mcp.server.lowlevel import Server
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+    from kernel.orm import database_sync_to_async
+
+    from .echo_asgi import durable_write
 
     server = Server("bare")
     tools = [types.Tool.model_validate(d) for d in definitions]
@@ -109,6 +116,9 @@ def bare_app(definitions):
 
     @server.call_tool(validate_input=False)
     async def call_tool(name, arguments):
+        if durable:
+            await database_sync_to_async(durable_write)()
+            await database_sync_to_async(durable_write)()
         return [types.TextContent(type="text", text=str(arguments["a"] + arguments["b"]))]
 
     manager = StreamableHTTPSessionManager(server, stateless=True, json_response=True)
@@ -169,23 +179,27 @@ async def call_add(session, i):
     assert result.content[0].text == str(i + 1), result
 
 
-async def drive(host_url, token, bare_url, statements):
-    """Requests per second of each server, for tools/list then tools/call, measured in
-    alternating rounds so both see the same machine (its load changes from second to second)."""
-    async with mcp_session(host_url, token) as host, mcp_session(bare_url, None) as bare:
+async def drive(servers, statements):
+    """Requests per second of each server (name -> (url, token)), for tools/list then tools/call,
+    measured in alternating rounds so all see the same machine (its load changes from second to
+    second). The durable floor differs from the bare server only in its calls."""
+    async with contextlib.AsyncExitStack() as stack:
+        sessions = {name: await stack.enter_async_context(mcp_session(url, token))
+                    for name, (url, token) in servers.items()}
         for i in range(20):  # warm up
-            for session in (host, bare):
+            for session in sessions.values():
                 await list_tools(session, i)
                 await call_add(session, i)
         rates = {}
         for request in (list_tools, call_add):
-            elapsed = {"host": 0.0, "bare": 0.0}
+            measured = [name for name in sessions if request is call_add or name != "durable"]
+            elapsed = dict.fromkeys(measured, 0.0)
             for _ in range(ROUNDS):
-                for name, session in (("host", host), ("bare", bare)):
+                for name in measured:
                     statements.counting = name == "host" and request is call_add
                     start = time.perf_counter()
                     for i in range(REQUESTS // ROUNDS):
-                        await request(session, i)
+                        await request(sessions[name], i)
                     elapsed[name] += time.perf_counter() - start
                     statements.counting = False
             rates[request] = {name: REQUESTS / seconds for name, seconds in elapsed.items()}
@@ -201,9 +215,11 @@ def main():
         session, endpoint = host_session()
         definitions = tool_definitions(session.id)
         statements = StatementCount()
-        with serving(application, "off") as host_port, serving(bare_app(definitions), "on") as bare_port:
-            rates = asyncio.run(drive(f"http://127.0.0.1:{host_port}{endpoint.path}", endpoint.token,
-                                      f"http://127.0.0.1:{bare_port}/mcp", statements))
+        with (serving(application, "off") as host_port, serving(bare_app(definitions), "on") as bare_port,
+              serving(bare_app(definitions, durable=True), "on") as durable_port):
+            rates = asyncio.run(drive({"host": (f"http://127.0.0.1:{host_port}{endpoint.path}", endpoint.token),
+                                       "bare": (f"http://127.0.0.1:{bare_port}/mcp", None),
+                                       "durable": (f"http://127.0.0.1:{durable_port}/mcp", None)}, statements))
     print(f"{len(definitions)} tools offered, host on {vendor}; {REQUESTS} requests each in {ROUNDS} alternating "
           f"rounds, one client, sequential")
     for label, request in (("tools/list", list_tools), ("tools/call add", call_add)):
@@ -212,6 +228,9 @@ def main():
         verdict = "within" if ratio <= TARGET else "OVER"
         print(f"{label:15} endpoint {ours:8.1f} req/s   bare SDK server {floor:8.1f} req/s   "
               f"ratio {ratio:.2f}x ({verdict} the {TARGET:.1f}x target)")
+    durable = rates[call_add]["durable"]
+    print(f"{'':15} durable floor {durable:8.1f} req/s (the bare server after two transactions)   "
+          f"endpoint / durable floor {durable / rates[call_add]['host']:.2f}x")
     print(f"host SQL per tools/call: {statements.counts['statement'] / REQUESTS:.1f} statements "
           f"and {statements.counts['savepoint'] / REQUESTS:.1f} savepoint statements")
 
