@@ -54,9 +54,15 @@ class database_sync_to_async:  # noqa: N801 (used as a decorator, as Channels' i
         return await loop.run_in_executor(POOL, contextvars.copy_context().run, unit_of_work, loop, work)
 
 
-def unit_of_work(loop, work):
+def works_for(loop):
+    """This thread's work is for `loop`: asgiref's async_to_sync within it, and kernel.outbox's
+    sends after its commits, go to that loop."""
     SyncToAsync.threadlocal.main_event_loop = loop
     SyncToAsync.threadlocal.main_event_loop_pid = os.getpid()
+
+
+def unit_of_work(loop, work):
+    works_for(loop)
     outbox.unit_of_work_begins()
     try:
         return with_checked_connections(work)
@@ -92,11 +98,15 @@ def close_connections_of_this_thread():
 
 
 def close_connections():
-    """Close every pool thread's connection (a database is dropped only once none is open):
-    one task per thread, each held until all have started, so no thread takes two."""
-    if SHARED_THREAD:
-        return  # nothing ran on the pool
-    started = threading.Barrier(settings.AHP_ORM_THREADS)
+    """Close every ORM pool thread's connection (a database is dropped only once none is open)."""
+    if not SHARED_THREAD:  # else nothing ran on the pool
+        close_connections_of(POOL, settings.AHP_ORM_THREADS)
+
+
+def close_connections_of(pool, threads):
+    """Close the connection of each of `pool`'s `threads`: one task per thread, each held until
+    all have started, so no thread takes two."""
+    started = threading.Barrier(threads)
     closing = set()
 
     def close():
@@ -105,11 +115,11 @@ def close_connections():
         started.wait(timeout=30)
 
     try:
-        for done in [POOL.submit(close) for _ in range(settings.AHP_ORM_THREADS)]:
+        for done in [pool.submit(close) for _ in range(threads)]:
             done.result()
     except threading.BrokenBarrierError:
         frames = sys._current_frames()
-        busy = ["".join(traceback.format_stack(frames[t.ident])) for t in POOL._threads
+        busy = ["".join(traceback.format_stack(frames[t.ident])) for t in pool._threads
                 if t.ident not in closing and t.ident in frames]
-        raise RuntimeError("ORM threads still busy after 30 s, so their connections stay open:\n"
+        raise RuntimeError("Pool threads still busy after 30 s, so their connections stay open:\n"
                            + "\n".join(busy)) from None

@@ -42,11 +42,14 @@ class People:
 
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup):
-    """pytest-django's, closing the ORM pool's connections before the test database is dropped."""
+    """pytest-django's, closing the ORM pool's and the tool threads' connections before the test
+    database is dropped."""
     yield
     from kernel import orm
+    from tools_app.tool_threads import TOOL_THREADS
 
     orm.close_connections()
+    TOOL_THREADS.close_connections()
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import SyncToAsync, sync_to_async
+from asgiref.sync import SyncToAsync
 from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
 from django.db import InterfaceError, OperationalError, connection, transaction
@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from agents.registry import get_provider
 from grants.models import Principal, Tenant
-from kernel.orm import database_sync_to_async, with_checked_connections
+from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
 from kernel.rows import Columns, fetch_one, table
 from sessions_app import actions
@@ -34,6 +34,7 @@ from .families.mcp_servers.server_tools import runnable_session_servers, session
 from .actions import do_keep_full_output
 from .agent_connections import opened_connection
 from .models import AgentDefinition, HostConfig
+from .tool_threads import TOOL_THREADS
 
 logger = logging.getLogger(__name__)
 
@@ -206,9 +207,7 @@ class ChatToolbox:
             if asyncio.iscoroutinefunction(tool.executor):
                 value = await tool.executor(context, arguments)
             else:
-                # Off the ORM pool: a tool may take long, and must not hold a thread the sockets' hops need.
-                value = await sync_to_async(with_checked_connections, thread_sensitive=False)(
-                    tool.executor, context, arguments)
+                value = await TOOL_THREADS.run(self.session.tenant_id, tool.executor, context, arguments)
             result = as_result(binding.name, value)
         except Refused as refusal:
             result = actions.failure(binding.name, refusal.sentence)
@@ -420,7 +419,7 @@ async def run_turn(turn_id, on_process_loop=True):
         if after is None or after.effects:
             from .families.session.workspace import settle_turn_effects
 
-            await sync_to_async(with_checked_connections, thread_sensitive=False)(settle_turn_effects, turn_id)
+            await TOOL_THREADS.run(turn.chat.session.tenant_id if turn else None, settle_turn_effects, turn_id)
         next_turn = None
         if turn is not None and (after is None or after.pending):
             next_turn = await database_sync_to_async(actions.do_start_queued_turn)(turn.chat_id)
