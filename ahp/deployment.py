@@ -10,6 +10,9 @@ REQUEST_DEADLINE = float(os.environ.get("AHP_REQUEST_DEADLINE_SECONDS", "20"))
 # The most of a request head the front reads before handing the connection over; a larger head
 # goes over as it is, for the server to refuse.
 HANDOFF_BYTES = 64 * 1024
+# The most a serving process holds for a WebSocket client that does not read (16 frames of the
+# largest size) before it drops the connection (ahp.serve).
+UNREAD_BYTES = int(os.environ.get("AHP_UNREAD_BYTES") or 16 * 1024 * 1024)
 
 NO_SECRET_KEY = ("Refusing to start: SECRET_KEY is not set. Set SECRET_KEY to a long random string (for example "
                  "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`); only an embedded host (no "

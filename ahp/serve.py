@@ -6,6 +6,9 @@
 - a connection must finish sending each request's head and body (a WebSocket upgrade included)
   within REQUEST_DEADLINE seconds of opening or of its previous response. Twisted's own idle
   timeout restarts at every byte, so a client dripping a header a minute was held for ever;
+- a WebSocket client that stops reading (a laptop asleep, a peer that only writes) is dropped
+  once UNREAD_BYTES wait for it, rather than kept in the process's memory without bound (the
+  reactor buffers every action of every channel it subscribed to); it catches up by `reconnect`;
 - with `--handoff-fd N` it listens on nothing and serves the connections the front
   (ahp/front.py) hands it over the Unix socket N, each with the bytes the front read of it.
 """
@@ -17,14 +20,35 @@ import sys
 import daphne.server
 from daphne.cli import DEFAULT_HOST, CommandLineInterface
 from daphne.http_protocol import HTTPFactory
-from daphne.ws_protocol import WebSocketFactory
+from daphne.ws_protocol import WebSocketFactory, WebSocketProtocol
 from twisted.internet import reactor
 from twisted.web.http import HTTPChannel, _GenericHTTPChannelProtocol
 
-from ahp.deployment import HANDOFF_BYTES, REQUEST_DEADLINE, refusal_to_start
+from ahp.deployment import HANDOFF_BYTES, REQUEST_DEADLINE, UNREAD_BYTES, refusal_to_start
+
+logger = logging.getLogger(__name__)
+
+
+def unsent_bytes(transport):
+    """What the reactor holds for a connection that the kernel has not taken yet (twisted's
+    FileDescriptor buffers)."""
+    return (len(getattr(transport, "dataBuffer", b"")) - getattr(transport, "offset", 0)
+            + getattr(transport, "_tempDataLen", 0))
+
+
+class ReaderBoundWebSocketProtocol(WebSocketProtocol):
+    def serverSend(self, content, binary=False):
+        super().serverSend(content, binary)
+        unsent = unsent_bytes(self.transport)
+        if unsent > UNREAD_BYTES and self.state == self.STATE_OPEN:
+            logger.warning("Dropping %s: it left %d bytes unread (over %d); it catches up by reconnect",
+                           self.client_addr, unsent, UNREAD_BYTES)
+            self.dropConnection(abort=True)
 
 
 class ClosingWebSocketFactory(WebSocketFactory):
+    protocol = ReaderBoundWebSocketProtocol
+
     def setProtocolOptions(self, **options):
         super().setProtocolOptions(failByDrop=False, **options)
 
