@@ -189,8 +189,8 @@ AHP_ORM_THREADS = int(os.environ.get("AHP_ORM_THREADS") or (1 if DATABASES["defa
 # Threads for host tools' synchronous bodies (tools_app/tool_threads.py), and how many of one
 # tenant's may run at once in a process: a tenant's long calls wait on each other, not on another
 # tenant's. Each thread that touched the database keeps a connection, so as many per process.
-AHP_TOOL_THREADS = int(os.environ.get("AHP_TOOL_THREADS") or 24)
-AHP_TOOL_THREADS_PER_TENANT = int(os.environ.get("AHP_TOOL_THREADS_PER_TENANT") or 4)
+AHP_TOOL_THREADS = int(os.environ.get("AHP_TOOL_THREADS") or 32)
+AHP_TOOL_THREADS_PER_TENANT = int(os.environ.get("AHP_TOOL_THREADS_PER_TENANT") or 8)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
