@@ -5,7 +5,8 @@ A body may take long (a command in a computer runs for up to a minute, a forge's
 slowly). On the ORM threads it would keep every socket's hops waiting; on the event loop's
 default executor, which is also where addresses are resolved, enough of one tenant's long calls
 took every thread, and every other tenant's host tools waited for them. Here a tenant whose
-agents keep PER_TENANT bodies running waits on its own calls, and the others run.
+agents keep `per_tenant` bodies running (AHP_TOOL_THREADS_PER_TENANT) waits on its own calls, and
+the others run.
 """
 import asyncio
 import contextvars
