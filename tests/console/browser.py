@@ -45,11 +45,14 @@ def log_in(driver, base, username, password, next_path):
 
 def submit(driver, element):
     """Click what loads a new page and wait until it replaced the old one: a lookup made at once
-    could find the old page's element and go stale under it."""
+    could find the old page's element and go stale under it. Asked mid-navigation, Chromium can
+    answer neither "still here" nor "stale" but "Node ... does not belong to the document":
+    that answer means ask again."""
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.expected_conditions import staleness_of
     from selenium.webdriver.support.wait import WebDriverWait
 
     page = driver.find_element(By.TAG_NAME, "html")
     element.click()
-    WebDriverWait(driver, 30).until(staleness_of(page))
+    WebDriverWait(driver, 30, ignored_exceptions=(WebDriverException,)).until(staleness_of(page))
