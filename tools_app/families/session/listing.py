@@ -49,14 +49,16 @@ def chat_status(chat):
 
 def listed_chats(sessions):
     """Each session's row chats, by session id, for those with a chat besides their default: main
-    first, worker and hidden (archived) chats left out. Three queries for any number of sessions."""
+    first, worker and hidden (archived) chats left out. Three queries for any number of sessions.
+    The chats are read as the few columns a row shows, not as models: most are default chats
+    read only to be dropped, and a hundred models cost as much as the rest of the listing."""
     by_session = {}
     chats = (Chat.objects.filter(session__in=[s.pk for s in sessions], archived=False).exclude(origin_kind="tool")
-             .order_by("-is_default", "created"))
+             .order_by("-is_default", "created").values_list("id", "session_id", "title", "is_default", named=True))
     for chat in chats:
         by_session.setdefault(chat.session_id, []).append(chat)
     by_session = {pk: chats for pk, chats in by_session.items() if any(not c.is_default for c in chats)}
-    shown = [c.pk for chats in by_session.values() for c in chats]
+    shown = [c.id for chats in by_session.values() for c in chats]
     if not shown:
         return {}
     backends = dict(ChatBackend.objects.filter(chat__in=shown).exclude(provider="").values_list("chat_id", "provider"))
@@ -65,10 +67,10 @@ def listed_chats(sessions):
     for session in sessions:
         for chat in by_session.get(session.pk, ()):
             row = {"title": chat.title, "openLink": open_link(session, chat),
-                   "status": "inProgress" if chat.pk in busy else "idle"}
+                   "status": "inProgress" if chat.id in busy else "idle"}
             if chat.is_default:
                 row["main"] = True
-            harness = backends.get(chat.pk)
+            harness = backends.get(chat.id)
             if harness and harness != session.provider:
                 row["harness"] = harness
             rows.setdefault(session.pk, []).append(row)
