@@ -112,6 +112,7 @@ def test_a_frame_over_the_limit_is_never_sent(acme, host):
         chat = default_chat(alice, uri)
         alice.subscribe(chat)
         announce(ide, uri, [OPEN_FILE])
+        ide.action("session/activeClientSet")  # applied, so the turn's catalog offers ide's tool
         turn, _ = call_open_file(alice, chat)
         do_end_turn(turn, response_text="x" * 1_200_000)  # as an agent answering 1.2 MB
         alice.action("chat/turnComplete", turnId=turn)  # its 1.2 MB chat/responsePart was left out, not sent
