@@ -41,15 +41,21 @@ class People:
 
 
 @pytest.fixture(scope="session")
-def django_db_setup(django_db_setup):
+def django_db_setup(django_db_setup, django_db_blocker):
     """pytest-django's, closing the ORM pool's and the tool threads' connections before the test
-    database is dropped."""
+    database is dropped. On PostgreSQL the connections other threads of this process still hold
+    (the test servers' loops' executors, the sandbox proxy's) are cut too: with any left, the drop
+    failed and every run left its databases behind on the server."""
     yield
     from kernel import orm
     from tools_app.tool_threads import TOOL_THREADS
 
     orm.close_connections()
     TOOL_THREADS.close_connections()
+    if connection.vendor == "postgresql":
+        with django_db_blocker.unblock(), connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                           "WHERE datname = current_database() AND pid <> pg_backend_pid()")
 
 
 @pytest.fixture
