@@ -14,6 +14,8 @@ import os
 import socket
 import threading
 
+from kernel.orm import with_checked_connections
+
 from .outbound import OutboundRefused, check_destination
 
 logger = logging.getLogger(__name__)
@@ -113,7 +115,10 @@ async def serve_one(destinations, reader, writer):
     except ValueError as exc:
         await refuse(writer, f"Bad proxy request: {exc}.", "400 Bad Request")
         return
-    sentence, address = await asyncio.get_running_loop().run_in_executor(None, destinations.resolve, host, port)
+    # The allow-list is read from the database on an executor thread: its connection is checked as
+    # the ORM threads' are, so one that died with the database does not refuse every request after.
+    sentence, address = await asyncio.get_running_loop().run_in_executor(
+        None, with_checked_connections, destinations.resolve, host, port)
     if sentence:
         logger.warning("Sandbox proxy refused %s %s:%s: %s", method, host, port, sentence)
         await refuse(writer, sentence)
