@@ -185,8 +185,8 @@ else:
 # Threads for the ORM work of async code (kernel/orm.py), each holding one connection. SQLite
 # takes one writer at a time and its busy handler sleeps 1-100 ms between tries rather than
 # queueing, so more threads there only turn waits into sleeps. On PostgreSQL 2: paired under
-# bench.load, 2 made 7-40% more calls a second than 4 and 4 more than 8 (the threads contend for
-# the GIL with the event loop).
+# bench.load, 2 made more calls a second than 4 in five pairs of six, and 4 more than 8 (the
+# threads contend for the GIL with the event loop).
 AHP_ORM_THREADS = int(os.environ.get("AHP_ORM_THREADS") or (1 if DATABASES["default"]["ENGINE"].endswith("sqlite3") else 2))
 # Threads for host tools' synchronous bodies (tools_app/tool_threads.py), and how many of one
 # tenant's may run at once in a process: a tenant's long calls wait on each other, not on another

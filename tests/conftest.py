@@ -44,8 +44,8 @@ class People:
 def django_db_setup(django_db_setup, django_db_blocker):
     """pytest-django's, closing the ORM pool's and the tool threads' connections before the test
     database is dropped. On PostgreSQL the connections other threads of this process still hold
-    (the test servers' loops' executors, the sandbox proxy's) are cut too: with any left, the drop
-    failed and every run left its databases behind on the server."""
+    (executor threads of the test servers' loops) are cut too: with any left, the drop failed and
+    every run left its databases behind on the server."""
     yield
     from kernel import orm
     from tools_app.tool_threads import TOOL_THREADS
