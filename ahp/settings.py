@@ -193,6 +193,12 @@ AHP_ORM_THREADS = int(os.environ.get("AHP_ORM_THREADS") or (1 if DATABASES["defa
 # tenant's. Each thread that touched the database keeps a connection, so as many per process.
 AHP_TOOL_THREADS = int(os.environ.get("AHP_TOOL_THREADS") or 32)
 AHP_TOOL_THREADS_PER_TENANT = int(os.environ.get("AHP_TOOL_THREADS_PER_TENANT") or 8)
+# How long a host tool's body may run before its call fails: longer than any of the host's own
+# tools may take (a command in a computer: a minute; an MCP server's call: its own timeout), so
+# only a runaway plugin reaches it. How many overrunning bodies a process lets run on in spare
+# threads without holding their tenant's slot.
+AHP_HOST_TOOL_SECONDS = float(os.environ.get("AHP_HOST_TOOL_SECONDS") or 600)
+AHP_TOOL_THREADS_ABANDONED = int(os.environ.get("AHP_TOOL_THREADS_ABANDONED") or 16)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

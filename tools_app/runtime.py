@@ -34,7 +34,7 @@ from .families.mcp_servers.server_tools import runnable_session_servers, session
 from .actions import do_keep_full_output
 from .agent_connections import opened_connection
 from .models import AgentDefinition, HostConfig
-from .tool_threads import TOOL_THREADS
+from .tool_threads import TOOL_THREADS, Overran, within_deadline
 
 logger = logging.getLogger(__name__)
 
@@ -205,12 +205,15 @@ class ChatToolbox:
             if tool.executor is None:
                 raise RuntimeError(f"{binding.name} has nothing to run it")
             if asyncio.iscoroutinefunction(tool.executor):
-                value = await tool.executor(context, arguments)
+                value = await within_deadline(tool.executor(context, arguments))
             else:
                 value = await TOOL_THREADS.run(self.session.tenant_id, tool.executor, context, arguments)
             result = as_result(binding.name, value)
         except Refused as refusal:
             result = actions.failure(binding.name, refusal.sentence)
+        except Overran:
+            result = actions.failure(binding.name, f"{binding.name} did not finish within {TOOL_THREADS.deadline:g} "
+                                                   "seconds, so the host stopped waiting for it.")
         except Exception as exc:
             logger.exception("Tool %s raised", binding.name)
             result = actions.failure(binding.name, f"{binding.name} raised {exc.__class__.__name__}: {exc}")
