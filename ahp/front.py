@@ -137,8 +137,8 @@ class ServingProcess(Child):
         front_end, process_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         front_end.setblocking(False)
         fd = process_end.fileno()
-        # A process group of its own: Ctrl-C reaches the front, which stops it; one still starting
-        # would print a traceback for it.
+        # A process group of its own (as Child.start's): one still starting would print a
+        # traceback for a Ctrl-C.
         self.process = subprocess.Popen([*self.argv, "--handoff-fd", str(fd)], pass_fds=[fd], process_group=0)
         self.started = time.monotonic()
         process_end.close()
@@ -271,7 +271,7 @@ def main(argv=None):
         running = loop.run_until_complete(run(args.bind, args.port, args.processes, args.application))
     except KeyboardInterrupt:  # before the handlers were in place; the processes end with the front
         running = []
-    stop_children(running, interrupted=False)
+    stop_children(running)
 
 
 if __name__ == "__main__":

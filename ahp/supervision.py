@@ -1,6 +1,7 @@
 """Child processes started again when they die: runhost's (the serving tier, the Celery worker,
 beat) and the front's serving processes. A child that dies is started again after a pause that
 grows while it keeps dying, and the event logged."""
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -10,6 +11,8 @@ from dataclasses import dataclass
 FIRST_RESTART_SECONDS = 1.0
 LONGEST_RESTART_SECONDS = 30.0
 STEADY_SECONDS = 60.0
+# How long the children have to stop, together, before those still running are killed.
+STOP_GRACE_SECONDS = 10.0
 
 
 @dataclass
@@ -22,7 +25,9 @@ class Child:
     due: float = 0.0  # when a dead child starts again
 
     def start(self):
-        self.process = subprocess.Popen(self.argv)
+        # A process group of its own: a terminal's Ctrl-C reaches only the supervisor, which passes
+        # it on once, as it does a signal sent to the supervisor alone.
+        self.process = subprocess.Popen(self.argv, process_group=0)
         self.started = time.monotonic()
 
     def running(self):
@@ -47,19 +52,15 @@ def supervise_once(children, log):
             child.pause = min(child.pause * 2, LONGEST_RESTART_SECONDS)
 
 
-def stop_children(running, interrupted):
-    """Stop the host's children. After Ctrl-C (which the whole process group got) each stops on
-    its own first: a second signal while it is exiting (beat saving its schedule) makes it print
-    a traceback. A child still running after the grace is terminated, then killed."""
-    if not interrupted:
-        for process in running:
-            process.terminate()
+def stop_children(running, signum=signal.SIGTERM):
+    """Stop the children: `signum` (the interrupt or stop signal their supervisor got) to each,
+    once. A child still running after the grace is killed."""
+    for process in running:
+        process.send_signal(signum)
+    deadline = time.monotonic() + STOP_GRACE_SECONDS
     for process in running:
         try:
-            process.wait(timeout=10)
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            process.kill()
+            process.wait()

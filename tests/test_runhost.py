@@ -131,6 +131,25 @@ def test_a_sigterm_while_runhost_stops_its_children_leaves_none_running(tmp_path
     assert "Traceback" not in output
 
 
+def test_an_interrupt_sent_to_runhost_alone_reaches_its_children_at_once(tmp_path):
+    _, host = started_migrated(tmp_path)
+    output = ""
+    try:
+        while "connect a client" not in output and host.poll() is None:
+            output += host.stdout.readline()
+        children = children_of(host.pid)
+        os.kill(host.pid, signal.SIGINT)  # `kill -INT <runhost>`: the terminal's group is not involved
+        output += host.communicate(timeout=PROCESS_DEADLINE_SECONDS)[0]
+    finally:
+        if host.poll() is None:
+            interrupt(host)
+    assert [pid for pid in children if not gone(pid)] == []
+    # The worker heard the interrupt itself, passed on by runhost; it used to get nothing until
+    # runhost had waited 10 s for it, then a SIGTERM (and so on for each child: 36 s in all).
+    assert "Hitting Ctrl+C again will initiate cold shutdown" in output
+    assert "Traceback" not in output
+
+
 def gone(pid):
     """Ended: no such process, or only its exit status is left (a zombie)."""
     try:

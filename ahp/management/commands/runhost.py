@@ -146,17 +146,20 @@ class Command(BaseCommand):
         for child in children:
             child.start()
 
-        terminated = []
+        stopped_by = [signal.SIGINT]
 
-        def stop(*_):
-            terminated.append(True)
+        def stop(signum, _frame):
+            stopped_by[0] = signum
             raise KeyboardInterrupt
 
         def log(line):
             self.stderr.write(line)
             self.stderr.flush()
 
-        signal.signal(signal.SIGTERM, stop)
+        # The children are in process groups of their own: a terminal that closes hangs up only
+        # this process, which stops them as on SIGTERM.
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, stop)
         try:
             # The banner comes last, once the server answers and the worker runs, so the login and token are easy to
             # find (printed even if it never answers: the first start's password is shown only here).
@@ -171,6 +174,6 @@ class Command(BaseCommand):
         finally:
             # A second Ctrl-C, or a SIGTERM (an impatient operator, a service manager), must not cut
             # the children's stop short: the worker and beat would be left running, orphaned.
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            stop_children([c.process for c in children if c.running()], interrupted=not terminated)
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                signal.signal(signum, signal.SIG_IGN)
+            stop_children([c.process for c in children if c.running()], stopped_by[0])
