@@ -131,6 +131,23 @@ def test_a_sigterm_while_runhost_stops_its_children_leaves_none_running(tmp_path
     assert "Traceback" not in output
 
 
+def test_a_hang_up_stops_runhost_and_its_children(tmp_path):
+    _, host = started_migrated(tmp_path)
+    output = ""
+    try:
+        while "connect a client" not in output and host.poll() is None:
+            output += host.stdout.readline()
+        children = children_of(host.pid)
+        os.kill(host.pid, signal.SIGHUP)  # its terminal closed: the children, in groups of their own, got nothing
+        output += host.communicate(timeout=PROCESS_DEADLINE_SECONDS)[0]
+    finally:
+        if host.poll() is None:
+            interrupt(host)
+    assert [pid for pid in children if not gone(pid)] == []
+    assert "Warm shutdown" in output and "Restarting" not in output
+    assert "Traceback" not in output
+
+
 def test_an_interrupt_sent_to_runhost_alone_reaches_its_children_at_once(tmp_path):
     _, host = started_migrated(tmp_path)
     output = ""

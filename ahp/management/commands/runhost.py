@@ -148,8 +148,8 @@ class Command(BaseCommand):
 
         stopped_by = [signal.SIGINT]
 
-        def stop(signum, _frame):
-            stopped_by[0] = signum
+        def stop(*_):
+            stopped_by[0] = signal.SIGTERM  # after a hang-up too: Celery's worker takes SIGHUP as "restart"
             raise KeyboardInterrupt
 
         def log(line):
