@@ -422,7 +422,11 @@ async def run_turn(turn_id, on_process_loop=True):
         if after is None or after.effects:
             from .families.session.workspace import settle_turn_effects
 
-            await TOOL_THREADS.run(turn.chat.session.tenant_id if turn else None, settle_turn_effects, turn_id)
+            try:
+                await TOOL_THREADS.run(turn.chat.session.tenant_id if turn else None, settle_turn_effects, turn_id)
+            except Overran:  # its chat's next turn must not wait on it for ever
+                logger.error("Settling turn %s's effects overran %g s; they go on unwatched", turn_id,
+                             TOOL_THREADS.deadline)
         next_turn = None
         if turn is not None and (after is None or after.pending):
             next_turn = await database_sync_to_async(actions.do_start_queued_turn)(turn.chat_id)
