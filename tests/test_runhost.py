@@ -112,7 +112,9 @@ def test_runhost_starts_everything_on_a_fresh_install_and_ctrl_c_stops_it(tmp_pa
     assert "First start" not in rest
 
 
-def test_a_sigterm_while_runhost_stops_its_children_leaves_none_running(tmp_path):
+def stopped_by(tmp_path, *signums):
+    """What runhost printed until `signums`, sent to it alone (not its process group) a second
+    apart, stopped it; none of its children is left running."""
     _, host = started_migrated(tmp_path)
     output = ""
     try:
@@ -120,51 +122,33 @@ def test_a_sigterm_while_runhost_stops_its_children_leaves_none_running(tmp_path
             output += host.stdout.readline()
         children = children_of(host.pid)
         assert len(children) == 3  # the front (or daphne), the Celery worker and its beat
-        os.kill(host.pid, signal.SIGINT)  # runhost alone (`kill -INT`): its children are stopped for it
-        time.sleep(1)
-        os.kill(host.pid, signal.SIGTERM)  # while it waits on them
+        for i, signum in enumerate(signums):
+            time.sleep(1 if i else 0)
+            os.kill(host.pid, signum)
         output += host.communicate(timeout=PROCESS_DEADLINE_SECONDS)[0]
     finally:
         if host.poll() is None:
             interrupt(host)
     assert [pid for pid in children if not gone(pid)] == []
     assert "Traceback" not in output
+    return output
 
 
-def test_a_hang_up_stops_runhost_and_its_children(tmp_path):
-    _, host = started_migrated(tmp_path)
-    output = ""
-    try:
-        while "connect a client" not in output and host.poll() is None:
-            output += host.stdout.readline()
-        children = children_of(host.pid)
-        os.kill(host.pid, signal.SIGHUP)  # its terminal closed: the children, in groups of their own, got nothing
-        output += host.communicate(timeout=PROCESS_DEADLINE_SECONDS)[0]
-    finally:
-        if host.poll() is None:
-            interrupt(host)
-    assert [pid for pid in children if not gone(pid)] == []
-    assert "Warm shutdown" in output and "Restarting" not in output
-    assert "Traceback" not in output
+def test_a_sigterm_while_runhost_stops_its_children_leaves_none_running(tmp_path):
+    stopped_by(tmp_path, signal.SIGINT, signal.SIGTERM)  # the SIGTERM while runhost waits on its children
 
 
 def test_an_interrupt_sent_to_runhost_alone_reaches_its_children_at_once(tmp_path):
-    _, host = started_migrated(tmp_path)
-    output = ""
-    try:
-        while "connect a client" not in output and host.poll() is None:
-            output += host.stdout.readline()
-        children = children_of(host.pid)
-        os.kill(host.pid, signal.SIGINT)  # `kill -INT <runhost>`: the terminal's group is not involved
-        output += host.communicate(timeout=PROCESS_DEADLINE_SECONDS)[0]
-    finally:
-        if host.poll() is None:
-            interrupt(host)
-    assert [pid for pid in children if not gone(pid)] == []
+    output = stopped_by(tmp_path, signal.SIGINT)  # `kill -INT <runhost>`: the terminal's group is not involved
     # The worker heard the interrupt itself, passed on by runhost; it used to get nothing until
     # runhost had waited 10 s for it, then a SIGTERM (and so on for each child: 36 s in all).
     assert "Hitting Ctrl+C again will initiate cold shutdown" in output
-    assert "Traceback" not in output
+
+
+def test_a_hang_up_stops_runhost_and_its_children(tmp_path):
+    # Its terminal closed: the children, in process groups of their own, got nothing from it.
+    output = stopped_by(tmp_path, signal.SIGHUP)
+    assert "Warm shutdown" in output and "Restarting" not in output  # Celery's worker restarts on a SIGHUP
 
 
 def gone(pid):

@@ -54,63 +54,65 @@ def test_one_tenants_long_tool_calls_leave_another_tenants_calls_running(acme, g
         PLUGINS.set_tools([])
 
 
-def hang_until(released):
+OVERRAN = "hang did not finish within 0.5 seconds, so the host stopped waiting for it."
+
+
+@pytest.fixture
+def hang(monkeypatch):
+    """A plugin tool `hang` whose body blocks until the event answered is set; host tools' deadline 0.5 s."""
+    monkeypatch.setattr(TOOL_THREADS, "deadline", 0.5)
+    released = threading.Event()
+
     def hang(context, arguments):
         released.wait(60)
         return "released"
 
-    return hang
-
-
-def test_a_host_tool_that_never_returns_fails_its_call_and_gives_back_its_tenants_slot(acme, host, monkeypatch):
-    monkeypatch.setattr(TOOL_THREADS, "deadline", 0.5)
-    monkeypatch.setattr(TOOL_THREADS, "per_tenant", 2)
-    released = threading.Event()
-    PLUGINS.set_tools([Tool("hang", executor=hang_until(released))])
+    PLUGINS.set_tools([Tool("hang", executor=hang)])
     try:
-        with AhpClient(host.port, acme.tokens["member"], "alice") as alice:
-            chat = default_chat(alice, alice.create_session())
-            alice.subscribe(chat)
-            # More overrunning calls than the tenant's slots: each fails at its deadline and
-            # gives its slot back, so the next one runs; none waits for a hung body.
-            for _ in range(TOOL_THREADS.per_tenant + 1):
-                assert alice.reply_to(alice.start_turn(chat, "/call hang {}"), timeout=10) == (
-                    "hang did not finish within 0.5 seconds, so the host stopped waiting for it.")
-            assert TOOL_THREADS.abandoned == TOOL_THREADS.per_tenant + 1
-            assert '"sessions"' in alice.reply_to(alice.start_turn(chat, "/call list_sessions {}"), timeout=10)
-            released.set()
-            deadline = time.monotonic() + 10
-            while TOOL_THREADS.abandoned and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert TOOL_THREADS.abandoned == 0
+        yield released
     finally:
         released.set()
         PLUGINS.set_tools([])
+        deadline = time.monotonic() + 10  # the abandoned bodies return and are forgotten
+        while TOOL_THREADS.abandoned and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
-def test_once_the_spare_threads_are_taken_a_hanging_tool_stalls_only_its_own_tenant(acme, globex, host, monkeypatch):
-    monkeypatch.setattr(TOOL_THREADS, "deadline", 0.5)
+def test_a_host_tool_that_never_returns_fails_its_call_and_gives_back_its_tenants_slot(acme, host, hang,
+                                                                                       monkeypatch):
+    monkeypatch.setattr(TOOL_THREADS, "per_tenant", 2)
+    with AhpClient(host.port, acme.tokens["member"], "alice") as alice:
+        chat = default_chat(alice, alice.create_session())
+        alice.subscribe(chat)
+        # More overrunning calls than the tenant's slots: each fails at its deadline and gives
+        # its slot back, so the next one runs; none waits for a hung body.
+        for _ in range(TOOL_THREADS.per_tenant + 1):
+            assert alice.reply_to(alice.start_turn(chat, "/call hang {}"), timeout=10) == OVERRAN
+        assert TOOL_THREADS.abandoned == TOOL_THREADS.per_tenant + 1
+        assert '"sessions"' in alice.reply_to(alice.start_turn(chat, "/call list_sessions {}"), timeout=10)
+        hang.set()
+        deadline = time.monotonic() + 10
+        while TOOL_THREADS.abandoned and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert TOOL_THREADS.abandoned == 0
+
+
+def test_once_the_spare_threads_are_taken_a_hanging_tool_stalls_only_its_own_tenant(acme, globex, host, hang,
+                                                                                    monkeypatch):
     monkeypatch.setattr(TOOL_THREADS, "per_tenant", 1)
     monkeypatch.setattr(TOOL_THREADS, "abandoned_at_most", 1)
-    released = threading.Event()
-    PLUGINS.set_tools([Tool("hang", executor=hang_until(released))])
-    try:
-        with AhpClient(host.port, acme.tokens["member"], "alice") as alice:
-            chat = default_chat(alice, alice.create_session())
-            alice.subscribe(chat)
-            overran = "hang did not finish within 0.5 seconds, so the host stopped waiting for it."
-            # The first is abandoned to the one spare thread; the second keeps acme's one slot.
-            assert alice.reply_to(alice.start_turn(chat, "/call hang {}"), timeout=10) == overran
-            assert alice.reply_to(alice.start_turn(chat, "/call hang {}"), timeout=10) == overran
-            waiting = alice.start_turn(chat, "/call list_sessions {}")
-            with AhpClient(host.port, globex.tokens["member"], "gus") as gus:
-                other = default_chat(gus, gus.create_session())
-                gus.subscribe(other)
-                assert '"sessions"' in gus.reply_to(gus.start_turn(other, "/call list_sessions {}"), timeout=10)
-            with pytest.raises(AssertionError, match="no chat/responsePart"):
-                alice.reply_to(waiting, timeout=1)  # acme's call waits for acme's slot
-            released.set()  # the hung bodies return: acme's slot is free again
-            assert '"sessions"' in alice.reply_to(waiting, timeout=10)
-    finally:
-        released.set()
-        PLUGINS.set_tools([])
+    with AhpClient(host.port, acme.tokens["member"], "alice") as alice:
+        chat = default_chat(alice, alice.create_session())
+        alice.subscribe(chat)
+        # The first is abandoned to the one spare thread; the second keeps acme's one slot.
+        assert alice.reply_to(alice.start_turn(chat, "/call hang {}"), timeout=10) == OVERRAN
+        assert alice.reply_to(alice.start_turn(chat, "/call hang {}"), timeout=10) == OVERRAN
+        waiting = alice.start_turn(chat, "/call list_sessions {}")
+        with AhpClient(host.port, globex.tokens["member"], "gus") as gus:
+            other = default_chat(gus, gus.create_session())
+            gus.subscribe(other)
+            assert '"sessions"' in gus.reply_to(gus.start_turn(other, "/call list_sessions {}"), timeout=10)
+        with pytest.raises(AssertionError, match="no chat/responsePart"):
+            alice.reply_to(waiting, timeout=1)  # acme's call waits for acme's slot
+        hang.set()  # the hung bodies return: acme's slot is free again
+        assert '"sessions"' in alice.reply_to(waiting, timeout=10)
