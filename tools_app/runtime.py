@@ -189,7 +189,7 @@ class ChatToolbox:
             kept = arguments if isinstance(arguments, dict) and input_problem(name, arguments) is None else {}
             return actions.do_refuse_tool_call(self.turn, name, kept, refusal.sentence)
         if binding.client_id:
-            return binding, self.begin_client_call(call_id, binding, arguments), None
+            return binding, self.begin_client_call(call_id, binding, arguments, snapshot.client_tool_timeout_ms), None
         return binding, *self.begin_host_call(binding, arguments, call_id)
 
     def begin_host_call(self, binding, arguments, call_id=None):
@@ -219,11 +219,10 @@ class ChatToolbox:
             result = actions.failure(binding.name, f"{binding.name} raised {exc.__class__.__name__}: {exc}")
         return await database_sync_to_async(complete_host_call)(call.id, result, self.turn)
 
-    def begin_client_call(self, call_id, binding, arguments):
-        """Hand the call to its client; its completion wakes this process's WAKER. No task per
-        call for its deadline: its waiter expires it then, or, if the waiter's process died, the
-        sweep (sweep_due_work) within seconds."""
-        timeout_ms = HostConfig.current(self.session.tenant).client_tool_timeout_ms
+    def begin_client_call(self, call_id, binding, arguments, timeout_ms):
+        """Hand the call to its client, due within `timeout_ms` (0: no deadline); its completion
+        wakes this process's WAKER. No task per call for its deadline: its waiter expires it
+        then, or, if the waiter's process died, the sweep (sweep_due_work) within seconds."""
         # Drawn under the name the client announced, as the reference host does; the model
         # called it by its catalog name `<clientId>__<name>`.
         return actions.do_begin_tool_call(

@@ -173,15 +173,16 @@ def test_a_client_tool_call_begins_and_completes_in_a_handful_of_statements(plac
     """Each is one transaction: no read of the turn, chat or session the caller holds, no
     savepoint, the turn's state checked by the write that appends the call."""
     turn = Turn.objects.select_related("chat__session__tenant", "sender").get(pk=place.turn.pk)  # as run_turn has it
-    binding = catalog_for_chat(place.chat).check_input("ide__ping", {})
-    call_id = uuid.uuid4()
-    begun = queries(lambda: ChatToolbox(turn).begin_client_call(call_id, binding, {}))
+    toolbox, call_id = ChatToolbox(turn), uuid.uuid4()
+    catalog_for_chat(turn.chat)  # the snapshot made once: the begin reads only its stamp
+    begun = queries(lambda: toolbox.begin_call(None, "ide__ping", {}, call_id))
     chat = chat_at(place.chat.uri, place.session.tenant)  # as the consumer finds the action's target
     result = {"success": True, "pastTenseMessage": "pinged", "content": [{"type": "text", "text": "pong"}]}
     completed = queries(lambda: actions.do_client_complete_tool_call(
         place.principal, "ide", chat, str(turn.id), str(call_id), result))
     assert ToolCall.objects.get(id=call_id).result == result
-    # Begin: the client-tool timeout, the turn's part, the call, the tenant's number, the log.
+    # Begin: the catalog's stamp (the snapshot kept, with the client-tool timeout), the turn's
+    # part, the call, the tenant's number, the log.
     # Completion: the call, whether its client is announced, its result, the number, the log.
     # Each inside the transaction's SAVEPOINT and RELEASE (the test's own transaction holds them).
     assert begun <= 7 and completed <= 7

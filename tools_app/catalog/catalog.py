@@ -27,18 +27,19 @@ from .validation import ToolRefusal, input_problem
 
 @dataclass(frozen=True)
 class HostSwitches:
-    """The HostConfig keys the catalog reads."""
+    """The HostConfig keys the catalog reads, and the deadline it gives a client's calls."""
 
     session_tools: bool = True
     session_tools_providers: tuple = ()
     advanced_tools: bool = False
     without_host_tools: tuple = ()  # providers whose plugins.<name>.hostTools is false
+    client_tool_timeout_ms: int = 0  # 0 waits for ever
 
     @classmethod
     def of(cls, config):
         return cls(config.session_tools, tuple(config.session_tools_providers or ()), config.advanced_tools,
                    tuple(sorted(name for name, settings in (config.plugins or {}).items()
-                                if settings.get("hostTools") is False)))
+                                if settings.get("hostTools") is False)), config.client_tool_timeout_ms)
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,9 @@ class CatalogSnapshot:
     deferred: frozenset
     withheld_from_tool_chats: frozenset = field(default_factory=frozenset)
     hidden: tuple = ()  # HiddenTools: invalid definitions, then the rest in the order the model sees tools
+    # How long a client may take to run one of its tools (0: for ever): HostConfig's, kept with the
+    # snapshot, whose stamp is the config's, so a call's begin reads no config of its own.
+    client_tool_timeout_ms: int = 0
 
     @property
     def names(self):
@@ -239,6 +243,7 @@ def assemble_catalog(inputs: CatalogInputs) -> CatalogSnapshot:
         deferred=frozenset(deferred),
         withheld_from_tool_chats=frozenset(withheld),
         hidden=tuple(hidden),
+        client_tool_timeout_ms=switches.client_tool_timeout_ms,
     )
 
 

@@ -62,14 +62,19 @@ def test_it_offers_a_configuration_written_in_bulk_at_the_next_request(place, ac
 
 def test_a_client_call_begun_after_a_timeout_change_gets_the_new_deadline(place, acme, globex):
     do_change_host_config(globex.principal("admin"), {"clientToolTimeoutMs": 0})
-    toolbox, ping = ChatToolbox(place.turn), catalog_for_chat(place.chat).bind("ide__ping")
+    toolbox = ChatToolbox(place.turn)
+
+    def begin_ping():
+        _, call, _ = toolbox.begin_call(None, "ide__ping", {}, uuid.uuid4())
+        return call
+
     for _ in range(2):  # read, then kept; the other tenant's setting is its own
-        call = toolbox.begin_client_call(uuid.uuid4(), ping, {})
+        call = begin_ping()
         assert (call.deadline - call.created).total_seconds() == 600
     do_change_host_config(acme.principal("admin"), {"clientToolTimeoutMs": 0})
-    assert toolbox.begin_client_call(uuid.uuid4(), ping, {}).deadline is None
+    assert begin_ping().deadline is None
     HostConfig.objects.filter(tenant=acme.tenant).update(client_tool_timeout_ms=5000)
-    call = toolbox.begin_client_call(uuid.uuid4(), ping, {})
+    call = begin_ping()
     assert (call.deadline - call.created).total_seconds() == 5
 
 
