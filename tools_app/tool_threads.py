@@ -41,7 +41,8 @@ class ToolThreads:
         self.abandoned_at_most = abandoned_at_most
         self.abandoned = 0  # bodies past their deadline, still running; under self._lock
         self._lock = threading.Lock()
-        self.pool = ThreadPoolExecutor(threads + abandoned_at_most, thread_name_prefix="tools")
+        self.pool_threads = threads + abandoned_at_most
+        self.pool = ThreadPoolExecutor(self.pool_threads, thread_name_prefix="tools")
         # event loop -> (asyncio.Semaphore of `threads`, {tenant id: asyncio.Semaphore of `per_tenant`})
         self._slots = weakref.WeakKeyDictionary()
 
@@ -63,14 +64,13 @@ class ToolThreads:
             raise
         body.add_done_callback(lambda _: loop.is_closed() or loop.call_soon_threadsafe(_release, held))
         try:
-            async with asyncio.timeout(self.deadline):
-                return await asyncio.shield(asyncio.wrap_future(body))
-        except TimeoutError:
-            if body.done():  # it returned as the deadline passed, or raised TimeoutError itself
+            return await within_deadline(asyncio.shield(asyncio.wrap_future(body)))
+        except Overran:
+            if body.done():  # it returned as the deadline passed
                 return body.result()
             if self._abandon(body, func):
                 _release(held)
-            raise Overran() from None
+            raise
 
     def _abandon(self, body, func):
         with self._lock:
@@ -89,11 +89,12 @@ class ToolThreads:
             self.abandoned -= 1
 
     def close_connections(self):
-        orm.close_connections_of(self.pool, self.threads)
+        orm.close_connections_of(self.pool, self.pool_threads)  # the spare threads' too
 
 
 async def within_deadline(awaitable):
-    """An async host tool's answer, or Overran once the deadline passed (the tool is cancelled)."""
+    """`awaitable`'s answer, or Overran once the deadline passed (it is cancelled: a host tool's
+    coroutine, or the shield around a body's thread)."""
     try:
         async with asyncio.timeout(TOOL_THREADS.deadline) as deadline:
             return await awaitable
