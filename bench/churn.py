@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from websockets.asyncio.client import connect
 
-from .servers import free_port, host_install, manage, serving
+from .servers import cpu_seconds, descendants, free_port, host_install, manage, serving
 
 PING_EVERY = 0.05
 OPENING_AT_ONCE = 100
@@ -158,10 +158,15 @@ def churning(url, count, nice, lean, go, stop, outcome):
     outcome.put((counts, errors))
 
 
-async def measure(quiet_url, churn_url, quiet, churn_count, seconds, nice=0, lean=True):
+def tier_cpu_seconds(pid):
+    """CPU used so far by the serving tier: the process `pid` and every process below it."""
+    return sum(cpu_seconds(p) for p in descendants(pid))
+
+
+async def measure(quiet_url, churn_url, quiet, churn_count, seconds, tier_pid, nice=0, lean=True):
     errors = []
     sockets = [await opened(quiet_url, f"quiet-{i}") for i in range(quiet)]
-    phases = {}
+    phases, tier_cpu = {}, {}
     counts = {"opened": 0, "closed": 0}
     spawn = multiprocessing.get_context("spawn")
     go, churn_stop, outcome = spawn.Event(), spawn.Event(), spawn.Queue()
@@ -172,7 +177,9 @@ async def measure(quiet_url, churn_url, quiet, churn_count, seconds, nice=0, lea
         tasks = [asyncio.create_task(pinger(ws, samples, stop, errors)) for ws in sockets]
         if phase == "churn":
             go.set()
+        cpu = tier_cpu_seconds(tier_pid)
         await asyncio.sleep(seconds)
+        tier_cpu[phase] = tier_cpu_seconds(tier_pid) - cpu
         stop.set()
         await asyncio.wait_for(asyncio.gather(*tasks), 120)
         phases[phase] = samples
@@ -183,10 +190,10 @@ async def measure(quiet_url, churn_url, quiet, churn_count, seconds, nice=0, lea
             churner.join()
     for ws in sockets:
         await ws.close()
-    return phases, counts, errors
+    return phases, counts, tier_cpu, errors
 
 
-def report(phases, counts, errors, args):
+def report(phases, counts, tier_cpu, errors, args):
     lines = [f"churn: {args.quiet} quiet sockets pinging every {PING_EVERY * 1000:g} ms; the other tenant opens and "
              f"closes {args.churn} sockets at a time; {args.seconds:g} s per phase; {args.processes} serving "
              f"process{'es' if args.processes > 1 else ''}; churning client: {args.churner}, at nice {args.churner_nice}"]
@@ -195,6 +202,10 @@ def report(phases, counts, errors, args):
                      f"p99 {percentile(samples, 99):8.2f} ms   max {max(samples, default=0) * 1000:8.2f} ms")
     ratio = percentile(phases["churn"], 99) / percentile(phases["quiet"], 99)
     lines.append(f"churned sockets: {counts['opened']} opened, {counts['closed']} closed; errors {len(errors)}")
+    per_socket = (tier_cpu["churn"] - tier_cpu["quiet"]) / counts["opened"] if counts["opened"] else float("nan")
+    lines.append(f"the serving tier's CPU: {100 * tier_cpu['quiet'] / args.seconds:.0f}% of a core alone, "
+                 f"{100 * tier_cpu['churn'] / args.seconds:.0f}% under churn; "
+                 f"{per_socket * 1e3:.2f} ms per socket opened and closed")
     lines.append(f"the churning client's own CPU: {100 * counts.get('cpu', 0) / args.seconds:.0f}% of a core "
                  "(taken from the host's two)")
     lines.append(f"quiet tenant's p99 under churn / alone: {ratio:.2f}x (target <= 2)")
@@ -223,10 +234,10 @@ def main(argv=None):
         manage(env, "addmember", "churner", "churning", "--role", "member")
         churn_token = manage(env, "minttoken", "churner", "churning")
         port = free_port()
-        with serving("ahp.asgi:application", env, port, args.processes):
+        with serving("ahp.asgi:application", env, port, args.processes) as server:
             url = f"ws://127.0.0.1:{port}/ahp?tkn="
             outcome = asyncio.run(measure(url + token, url + churn_token, args.quiet, args.churn, args.seconds,
-                                           args.churner_nice, args.churner == "lean"))
+                                           server.pid, args.churner_nice, args.churner == "lean"))
     print(report(*outcome, args), flush=True)
 
 

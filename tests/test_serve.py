@@ -60,3 +60,22 @@ def test_a_prompt_request_is_answered_and_a_websocket_outlives_the_deadline(acme
     with AhpClient(server, acme.tokens["member"]) as client:
         time.sleep(DEADLINE * 2)
         assert client.call("ping", {"channel": "ahp-root://"}) is None
+
+
+def test_autobahns_debug_lines_are_formatted_only_while_they_are_written():
+    """What the server skips formatting per connection and per frame still reaches an operator
+    who turns autobahn's debug logging on."""
+    import txaio
+    from autobahn.websocket import protocol
+
+    import ahp.serve  # noqa: F401 (its import is what wraps autobahn's formatting)
+
+    config = [("openHandshakeTimeout", 5, "WebSocketServerFactory")]
+    assert protocol.pformat(config) == "(not formatted: autobahn's debug logging is off)"
+    level = txaio.get_global_log_level()
+    txaio.set_global_log_level("debug")
+    try:
+        assert protocol.pformat(config) == "[('openHandshakeTimeout', 5, 'WebSocketServerFactory')]"
+        assert "42" in protocol.hlval(42)
+    finally:
+        txaio.set_global_log_level(level)

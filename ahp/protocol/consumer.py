@@ -16,6 +16,7 @@ import logging
 from urllib.parse import parse_qs
 
 from channels.consumer import get_handler_name
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.utils import timezone
@@ -28,7 +29,7 @@ from grants.authentication import token_from_headers
 from grants.models import ApiToken, Principal
 from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
-from sessions_app import actions, events, quotas
+from sessions_app import events, quotas
 from tools_app.families.mcp_servers.server_tools import learn_client_plugins
 from tools_app.client_requests import client_group
 from tools_app.runtime import interrupt_turn, run_turn
@@ -159,6 +160,12 @@ class AhpConsumer(AsyncWebsocketConsumer):
         except Exception:
             logger.debug("The socket was already gone", exc_info=True)
         await self.leave(layer_up=False)
+
+    async def websocket_disconnect(self, message):
+        """As Channels' own, without its hop onto the database thread to close stale connections
+        afterwards (see `dispatch`); this consumer joins no `groups` of Channels' own."""
+        await self.disconnect(message["code"])
+        raise StopConsumer()
 
     async def disconnect(self, code):
         await self.leave()
