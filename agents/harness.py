@@ -2,11 +2,11 @@
 model endpoint each provider talks to. Nothing here downloads anything: a missing CLI is a
 sentence naming the command that installs it."""
 import asyncio
+import functools
 import os
 import platform
 import stat
 from contextlib import asynccontextmanager
-from pathlib import Path
 from urllib.parse import urlparse
 
 from django.conf import settings
@@ -17,7 +17,14 @@ INSTALL = "make harness"
 
 
 def harness_dir():
-    return Path(os.environ.get("AHP_HARNESS_DIR") or Path(settings.BASE_DIR) / "var" / "harness")
+    return os.environ.get("AHP_HARNESS_DIR") or os.path.join(settings.BASE_DIR, "var", "harness")
+
+
+@functools.lru_cache(maxsize=16)
+def installed_program(harness, *parts):
+    """Where `make harness` puts a program under the folder `harness`. Joined once per folder, not
+    on each of the several times a model request asks which agents can start."""
+    return os.path.join(harness, "node_modules", *parts)
 
 
 # (path, device, inode, modified) -> the real path. Every model request asks which agents can
@@ -42,7 +49,11 @@ def claude_cli():
     configured = os.environ.get("AHP_CLAUDE_CLI_PATH")
     if configured:
         return executable(configured)
-    return executable(harness_dir() / "node_modules" / "@anthropic-ai" / "claude-code" / "bin" / "claude.exe")
+    return executable(installed_program(harness_dir(), "@anthropic-ai", "claude-code", "bin", "claude.exe"))
+
+
+# The Copilot CLI's npm package for this machine's architecture.
+COPILOT_MACHINE = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64"}.get(platform.machine().lower(), platform.machine())
 
 
 def copilot_cli():
@@ -50,8 +61,7 @@ def copilot_cli():
     configured = os.environ.get("COPILOT_CLI_PATH")
     if configured:
         return executable(configured)
-    machine = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64"}.get(platform.machine().lower(), platform.machine())
-    return executable(harness_dir() / "node_modules" / "@github" / f"copilot-linux-{machine}" / "copilot")
+    return executable(installed_program(harness_dir(), "@github", f"copilot-linux-{COPILOT_MACHINE}", "copilot"))
 
 
 def not_installed(agent, package, variable):
