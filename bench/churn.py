@@ -10,10 +10,17 @@ Run: `.venv/bin/python -m bench.churn` (embedded), or with DATABASE_URL and REDI
 PostgreSQL + Redis (the database must be empty or migrated for the host). The host serves as
 runhost does on two cores, through the front before two serving processes (`--processes 1`:
 one daphne, the baseline before the front).
+
+`--against floor` sends the churning sockets to a Channels consumer that only answers their
+`initialize` (bench.echo_asgi's `/answer`, on a daphne of its own) while the quiet tenant pings
+the host as before: what the same churn costs the quiet tenant when the host does none of the
+churn's work. `--pace` caps the churn at that many sockets a second, so the two can be compared
+at the host's own rate.
 """
 import argparse
 import asyncio
 import base64
+import contextlib
 import itertools
 import json
 import multiprocessing
@@ -24,7 +31,7 @@ from urllib.parse import urlsplit
 
 from websockets.asyncio.client import connect
 
-from .servers import cpu_seconds, descendants, free_port, host_install, manage, serving
+from .servers import cpu_seconds, daphne, descendants, free_port, host_install, manage, serving
 
 PING_EVERY = 0.05
 OPENING_AT_ONCE = 100
@@ -122,7 +129,7 @@ class LeanSocket:
         await self.writer.wait_closed()
 
 
-async def churn(url, count, stop, counts, errors, lean=True):
+async def churn(url, count, stop, counts, errors, lean=True, pace=0):
     limit = asyncio.Semaphore(OPENING_AT_ONCE)
     serial = itertools.count()
     opening = LeanSocket.open if lean else opened
@@ -132,6 +139,7 @@ async def churn(url, count, stop, counts, errors, lean=True):
             return await asyncio.wait_for(opening(url, f"churn-{next(serial)}"), 60)
 
     while not stop.is_set():
+        began = time.monotonic()
         sockets = []
         for result in await asyncio.gather(*(one() for _ in range(count)), return_exceptions=True):
             if isinstance(result, Exception):
@@ -141,9 +149,11 @@ async def churn(url, count, stop, counts, errors, lean=True):
         counts["opened"] += len(sockets)
         await asyncio.gather(*(socket.close() for socket in sockets), return_exceptions=True)
         counts["closed"] += len(sockets)
+        if pace:
+            await asyncio.sleep(count / pace - (time.monotonic() - began))
 
 
-def churning(url, count, nice, lean, go, stop, outcome):
+def churning(url, count, nice, lean, pace, go, stop, outcome):
     """The churning tenant, in a process of its own: on the pingers' loop, its own handshakes
     would delay their pings as much as the server's do. Started before the quiet phase (starting
     a process holds up the loop that starts it) and let go at the churn phase. At `nice` above 0
@@ -153,7 +163,7 @@ def churning(url, count, nice, lean, go, stop, outcome):
     os.nice(nice)
     go.wait()
     cpu = time.process_time()
-    asyncio.run(churn(url, count, stop, counts, errors, lean))
+    asyncio.run(churn(url, count, stop, counts, errors, lean, pace))
     counts["cpu"] = time.process_time() - cpu
     outcome.put((counts, errors))
 
@@ -163,14 +173,14 @@ def tier_cpu_seconds(pid):
     return sum(cpu_seconds(p) for p in descendants(pid))
 
 
-async def measure(quiet_url, churn_url, quiet, churn_count, seconds, tier_pid, nice=0, lean=True):
+async def measure(quiet_url, churn_url, quiet, churn_count, seconds, tier_pid, nice=0, lean=True, pace=0):
     errors = []
     sockets = [await opened(quiet_url, f"quiet-{i}") for i in range(quiet)]
     phases, tier_cpu = {}, {}
     counts = {"opened": 0, "closed": 0}
     spawn = multiprocessing.get_context("spawn")
     go, churn_stop, outcome = spawn.Event(), spawn.Event(), spawn.Queue()
-    churner = spawn.Process(target=churning, args=(churn_url, churn_count, nice, lean, go, churn_stop, outcome))
+    churner = spawn.Process(target=churning, args=(churn_url, churn_count, nice, lean, pace, go, churn_stop, outcome))
     churner.start()
     for phase in ("quiet", "churn"):
         samples, stop = [], asyncio.Event()
@@ -196,7 +206,8 @@ async def measure(quiet_url, churn_url, quiet, churn_count, seconds, tier_pid, n
 def report(phases, counts, tier_cpu, errors, args):
     lines = [f"churn: {args.quiet} quiet sockets pinging every {PING_EVERY * 1000:g} ms; the other tenant opens and "
              f"closes {args.churn} sockets at a time; {args.seconds:g} s per phase; {args.processes} serving "
-             f"process{'es' if args.processes > 1 else ''}; churning client: {args.churner}, at nice {args.churner_nice}"]
+             f"process{'es' if args.processes > 1 else ''}; churning client: {args.churner}, at nice {args.churner_nice}, "
+             f"against the {args.against}{f', at most {args.pace:g} a second' if args.pace else ''}"]
     for phase, samples in phases.items():
         lines.append(f"{phase:6} pings {len(samples):6}   p50 {percentile(samples, 50):8.2f} ms   "
                      f"p99 {percentile(samples, 99):8.2f} ms   max {max(samples, default=0) * 1000:8.2f} ms")
@@ -222,6 +233,9 @@ def parse(argv):
                         help="serving processes behind the front (1: one daphne, no front)")
     parser.add_argument("--churner-nice", type=int, default=0,
                         help="the churning client's niceness (10: it yields the cores to the host it loads)")
+    parser.add_argument("--against", choices=("host", "floor"), default="host",
+                        help="where the churning sockets go: the host, or a consumer that only answers them")
+    parser.add_argument("--pace", type=float, default=0, help="the most sockets a second the churn opens (0: no limit)")
     parser.add_argument("--churner", choices=("lean", "websockets"), default="lean",
                         help="the churning client's sockets: hand-written (lean) or the websockets library's")
     return parser.parse_args(argv)
@@ -234,10 +248,14 @@ def main(argv=None):
         manage(env, "addmember", "churner", "churning", "--role", "member")
         churn_token = manage(env, "minttoken", "churner", "churning")
         port = free_port()
-        with serving("ahp.asgi:application", env, port, args.processes) as server:
+        floor_port = free_port()
+        with serving("ahp.asgi:application", env, port, args.processes) as server, \
+                (daphne("bench.echo_asgi:application", env, floor_port) if args.against == "floor"
+                 else contextlib.nullcontext()):
             url = f"ws://127.0.0.1:{port}/ahp?tkn="
-            outcome = asyncio.run(measure(url + token, url + churn_token, args.quiet, args.churn, args.seconds,
-                                           server.pid, args.churner_nice, args.churner == "lean"))
+            churn_url = f"ws://127.0.0.1:{floor_port}/answer?tkn=" if args.against == "floor" else url
+            outcome = asyncio.run(measure(url + token, churn_url + churn_token, args.quiet, args.churn, args.seconds,
+                                           server.pid, args.churner_nice, args.churner == "lean", args.pace))
     print(report(*outcome, args), flush=True)
 
 

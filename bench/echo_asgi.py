@@ -1,5 +1,6 @@
 """The floors: a minimal Channels JSON consumer that echoes each frame, served by the same ASGI
-server as the host (`/echo`); the durable floor (`/durable`), the same echo after what a durable
+server as the host (`/echo`); one that answers each request with an empty result (`/answer`:
+the floor of bench.churn's churning sockets, whose `initialize` it answers); the durable floor (`/durable`), the same echo after what a durable
 client-tool call needs at least, two synchronous transactions (each one INSERT) and two hops
 through the channel layer; and a bare `websockets` echo (`python -m bench.echo_asgi PORT`)."""
 import os
@@ -20,6 +21,11 @@ from django.urls import path  # noqa: E402
 class EchoConsumer(AsyncJsonWebsocketConsumer):
     async def receive_json(self, content, **kwargs):
         await self.send_json(content)
+
+
+class AnswerConsumer(AsyncJsonWebsocketConsumer):
+    async def receive_json(self, content, **kwargs):
+        await self.send_json({"jsonrpc": "2.0", "id": content.get("id"), "result": {}})
 
 
 def durable_write():
@@ -43,7 +49,8 @@ class DurableEchoConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json(message["content"])
 
 
-application = URLRouter([path("echo", EchoConsumer.as_asgi()), path("durable", DurableEchoConsumer.as_asgi())])
+application = URLRouter([path("echo", EchoConsumer.as_asgi()), path("answer", AnswerConsumer.as_asgi()),
+                         path("durable", DurableEchoConsumer.as_asgi())])
 
 
 async def bare_echo(port):
