@@ -1,8 +1,9 @@
 """The floors: a minimal Channels JSON consumer that echoes each frame, served by the same ASGI
 server as the host (`/echo`); one that answers each request with an empty result (`/answer`:
-the floor of bench.churn's churning sockets, whose `initialize` it answers); the durable floor (`/durable`), the same echo after what a durable
-client-tool call needs at least, two synchronous transactions (each one INSERT) and two hops
-through the channel layer; and a bare `websockets` echo (`python -m bench.echo_asgi PORT`)."""
+the floor of bench.churn's churning sockets, whose `initialize` it answers); the durable floor
+(`/durable`), the same echo after what a durable client-tool call needs at least, two
+synchronous transactions (each one INSERT) and two hops through the channel layer; and a bare
+`websockets` echo (`python -m bench.echo_asgi PORT`)."""
 import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ahp.settings")

@@ -34,7 +34,7 @@ from .families.mcp_servers.server_tools import runnable_session_servers, session
 from .actions import do_keep_full_output
 from .agent_connections import opened_connection
 from .models import AgentDefinition, HostConfig
-from .tool_threads import TOOL_THREADS, Overran, within_deadline
+from .tool_threads import TOOL_THREADS, Overran
 
 logger = logging.getLogger(__name__)
 
@@ -205,7 +205,7 @@ class ChatToolbox:
             if tool.executor is None:
                 raise RuntimeError(f"{binding.name} has nothing to run it")
             if asyncio.iscoroutinefunction(tool.executor):
-                value = await within_deadline(tool.executor(context, arguments))
+                value = await TOOL_THREADS.within_deadline(tool.executor(context, arguments))
             else:
                 value = await TOOL_THREADS.run(self.session.tenant_id, tool.executor, context, arguments)
             result = as_result(binding.name, value)

@@ -64,12 +64,23 @@ class ToolThreads:
             raise
         body.add_done_callback(lambda _: loop.is_closed() or loop.call_soon_threadsafe(_release, held))
         try:
-            return await within_deadline(asyncio.shield(asyncio.wrap_future(body)))
+            return await self.within_deadline(asyncio.shield(asyncio.wrap_future(body)))
         except Overran:
             if body.done():  # it returned as the deadline passed
                 return body.result()
             if self._abandon(body, func):
                 _release(held)
+            raise
+
+    async def within_deadline(self, awaitable):
+        """`awaitable`'s answer, or Overran once the deadline passed (it is cancelled: a host
+        tool's coroutine, or the shield around a body's thread)."""
+        try:
+            async with asyncio.timeout(self.deadline) as deadline:
+                return await awaitable
+        except TimeoutError:
+            if deadline.expired():
+                raise Overran() from None
             raise
 
     def _abandon(self, body, func):
@@ -90,18 +101,6 @@ class ToolThreads:
 
     def close_connections(self):
         orm.close_connections_of(self.pool, self.pool_threads)  # the spare threads' too
-
-
-async def within_deadline(awaitable):
-    """`awaitable`'s answer, or Overran once the deadline passed (it is cancelled: a host tool's
-    coroutine, or the shield around a body's thread)."""
-    try:
-        async with asyncio.timeout(TOOL_THREADS.deadline) as deadline:
-            return await awaitable
-    except TimeoutError:
-        if deadline.expired():
-            raise Overran() from None
-        raise
 
 
 def _release(held):
