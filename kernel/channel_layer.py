@@ -4,7 +4,9 @@ fails.
 Pub/sub keeps nothing undelivered in Redis, so it has no capacity past which it drops news
 (channels_redis' list layer drops silently there, which lost `toolCallReady` under bursts); it
 is also fewer Redis commands per message. A message to a channel of the sending process itself
-never goes through Redis. What is published while a process is cut off from
+never goes through Redis. A process's own channels (a socket's, a waiting agent's, a reply's)
+share one Redis subscription, its inbox, named in theirs: opening and closing a socket costs
+Redis no SUBSCRIBE and UNSUBSCRIBE of its own. What is published while a process is cut off from
 Redis never reaches it: subscribers catch up from the action log and waiters read their rows.
 The library's receive loop only logs a lost connection and retries (redis-py subscribes again
 on reconnecting), so a consumer would never learn that its groups went deaf: here the error is
@@ -13,6 +15,7 @@ closes its sockets for their clients to reconnect and replay (ahp.protocol.consu
 """
 import asyncio
 import logging
+import uuid
 
 from channels_redis.pubsub import (
     RedisPubSubChannelLayer,
@@ -38,11 +41,9 @@ class PubSubChannelLayer(RedisPubSubChannelLayer):
 
     async def delete_channel(self, channel):
         """Stop receiving on a channel of new_channel() once it got its answer: the library
-        unsubscribes only when a receive is cancelled, so every reply channel would stay
-        subscribed for the life of the process."""
-        layer = self._get_layer()
-        if layer.channels.pop(channel, None) is not None:
-            await layer._get_shard(channel).unsubscribe(channel)
+        forgets a channel only when a receive is cancelled, so every reply channel would stay
+        for the life of the process."""
+        self._get_layer().channels.pop(channel, None)
 
     def deserialize(self, message):
         if isinstance(message, Exception):
@@ -50,19 +51,60 @@ class PubSubChannelLayer(RedisPubSubChannelLayer):
         return super().deserialize(message)
 
 
+INBOX_MARK = "!"  # a channel of new_channel() is "<inbox>!<its own name>"
+
+
 class _LoopLayer(RedisPubSubLoopLayer):
     def __init__(self, hosts=None, **kwargs):
         super().__init__(hosts, **kwargs)
         self._shards = [_Shard(host, self) for host in decode_hosts(hosts)]
+        self.inbox = f"{self.prefix}inbox.{uuid.uuid4().hex[:16]}"
+        self.inbox_key = self.inbox.encode()  # as Redis names it in a message
+        self._inbox_subscribed = False
+
+    async def flush(self):
+        await super().flush()
+        self._inbox_subscribed = False
+
+    async def new_channel(self, prefix="specific."):
+        """A channel of this loop's inbox: no Redis subscription of its own. While the inbox is
+        cut off from Redis it fails unless Redis answers now, as a SUBSCRIBE of its own would: a
+        socket opening then is told to come back (ahp.protocol.consumer), not left deaf."""
+        shard = self._get_shard(self.inbox)
+        if shard.outage is not None:
+            await shard.reach_redis()
+        if not self._inbox_subscribed:
+            await shard.subscribe(self.inbox)
+            self._inbox_subscribed = True  # redis-py subscribes again after a reconnect
+        channel = f"{self.inbox}{INBOX_MARK}{prefix}{uuid.uuid4().hex}"
+        self.channels[channel] = asyncio.Queue()
+        return channel
+
+    async def receive(self, channel):
+        """As the library's; a cancelled receive forgets a channel of the inbox."""
+        queue = self.channels.get(channel)
+        if queue is None or INBOX_MARK not in channel:
+            return await super().receive(channel)
+        try:
+            message = await queue.get()
+        except (asyncio.CancelledError, asyncio.TimeoutError, GeneratorExit):
+            self.channels.pop(channel, None)  # the consumer is ending (the library's assumption too)
+            raise
+        return self.channel_layer.deserialize(message)
 
     async def send(self, channel, message):
         """A message to a channel this loop receives on (an agent's wake-up from a completion the
-        same process committed) goes to its queue: Redis would only hand it back here."""
+        same process committed) goes to its queue: Redis would only hand it back here. Another
+        process's channel is reached through that process's inbox, the channel's name first."""
         queue = self.channels.get(channel)
-        if queue is None:
-            await super().send(channel, message)
-        else:
+        if queue is not None:
             queue.put_nowait(self.channel_layer.serialize(message))
+            return
+        inbox, mark, _ = channel.partition(INBOX_MARK)
+        if not mark:
+            await super().send(channel, message)
+            return
+        await self._get_shard(inbox).publish(inbox, channel.encode() + b" " + self.channel_layer.serialize(message))
 
 
 class _Shard(RedisSingleShardConnection):
@@ -70,6 +112,7 @@ class _Shard(RedisSingleShardConnection):
         super().__init__(host, channel_layer)
         self._outgoing = []  # (channel, message, future) for the next trip to Redis
         self._publisher = None
+        self.outage = None  # the error of the receive loop while it is cut off from Redis
 
     async def publish(self, channel, message):
         """Publishes asked for while one trip to Redis is on its way go together in the next, one
@@ -106,21 +149,42 @@ class _Shard(RedisSingleShardConnection):
                     if not sent.done():
                         sent.set_result(None)
 
+    def _receive_message(self, message):
+        """A message of the inbox goes to the channel it names (dropped when that channel is
+        gone, as a message to an unsubscribed channel is); anything else as the library does.
+        A channel's name holds no space, so the first one ends it."""
+        if message is not None and message["channel"] == self.channel_layer.inbox_key:
+            channel, _, data = message["data"].partition(b" ")
+            queue = self.channel_layer.channels.get(channel.decode())
+            if queue is not None:
+                queue.put_nowait(data)
+            return
+        super()._receive_message(message)
+
+    async def reach_redis(self):
+        """Reconnect the subscriptions now (redis-py subscribes to them all again), without
+        waiting for the receive loop's next try; raises while Redis is still away."""
+        async with self._lock:
+            self._ensure_redis()
+            self._ensure_receiver()
+            await self._pubsub.ping()
+        self.outage = None
+
     async def _do_receiving(self):
-        told = False  # whether this outage was handed to the receivers (once: a dead channel's queue never drains)
         while True:
             try:
                 if self._pubsub and self._pubsub.subscribed:
                     message = await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=0.1)
-                    told = False
+                    self.outage = None
                     self._receive_message(message)
                 else:
                     await asyncio.sleep(0.1)
             except Exception as exc:
                 logger.warning("The channel layer's receive loop failed (%s: %s); trying again in %g s",
                                exc.__class__.__name__, exc, RECONNECT_SECONDS)
-                if isinstance(exc, (RedisError, OSError)) and not told:  # Redis is away: every receiver is told
-                    told = True
+                # Redis is away: every receiver is told, once (a dead channel's queue never drains).
+                if isinstance(exc, (RedisError, OSError)) and self.outage is None:
+                    self.outage = exc
                     for queue in self.channel_layer.channels.values():
                         queue.put_nowait(exc)
                 await asyncio.sleep(RECONNECT_SECONDS)
