@@ -78,11 +78,6 @@ def take_each(columns, values):
     return made, values[start:]
 
 
-def equals(column, value):
-    """`column` equals `value`, NULL included, in SQL every backend takes: (condition, params)."""
-    return (f"{column} IS NULL", []) if value is None else (f"{column} = %s", [value])
-
-
 def insert(*instances):
     """Write new instances of one model (their primary keys already set, as a UUID's default sets
     them) in one statement that reads nothing back and sends no signals; answers them. Several

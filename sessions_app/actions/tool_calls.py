@@ -8,11 +8,11 @@ from django.db import connection as db, transaction
 from django.utils import timezone
 
 from kernel.refusals import Refused
-from kernel.rows import ITS_ROW, Columns, equals, fetch_one, insert, table, update
+from kernel.rows import ITS_ROW, Columns, fetch_one, insert, table, update
 
 from ..events.delivery import wake
 from ..events.log import publish_many
-from ..models import PUBLISHED_TOOLS, ActiveClient, Session, ToolCall, Turn
+from ..models import PUBLISHED_TOOLS, ActiveClient, ToolCall, Turn
 from ..state import client_execution_request, confirmation_request
 from .checks import client_taken, require
 
@@ -181,7 +181,7 @@ def do_client_complete_tool_call(principal, client_id, chat, turn_id, tool_call_
     with transaction.atomic():
         require(principal, "chat:tool", chat.session)
         _check_result(result)
-        call = _locked_call_in(chat, turn_id, tool_call_id)
+        call, announced = _locked_call_in(chat, turn_id, tool_call_id, client_id, principal.person_id)
         if call is None:
             raise Refused(f"No tool call {tool_call_id} in turn {turn_id} of this chat.", "not_found")
         if call.contributor_client_id != client_id:
@@ -190,7 +190,7 @@ def do_client_complete_tool_call(principal, client_id, chat, turn_id, tool_call_
         if call.completed is not None:
             raise Refused(f"Tool call {tool_call_id} is already complete.", "conflict")
         # Only the connection of the person who announced the client in this session answers for it.
-        if not _announced_by(chat.session, client_id, principal.person_id):
+        if not announced:
             raise Refused(client_taken(client_id))
         if call.deadline is None or call.deadline > timezone.now():
             if keep is not None:
@@ -204,37 +204,35 @@ def do_client_complete_tool_call(principal, client_id, chat, turn_id, tool_call_
 
 
 @functools.cache
-def _call_reading():
-    """A client's completion reads its call (locking it) in one statement, and whether its client
-    is announced in another: hand-written, as the ORM spent longer composing them than the
-    database answering. The turn is joined only to check the call is of this chat: its columns
+def _call_reading(by_root):
+    """A client's completion reads its call (locking it), and whether the person announced its
+    client in the session, in one hand-written statement: the ORM spent longer composing it than
+    the database answering. The turn is joined only to check the call is of this chat: its columns
     (every part of a long turn's reply) are not read."""
     columns = Columns(ToolCall, "c")
     lock = " FOR UPDATE OF c" if db.features.has_select_for_update_of else ""
-    return columns, (f"SELECT {columns.sql} FROM {table(ToolCall)} c JOIN {table(Turn)} t ON t.id = c.turn_id "
-                     f"WHERE c.id = %s AND c.turn_id = %s AND t.chat_id = %s{lock}")
+    owner = "a.owner_id IS NULL" if by_root else "a.owner_id = %s"
+    announced = (f"EXISTS (SELECT 1 FROM {table(ActiveClient)} a WHERE a.session_id = %s AND a.client_id = %s "
+                 f"AND {owner})")
+    return columns, (f"SELECT {columns.sql}, {announced} FROM {table(ToolCall)} c "
+                     f"JOIN {table(Turn)} t ON t.id = c.turn_id WHERE c.id = %s AND c.turn_id = %s AND t.chat_id = %s{lock}")
 
 
-def _locked_call_in(chat, turn_id, tool_call_id):
-    """The open or completed call `tool_call_id` of turn `turn_id` in `chat`, locked, its turn
-    holding only what finishing the call reads (its id and `chat`); or None."""
-    columns, sql = _call_reading()
+def _locked_call_in(chat, turn_id, tool_call_id, client_id, person_id):
+    """(the open or completed call `tool_call_id` of turn `turn_id` in `chat`, locked, its turn
+    holding only what finishing the call reads (its id and `chat`); or None, and whether the
+    person `person_id` (None: the tenant's root) announced `client_id` in the chat's session)."""
+    columns, sql = _call_reading(person_id is None)
     uuid_of = ToolCall._meta.pk.get_db_prep_value
-    found = fetch_one([columns], sql, [uuid_of(tool_call_id, db), uuid_of(turn_id, db), uuid_of(chat.pk, db)])
+    announced = [uuid_of(chat.session_id, db), client_id, *([] if person_id is None else [person_id])]
+    found = fetch_one([columns], sql, [*announced, uuid_of(tool_call_id, db), uuid_of(turn_id, db),
+                                       uuid_of(chat.pk, db)])
     if found is None:
-        return None
-    (call,), _ = found
+        return None, False
+    (call,), (is_announced,) = found
     call.turn = Turn.from_db(db.alias, ["id", "chat_id"], [call.turn_id, chat.pk])
     call.turn.chat = chat
-    return call
-
-
-def _announced_by(session, client_id, person_id):
-    owner, owner_params = equals("owner_id", person_id)
-    with db.cursor() as cursor:
-        cursor.execute(f"SELECT 1 FROM {table(ActiveClient)} WHERE session_id = %s AND client_id = %s AND {owner}",
-                       [Session._meta.pk.get_db_prep_value(session.pk, db), client_id, *owner_params])
-        return cursor.fetchone() is not None
+    return call, bool(is_announced)
 
 
 def _timeout_failure(call):

@@ -20,10 +20,14 @@ def take_seqs(tenant_id, count):
                        [count, tenant_id])
         row = cursor.fetchone()
     if row is None:
-        # The tenant's first action: two processes may both create its counter; one row stays.
-        ServerSeq.objects.bulk_create([ServerSeq(tenant_id=tenant_id)], ignore_conflicts=True)
+        create_counter(tenant_id)
         return take_seqs(tenant_id, count)
     return row[0]
+
+
+def create_counter(tenant_id):
+    """Before the tenant's first action: two processes may both create its counter; one row stays."""
+    ServerSeq.objects.bulk_create([ServerSeq(tenant_id=tenant_id)], ignore_conflicts=True)
 
 
 def current_seq(tenant_id):
