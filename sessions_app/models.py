@@ -450,6 +450,8 @@ class ClientConnection(models.Model):
     person = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
                                related_name="+", help_text="Whose token opened it; empty for the tenant's root.")
     process = models.CharField(max_length=64)
+    channel = models.CharField(max_length=200, blank=True,
+                               help_text="Its socket's channel-layer channel: what the host asks the client goes there.")
     seen = models.DateTimeField(default=timezone.now)
     subscriptions = models.JSONField(default=list, blank=True)
 

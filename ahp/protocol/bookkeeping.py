@@ -77,10 +77,10 @@ async def written(write, item):
     return await batches[write].written(item)
 
 
-async def open_connection(tenant, client_id, process, person):
+async def open_connection(tenant, client_id, process, person, channel):
     """(The connection's row, the tenant's newest serverSeq), written with the other sockets
     opening meanwhile."""
-    return await written(do_open_connections, (tenant, client_id, process, person))
+    return await written(do_open_connections, (tenant, client_id, process, person, channel))
 
 
 async def close_connection(connection_id, tenant, schedule=True):

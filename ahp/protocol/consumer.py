@@ -31,7 +31,6 @@ from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
 from sessions_app import events, quotas
 from tools_app.families.mcp_servers.server_tools import learn_client_plugins
-from tools_app.client_requests import client_group
 from tools_app.runtime import interrupt_turn, run_turn
 
 from sessions_app.events import presence as process  # this process's sockets
@@ -178,8 +177,6 @@ class AhpConsumer(AsyncWebsocketConsumer):
         try:
             for channel in list(getattr(self, "subscriptions", ())) if layer_up else ():
                 await self.channel_layer.group_discard(events.group_for(channel, self.tenant.pk), self.channel_name)
-            if getattr(self, "client_id", None) and layer_up:
-                await self.channel_layer.group_discard(self.own_client_group(), self.channel_name)
             for group in getattr(self, "access_groups", ()) if layer_up else ():
                 await self.channel_layer.group_discard(group, self.channel_name)
         except Exception as exc:
@@ -264,13 +261,12 @@ class AhpConsumer(AsyncWebsocketConsumer):
         """Answers the tenant's newest serverSeq as the connection opened."""
         if self.client_id is not None:
             raise errors.RpcError(errors.INVALID_REQUEST, "This connection is already initialized.")
+        # The host may ask this client things (resourceRead) from any process: at this socket's
+        # channel, which the connection's row names (tools_app.client_requests).
         connection, seq = await bookkeeping.open_connection(self.tenant, client_id, events.PROCESS,
-                                                            self.principal.person)
+                                                            self.principal.person, self.channel_name)
         self.client_id = client_id
         self.connection_id = connection.id
-        # The host may ask this client things (resourceRead) from any process: through this group,
-        # which is this person's, so another person claiming the same client id hears nothing.
-        await self.channel_layer.group_add(self.own_client_group(), self.channel_name)
         return seq
 
     async def adopt_token(self, token):
@@ -279,9 +275,6 @@ class AhpConsumer(AsyncWebsocketConsumer):
         await self.channel_layer.group_add(token_group(token.pk), self.channel_name)
         self.access_groups = [token_group(token.pk), *(g for g in self.access_groups if g != old_group)]
         await self.channel_layer.group_discard(old_group, self.channel_name)
-
-    def own_client_group(self):
-        return client_group(self.tenant.pk, self.client_id, self.principal.person_id)
 
     def learn_client_plugins(self, active_client):
         """The client's plugins may bring http MCP servers; their `.mcp.json` is on the client's

@@ -201,9 +201,9 @@ def test_a_burst_of_sockets_whose_clients_joined_no_session_opens_in_three_state
     and closes in two (inside the test's transaction, each unit's SAVEPOINT and RELEASE too),
     without reading the configuration."""
     acme_seq = take_seqs(acme.tenant.pk, 5)
-    openings = [(acme.tenant, f"passing-{i}", "proc", acme.member) for i in range(50)]
+    openings = [(acme.tenant, f"passing-{i}", "proc", acme.member, "") for i in range(50)]
     with CaptureQueriesContext(connection) as opening:
-        rows = actions.do_open_connections([*openings, (globex.tenant, "other", "proc", globex.member)])
+        rows = actions.do_open_connections([*openings, (globex.tenant, "other", "proc", globex.member, "")])
     assert [seq for _, seq in rows] == [acme_seq] * 50 + [events.current_seq(globex.tenant.pk)]
     assert acme_seq != events.current_seq(globex.tenant.pk)
     assert ClientConnection.objects.filter(tenant=acme.tenant).count() == 50
@@ -216,7 +216,7 @@ def test_a_burst_of_sockets_whose_clients_joined_no_session_opens_in_three_state
 
 
 def opened(tenant, client_id, person):
-    [(connection, _)] = actions.do_open_connections([(tenant, client_id, "proc", person)])
+    [(connection, _)] = actions.do_open_connections([(tenant, client_id, "proc", person, "")])
     return connection
 
 
@@ -243,8 +243,8 @@ def test_a_client_back_before_its_timeout_has_its_place_again_and_nobody_elses(p
     own = opened(place.session.tenant, "ide", person)
     [(pk, _)] = actions.do_close_connections([own.id], lambda t: 30000)
     # The same client id opened by another tenant's person in the same burst takes nothing back.
-    actions.do_open_connections([(globex.tenant, "ide", "proc", globex.member)])
+    actions.do_open_connections([(globex.tenant, "ide", "proc", globex.member, "")])
     assert ActiveClient.objects.get(pk=pk).release_at is not None
-    actions.do_open_connections([(globex.tenant, "ide", "proc", globex.member),
-                                 (place.session.tenant, "ide", "proc", person)])
+    actions.do_open_connections([(globex.tenant, "ide", "proc", globex.member, ""),
+                                 (place.session.tenant, "ide", "proc", person, "")])
     assert ActiveClient.objects.get(pk=pk).release_at is None

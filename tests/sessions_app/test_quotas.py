@@ -180,7 +180,7 @@ def test_a_creation_holding_its_persons_quota_lock_lets_that_persons_sockets_ope
 
     def opening():
         try:
-            actions.do_open_connections([(acme.tenant, "ide", "proc", acme.member)])
+            actions.do_open_connections([(acme.tenant, "ide", "proc", acme.member, "")])
             opened.set()
         finally:
             connection.close()

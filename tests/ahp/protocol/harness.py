@@ -53,7 +53,8 @@ class RpcFailed(Exception):
 
 
 class AhpClient:
-    """One connection: requests wait for their answer; notifications are kept in arrival order."""
+    """One connection: requests wait for their answer; notifications and the host's own requests
+    are kept in arrival order."""
 
     def __init__(self, port, token, client_id="test-client", initialize=True, max_size=None):
         """`max_size`: the largest frame this client accepts (as a real client's library would)."""
@@ -82,7 +83,7 @@ class AhpClient:
 
     def read(self, timeout):
         frame = json.loads(self.ws.recv(timeout=timeout))
-        if "method" in frame and "id" not in frame:
+        if "method" in frame:
             self.notifications.append(frame)
         return frame
 
@@ -131,6 +132,11 @@ class AhpClient:
             return action.get("type") == action_type and all(action.get(k) == v for k, v in fields.items())
 
         return self.wait_for(matches, timeout, f"{'rejected ' if rejected else ''}{action_type} {fields or ''}")["params"]
+
+    def host_request(self, method, timeout=15):
+        """The next request the host sent this client (a resourceRead), though it came while the
+        test waited for something else."""
+        return self.wait_for(lambda f: f.get("method") == method and "id" in f, timeout, f"{method} request")
 
     def notification(self, method, timeout=15):
         return self.wait_for(lambda f: f.get("method") == method, timeout, method)["params"]

@@ -81,8 +81,7 @@ def test_a_guest_using_the_owners_client_id_hears_no_resource_read(acme, host):
         announce(ide, desk.session_uri, [])
         ide.action("session/activeClientSet")
         turn = desk.start("ahp_resource", {"uri": "file:///work/secrets.txt"})
-        while (frame := ide.read(15)).get("method") != "resourceRead":
-            pass
+        frame = ide.host_request("resourceRead")
         ide.send({"jsonrpc": "2.0", "id": frame["id"], "result": {"data": "the owner's answer"}})
         assert desk.client.reply_to(turn) == "the owner's answer"
         # Anything the host asked the guest's connection would be waiting on its socket by now.

@@ -1,8 +1,13 @@
 """ahp_resource reads the host's own resources and asks a connected client for one it publishes;
 ahp_terminals lists the host's terminals (it keeps none)."""
 import json
+import time
+
+from sessions_app.models import ClientConnection
+from tools_app.client_requests import CLIENT_ANSWER_SECONDS
 
 from ...ahp.protocol.harness import AhpClient
+from ...reliability.fault_helpers import wait_until
 from .helpers import Desk
 
 
@@ -19,10 +24,7 @@ def test_it_asks_the_client_that_publishes_a_resource_over_its_socket(acme, host
                                         "activeClient": {"clientId": "ide", "tools": []}})
         ide.action("session/activeClientSet")
         turn = desk.start("ahp_resource", {"uri": "file:///work/README.md"})
-        while True:
-            frame = ide.read(15)
-            if frame.get("method") == "resourceRead":
-                break
+        frame = ide.host_request("resourceRead")
         assert frame["params"] == {"channel": "ahp-root://", "uri": "file:///work/README.md"}
         ide.send({"jsonrpc": "2.0", "id": frame["id"], "result": {"data": "# Hello", "encoding": "utf-8"}})
         assert desk.client.reply_to(turn) == "# Hello"
@@ -35,8 +37,7 @@ def test_a_client_error_is_the_models_answer(acme, host):
                                         "activeClient": {"clientId": "ide", "tools": []}})
         ide.action("session/activeClientSet")
         turn = desk.start("ahp_resource", {"uri": "file:///nope"})
-        while (frame := ide.read(15)).get("method") != "resourceRead":
-            pass
+        frame = ide.host_request("resourceRead")
         ide.send({"jsonrpc": "2.0", "id": frame["id"], "error": {"code": -32008, "message": "No such file"}})
         assert desk.client.reply_to(turn) == "No resource file:///nope: ide answered: No such file."
 
@@ -56,3 +57,17 @@ def test_terminals_lists_none_for_a_session_without_terminals(acme, host):
     # A session's open terminals are listed by tests/ahp/protocol/test_terminals.py.
     with Desk(host, acme) as desk:
         assert desk.call("ahp_terminals") == "No terminals are open in this session."
+
+
+def test_a_client_whose_socket_closed_is_not_asked_and_the_model_hears_why_at_once(acme, host):
+    with Desk(host, acme) as desk:
+        with AhpClient(host.port, acme.tokens["member"], "ide") as ide:
+            ide.subscribe(desk.session_uri)
+            ide.dispatch(desk.session_uri, {"type": "session/activeClientSet",
+                                            "activeClient": {"clientId": "ide", "tools": []}})
+            ide.action("session/activeClientSet")
+        assert wait_until(lambda: not ClientConnection.objects.filter(client_id="ide").exists(), seconds=10)
+        # Its place in the session is kept a while for it to come back; meanwhile nobody answers.
+        started = time.monotonic()
+        assert desk.call("ahp_resource", {"uri": "file:///x"}) == "No resource file:///x: ide is not connected."
+        assert time.monotonic() - started < CLIENT_ANSWER_SECONDS

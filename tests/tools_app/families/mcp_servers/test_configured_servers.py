@@ -197,8 +197,7 @@ def test_an_unreachable_server_is_a_gap_never_a_failed_session(acme, host, tiny_
 
 def answer_manifest(ide, manifests):
     """Answer the host's resourceRead for a plugin's .mcp.json as a client would: from its own disk."""
-    while (frame := ide.read(15)).get("method") != "resourceRead":
-        pass
+    frame = ide.host_request("resourceRead")
     uri = frame["params"]["uri"]
     ide.send({"jsonrpc": "2.0", "id": frame["id"], "result": {"data": manifests[uri], "encoding": "utf-8"}})
     return uri
@@ -246,8 +245,7 @@ def test_a_client_plugin_folder_is_never_read_from_the_hosts_disk(acme, host, tm
         ide.dispatch(uri, {"type": "session/activeClientSet", "activeClient": {
             "clientId": "ide", "tools": [], "customizations": [{"type": "plugin", "uri": plugin.as_uri()}]}})
         ide.action("session/activeClientSet")
-        while (frame := ide.read(15)).get("method") != "resourceRead":
-            pass
+        frame = ide.host_request("resourceRead")
         ide.send({"jsonrpc": "2.0", "id": frame["id"], "error": {"code": -32008, "message": "No such file"}})
         row = wait_until(lambda: (r := session_row(uri)) and "ide" in r.client_servers and r,
                          describe="the host recording what the client answered")
