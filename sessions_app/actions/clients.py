@@ -128,9 +128,10 @@ def do_release_client(active_client_pk, origin=None, only_if_due=False):
 
 def do_open_connections(openings):
     """Connections opened, in one transaction however many (a burst of sockets opening starts
-    together): each opening is (tenant, client id, process, person, its socket's channel) and answers (its connection,
-    its tenant's newest serverSeq). A client that (re)connected has any place it kept in a session
-    again. Three statements when no opening client kept a place (most sockets); publishes nothing."""
+    together): each opening is (tenant, client id, process, person, its socket's channel) and
+    answers (its connection, its tenant's newest serverSeq). A client that (re)connected has any
+    place it kept in a session again. Three statements when no opening client kept a place (most
+    sockets); publishes nothing."""
     opened = [ClientConnection(tenant=tenant, client_id=client_id, process=process, person=person, channel=channel)
               for tenant, client_id, process, person, channel in openings]
     with transaction.atomic(), db.cursor() as cursor:
