@@ -249,7 +249,10 @@ else:
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# Beat keeps its schedule in memory: every entry is a sweep at an interval, and what is due
+# lives in rows the sweeps read, so nothing is lost with a beat. Celery's default shelve file was
+# left half written by a killed beat, and the next one logged a traceback removing it.
+CELERY_BEAT_SCHEDULER = "celery.beat:Scheduler"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE = {
     "worker-heartbeat": {"task": "ahp.tasks.record_worker_heartbeat", "schedule": 30.0},
