@@ -62,24 +62,27 @@ def number_and_log(tenant_id, envelopes):
     created = field("created").get_db_prep_save(timezone.now(), connection)
     count = len(envelopes)
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":  # each envelope's serverSeq is set in the statement
+        if connection.vendor == "postgresql":  # the log's copies get their serverSeq in the statement
             cursor.execute(_numbered_log_sql(count), [count, tenant_id, tenant_id, PROCESS, created, *(
                 value for i, env in enumerate(envelopes, 1) for value in (i, env["channel"], prepared(env, connection)))])
             numbered = cursor.fetchone()
             if numbered is None:  # the tenant's first action: its counter is made, then it is taken
                 create_counter(tenant_id)
                 return number_and_log(tenant_id, envelopes)
-            last = numbered[0]
+            _number(envelopes, numbered[0])
         else:
-            last = take_seqs(tenant_id, count)
-        for i, env in enumerate(envelopes):
-            env["serverSeq"] = last - count + 1 + i
-        if connection.vendor != "postgresql":
+            _number(envelopes, take_seqs(tenant_id, count))
             cursor.execute(f"INSERT INTO {table(ActionLog)} (seq, tenant_id, channel, envelope, process, created) "
                            f"VALUES {', '.join(['(%s, %s, %s, %s, %s, %s)'] * count)}", [
                                value for env in envelopes for value in (
                                    env["serverSeq"], tenant_id, env["channel"], prepared(env, connection), PROCESS,
                                    created)])
+
+
+def _number(envelopes, last):
+    """Each envelope's serverSeq, in order, the last one's being `last`."""
+    for seq, env in enumerate(envelopes, last - len(envelopes) + 1):
+        env["serverSeq"] = seq
 
 
 @functools.cache
