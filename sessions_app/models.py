@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from grants.algebra import holds, known_grants
 from grants.models import Tenant, TenantScopedManager, TenantScopedQuerySet
-from kernel.rows import table
+from kernel.rows import insert_then, table
 
 SESSION_URI_PREFIX = "ahp-session:/"
 CHAT_URI_PREFIX = "ahp-chat:/"
@@ -211,13 +211,14 @@ class Turn(models.Model):
                    models.Index(fields=["started"], condition=models.Q(state="active"), name="turn_active_started")]
 
     @classmethod
-    def append_part_if_active(cls, turn_id, part):
+    def append_part_if_active(cls, turn_id, part, new_row):
         """Append `part` to the active turn's response_parts in one UPDATE, computed in the
         statement (the row is not read first, and a part another writer appended meanwhile is
-        kept), which locks the turn until commit. Answers whether the turn was still active."""
-        with connection.cursor() as cursor:
-            cursor.execute(_append_part_sql(), [json.dumps(part), cls._meta.pk.get_db_prep_value(turn_id, connection)])
-            return cursor.rowcount == 1
+        kept), which locks the turn until commit, and write `new_row` (the part's own row, a
+        tool call) with it, on PostgreSQL in the same statement. Answers whether the turn was
+        still active; if not, the caller's transaction must not commit the row (it raises)."""
+        params = [json.dumps(part), cls._meta.pk.get_db_prep_value(turn_id, connection)]
+        return insert_then(new_row, _append_part_sql(), params) == 1
 
     def message(self):
         """The wire Message that started it."""

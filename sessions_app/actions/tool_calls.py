@@ -8,7 +8,7 @@ from django.db import connection as db, transaction
 from django.utils import timezone
 
 from kernel.refusals import Refused
-from kernel.rows import ITS_ROW, Columns, fetch_one, insert, table, update
+from kernel.rows import ITS_ROW, Columns, fetch_one, table, update
 
 from ..events.delivery import wake
 from ..events.log import publish_many
@@ -48,19 +48,17 @@ def do_begin_tool_call(turn, tool_name, arguments, display_name="", client_id=""
     that ended (cancelled, truncated) begins no more calls, whatever its agent still tries.
     `turn` is the caller's, its chat and session loaded: they are not read again."""
     call_id = call_id or uuid.uuid4()
-    # The call's part is appended by the UPDATE that finds the turn still active (and locks it
-    # until commit, so the turn cannot end between the check and the call).
-    part = {"kind": "toolCall", "toolCallId": str(call_id)}
-    if not Turn.append_part_if_active(turn.pk, part):
-        raise Refused(TURN_OVER, "conflict")
     session = turn.chat.session
     now = timezone.now()
     deadline = now + timedelta(milliseconds=timeout_ms) if client_id and timeout_ms else None
-    [call] = insert(ToolCall(id=call_id, turn=turn, tenant_id=session.tenant_id, tool_name=tool_name,
-                            display_name=display_name or tool_name, input=arguments,
-                            contributor_client_id=client_id, waker=waker, deadline=deadline,
-                            timeout_ms=timeout_ms if deadline else 0, created=now, status="running",
-                            source=source or ("client" if client_id else "")))
+    call = ToolCall(id=call_id, turn=turn, tenant_id=session.tenant_id, tool_name=tool_name,
+                    display_name=display_name or tool_name, input=arguments, contributor_client_id=client_id,
+                    waker=waker, deadline=deadline, timeout_ms=timeout_ms if deadline else 0, created=now,
+                    status="running", source=source or ("client" if client_id else ""))
+    # The call's part is appended, with the call written, by the UPDATE that finds the turn still
+    # active (and locks it until commit, so the turn cannot end between the check and the call).
+    if not Turn.append_part_if_active(turn.pk, {"kind": "toolCall", "toolCallId": str(call_id)}, call):
+        raise Refused(TURN_OVER, "conflict")  # rolls the call back with this transaction
     start = {"toolName": tool_name, "displayName": call.display_name}
     if call.contributor:
         start["contributor"] = call.contributor
