@@ -4,7 +4,7 @@ fails.
 Pub/sub keeps nothing undelivered in Redis, so it has no capacity past which it drops news
 (channels_redis' list layer drops silently there, which lost `toolCallReady` under bursts); it
 is also fewer Redis commands per message. A message to a channel of the sending process itself
-never goes through Redis. A process's own channels (a socket's, a waiting agent's, a reply's)
+never goes through Redis, and a group's members there get its message without waiting for it. A process's own channels (a socket's, a waiting agent's, a reply's)
 share one Redis subscription, its inbox, named in theirs: opening and closing a socket costs
 Redis no SUBSCRIBE and UNSUBSCRIBE of its own. What is published while a process is cut off from
 Redis never reaches it: subscribers catch up from the action log and waiters read their rows.
@@ -106,6 +106,19 @@ class _LoopLayer(RedisPubSubLoopLayer):
             return
         await self._get_shard(inbox).publish(inbox, channel.encode() + b" " + self.channel_layer.serialize(message))
 
+    async def group_send(self, group, message):
+        """The group's members on this loop get the message at once (a call's news reaching its
+        client's socket in the same process): Redis would only hand it back a round trip later.
+        It is published for other processes' members all the same, marked with this inbox, and
+        this loop drops its own copy when Redis hands it back."""
+        group_channel = self._get_group_channel_name(group)
+        data = self.channel_layer.serialize(message)
+        for channel in self.groups.get(group_channel, ()):
+            queue = self.channels.get(channel)
+            if queue is not None:
+                queue.put_nowait(data)
+        await self._get_shard(group_channel).publish(group_channel, self.inbox_key + b" " + data)
+
 
 class _Shard(RedisSingleShardConnection):
     def __init__(self, host, channel_layer):
@@ -151,13 +164,27 @@ class _Shard(RedisSingleShardConnection):
 
     def _receive_message(self, message):
         """A message of the inbox goes to the channel it names (dropped when that channel is
-        gone, as a message to an unsubscribed channel is); anything else as the library does.
-        A channel's name holds no space, so the first one ends it."""
-        if message is not None and message["channel"] == self.channel_layer.inbox_key:
-            channel, _, data = message["data"].partition(b" ")
-            queue = self.channel_layer.channels.get(channel.decode())
+        gone, as a message to an unsubscribed channel is); a group's message to the group's
+        members here, unless this loop sent it (they have it); anything else as the library
+        does. A channel's name holds no space, so the first one ends it."""
+        if message is None:
+            return
+        layer = self.channel_layer
+        name, data = message["channel"], message["data"]
+        if name == layer.inbox_key:
+            channel, _, data = data.partition(b" ")
+            queue = layer.channels.get(channel.decode())
             if queue is not None:
                 queue.put_nowait(data)
+            return
+        members = layer.groups.get(name.decode())
+        if members is not None:
+            sender, _, data = data.partition(b" ")
+            if sender != layer.inbox_key:
+                for channel in members:
+                    queue = layer.channels.get(channel)
+                    if queue is not None:
+                        queue.put_nowait(data)
             return
         super()._receive_message(message)
 
