@@ -127,11 +127,17 @@ def _insert_sql(model):
 
 def update(instance, *field_names):
     """Write `field_names` of a saved instance in one UPDATE by its primary key, sending no signals."""
-    fields = [instance._meta.get_field(name) for name in field_names]
-    pk = instance._meta.pk
-    values = [field.get_db_prep_save(field.pre_save(instance, False), connection) for field in fields]
     with connection.cursor() as cursor:
-        cursor.execute(_update_sql(type(instance), tuple(field_names)), [*values, pk.get_db_prep_value(instance.pk, connection)])
+        cursor.execute(*updating(instance, *field_names))
+
+
+def updating(instance, *field_names):
+    """(sql, params) of the UPDATE `update` runs, for the caller to run inside a statement of its
+    own (a CTE of it)."""
+    fields = [instance._meta.get_field(name) for name in field_names]
+    values = [field.get_db_prep_save(field.pre_save(instance, False), connection) for field in fields]
+    return _update_sql(type(instance), tuple(field_names)), [
+        *values, instance._meta.pk.get_db_prep_value(instance.pk, connection)]
 
 
 @functools.cache

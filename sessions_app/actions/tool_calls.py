@@ -8,7 +8,7 @@ from django.db import connection as db, transaction
 from django.utils import timezone
 
 from kernel.refusals import Refused
-from kernel.rows import ITS_ROW, Columns, fetch_one, table, update
+from kernel.rows import ITS_ROW, Columns, fetch_one, table, updating
 
 from ..events.delivery import wake
 from ..events.log import publish_many
@@ -86,12 +86,11 @@ def finish_call(call, result, origin=None):
     call.status = "completed"
     call.result = result
     call.completed = timezone.now()
-    update(call, "status", "result", "completed")
     items.append(_call_action(call, "chat/toolCallComplete", origin, result=result))
     session = call.turn.chat.session
     if call.contributor_client_id:
         items.append((session.uri, {"type": "session/inputNeededRemoved", "id": str(call.id)}, None))
-    publish_many(session.tenant_id, items)
+    publish_many(session.tenant_id, items, updating(call, "status", "result", "completed"))
     if call.waker:
         wake(call.waker, call.id, result)
 

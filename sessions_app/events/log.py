@@ -41,36 +41,43 @@ def publish(tenant_id, channel, action, origin=None):
     return publish_many(tenant_id, [(channel, action, origin)])[0]
 
 
-def publish_many(tenant_id, items):
-    """Publish (channel, action, origin) items in order, numbered by one step of the tenant's counter."""
+def publish_many(tenant_id, items, write=None):
+    """Publish (channel, action, origin) items in order, numbered by one step of the tenant's
+    counter. `write` (sql, params), a write of the change they report, runs with the numbering
+    (on PostgreSQL in its statement)."""
     with transaction.atomic(savepoint=False):  # inside the change's transaction: no savepoint of its own
         envelopes = [envelope(channel, action, None, origin) for channel, action, origin in items]
-        number_and_log(tenant_id, envelopes)
+        number_and_log(tenant_id, envelopes, write)
         place = place_in_line(tenant_id)
     after_commit("delivering actions to subscribers (they catch up from the log)",
                  lambda: deliver(tenant_id, place, *envelopes))
     return envelopes
 
 
-def number_and_log(tenant_id, envelopes):
+def number_and_log(tenant_id, envelopes, write=None):
     """Give the envelopes their serverSeq by one step of the tenant's counter (its row locked
-    until commit) and write them into the action log, the host's most frequent write: on
-    PostgreSQL in one statement (a round trip costs the serving process more CPU than the
-    database spends on it), elsewhere in two. No model instance per row and no ids read back."""
+    until commit) and write them into the action log, the host's most frequent write, after the
+    caller's `write` (sql, params), if any: on PostgreSQL in one statement (a round trip costs
+    the serving process more CPU than the database spends on it), elsewhere in two or three. No
+    model instance per row and no ids read back."""
     field = ActionLog._meta.get_field
     prepared = field("envelope").get_db_prep_save
     created = field("created").get_db_prep_save(timezone.now(), connection)
     count = len(envelopes)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":  # the log's copies get their serverSeq in the statement
-            cursor.execute(_numbered_log_sql(count), [count, tenant_id, tenant_id, PROCESS, created, *(
-                value for i, env in enumerate(envelopes, 1) for value in (i, env["channel"], prepared(env, connection)))])
+            write_sql, write_params = write or ("", [])
+            items = (value for i, env in enumerate(envelopes, 1) for value in (i, env["channel"], prepared(env, connection)))
+            cursor.execute(_numbered_log_sql(count, write_sql),
+                           [*write_params, count, tenant_id, tenant_id, PROCESS, created, *items])
             numbered = cursor.fetchone()
-            if numbered is None:  # the tenant's first action: its counter is made, then it is taken
+            if numbered is None:  # the tenant's first action: its counter is made, then it is taken (`write` ran)
                 create_counter(tenant_id)
                 return number_and_log(tenant_id, envelopes)
             _number(envelopes, numbered[0])
         else:
+            if write:
+                cursor.execute(*write)
             _number(envelopes, take_seqs(tenant_id, count))
             cursor.execute(f"INSERT INTO {table(ActionLog)} (seq, tenant_id, channel, envelope, process, created) "
                            f"VALUES {', '.join(['(%s, %s, %s, %s, %s, %s)'] * count)}", [
@@ -86,11 +93,13 @@ def _number(envelopes, last):
 
 
 @functools.cache
-def _numbered_log_sql(count):
-    """The counter's step and the log's rows in one statement: each row's seq (and its envelope's
-    serverSeq) is the stepped counter's value less the rows after it; answers the newest value."""
+def _numbered_log_sql(count, write_sql):
+    """The caller's write, the counter's step and the log's rows in one statement: each row's seq
+    (and its envelope's serverSeq) is the stepped counter's value less the rows after it; answers
+    the newest value."""
     items = ", ".join(["(%s::int, %s, %s::jsonb)"] * count)
-    return (f"WITH counter AS (UPDATE {table(ServerSeq)} SET value = value + %s WHERE tenant_id = %s RETURNING value) "
+    write = f"written AS ({write_sql}), " if write_sql else ""
+    return (f"WITH {write}counter AS (UPDATE {table(ServerSeq)} SET value = value + %s WHERE tenant_id = %s RETURNING value) "
             f"INSERT INTO {table(ActionLog)} (seq, tenant_id, channel, envelope, process, created) "
             f"SELECT counter.value - {count} + item.i, %s, item.channel, "
             f"jsonb_set(item.envelope, '{{serverSeq}}', to_jsonb(counter.value - {count} + item.i)), %s, %s "
