@@ -113,11 +113,14 @@ class _LoopLayer(RedisPubSubLoopLayer):
         this loop drops its own copy when Redis hands it back."""
         group_channel = self._get_group_channel_name(group)
         data = self.channel_layer.serialize(message)
+        self.hand_to_members(group_channel, data)
+        await self._get_shard(group_channel).publish(group_channel, self.inbox_key + b" " + data)
+
+    def hand_to_members(self, group_channel, data):
         for channel in self.groups.get(group_channel, ()):
             queue = self.channels.get(channel)
             if queue is not None:
                 queue.put_nowait(data)
-        await self._get_shard(group_channel).publish(group_channel, self.inbox_key + b" " + data)
 
 
 class _Shard(RedisSingleShardConnection):
@@ -177,14 +180,11 @@ class _Shard(RedisSingleShardConnection):
             if queue is not None:
                 queue.put_nowait(data)
             return
-        members = layer.groups.get(name.decode())
-        if members is not None:
+        group_channel = name.decode()
+        if group_channel in layer.groups:
             sender, _, data = data.partition(b" ")
             if sender != layer.inbox_key:
-                for channel in members:
-                    queue = layer.channels.get(channel)
-                    if queue is not None:
-                        queue.put_nowait(data)
+                layer.hand_to_members(group_channel, data)
             return
         super()._receive_message(message)
 
