@@ -1,6 +1,7 @@
 """Servers the socket benchmarks start: the host itself on a fresh embedded install (or on
 DATABASE_URL/REDIS_URL when set), and the floors it is compared with, each as a subprocess."""
 import contextlib
+import fcntl
 import itertools
 import os
 import secrets
@@ -17,19 +18,39 @@ ROOT = Path(__file__).resolve().parent.parent
 # Under pytest-xdist each worker takes its servers' ports from a range of its own, below the
 # ephemeral range outgoing connections use: with ports the kernel picks, two workers could be
 # handed one port while their servers started, and a test then reached the other worker's server
-# (a 403 for a token of another test database).
+# (a 403 for a token of another test database). A worker holds its range by a lock file for its
+# life, so two test runs on one machine (two checkouts, a CI run beside a developer's) never
+# share a range either: numbering ranges by worker gave both runs' first workers the same one.
 PORTS_PER_WORKER = 500
 FIRST_WORKER_PORT = 20000
+PORT_RANGES = (32768 - FIRST_WORKER_PORT) // PORTS_PER_WORKER
 _ports_taken = itertools.count()
+_range_held = []  # (first port, its lock file) once this worker holds a range
+
+
+def worker_ports():
+    """The first port of the range this pytest worker holds."""
+    if not _range_held:
+        for number in range(PORT_RANGES):
+            lock = open(os.path.join(tempfile.gettempdir(), f"ahp-test-ports-{number}.lock"), "w")
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                lock.close()
+                continue
+            _range_held.append((FIRST_WORKER_PORT + number * PORTS_PER_WORKER, lock))
+            break
+        else:
+            raise RuntimeError(f"all {PORT_RANGES} test port ranges are held by other pytest workers")
+    return _range_held[0][0]
 
 
 def free_port():
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    if not worker.startswith("gw"):
+    if not os.environ.get("PYTEST_XDIST_WORKER", "").startswith("gw"):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             return s.getsockname()[1]
-    first = FIRST_WORKER_PORT + int(worker[2:]) * PORTS_PER_WORKER
+    first = worker_ports()
     for _ in range(PORTS_PER_WORKER):
         port = first + next(_ports_taken) % PORTS_PER_WORKER
         with socket.socket() as s:
@@ -38,7 +59,7 @@ def free_port():
             except OSError:
                 continue  # still held (a server of an earlier test closing, TIME_WAIT)
             return port
-    raise RuntimeError(f"no free port in {first}-{first + PORTS_PER_WORKER - 1} for pytest worker {worker}")
+    raise RuntimeError(f"no free port in {first}-{first + PORTS_PER_WORKER - 1}")
 
 
 def wait_for_port(port, process, timeout=90):
