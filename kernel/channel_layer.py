@@ -4,9 +4,10 @@ fails.
 Pub/sub keeps nothing undelivered in Redis, so it has no capacity past which it drops news
 (channels_redis' list layer drops silently there, which lost `toolCallReady` under bursts); it
 is also fewer Redis commands per message. A message to a channel of the sending process itself
-never goes through Redis, and a group's members there get its message without waiting for it. A process's own channels (a socket's, a waiting agent's, a reply's)
-share one Redis subscription, its inbox, named in theirs: opening and closing a socket costs
-Redis no SUBSCRIBE and UNSUBSCRIBE of its own. What is published while a process is cut off from
+never goes through Redis, and a group's members there get its message without waiting for Redis
+to hand it back. A process's own channels (a socket's, a waiting agent's, a reply's) share one
+Redis subscription, its inbox, named in theirs: opening and closing a socket costs Redis no
+SUBSCRIBE and UNSUBSCRIBE of its own. What is published while a process is cut off from
 Redis never reaches it: subscribers catch up from the action log and waiters read their rows.
 The library's receive loop only logs a lost connection and retries (redis-py subscribes again
 on reconnecting), so a consumer would never learn that its groups went deaf: here the error is
@@ -117,6 +118,7 @@ class _LoopLayer(RedisPubSubLoopLayer):
         await self._get_shard(group_channel).publish(group_channel, self.inbox_key + b" " + data)
 
     def hand_to_members(self, group_channel, data):
+        """A group's message to the group's members on this loop."""
         for channel in self.groups.get(group_channel, ()):
             queue = self.channels.get(channel)
             if queue is not None:

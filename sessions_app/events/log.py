@@ -67,7 +67,8 @@ def number_and_log(tenant_id, envelopes, write=None):
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":  # the log's copies get their serverSeq in the statement
             write_sql, write_params = write or ("", [])
-            items = (value for i, env in enumerate(envelopes, 1) for value in (i, env["channel"], prepared(env, connection)))
+            items = (value for i, env in enumerate(envelopes, 1)
+                     for value in (i, env["channel"], prepared(env, connection)))
             cursor.execute(_numbered_log_sql(count, write_sql),
                            [*write_params, count, tenant_id, tenant_id, PROCESS, created, *items])
             numbered = cursor.fetchone()
@@ -99,7 +100,8 @@ def _numbered_log_sql(count, write_sql):
     the newest value."""
     items = ", ".join(["(%s::int, %s, %s::jsonb)"] * count)
     write = f"written AS ({write_sql}), " if write_sql else ""
-    return (f"WITH {write}counter AS (UPDATE {table(ServerSeq)} SET value = value + %s WHERE tenant_id = %s RETURNING value) "
+    return (f"WITH {write}counter AS "
+            f"(UPDATE {table(ServerSeq)} SET value = value + %s WHERE tenant_id = %s RETURNING value) "
             f"INSERT INTO {table(ActionLog)} (seq, tenant_id, channel, envelope, process, created) "
             f"SELECT counter.value - {count} + item.i, %s, item.channel, "
             f"jsonb_set(item.envelope, '{{serverSeq}}', to_jsonb(counter.value - {count} + item.i)), %s, %s "
