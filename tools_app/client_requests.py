@@ -46,9 +46,10 @@ async def ask_client(tenant_id, client_id, uri, timeout=CLIENT_ANSWER_SECONDS, *
         return False, f"{client_id} is not connected"
     layer = get_channel_layer()
     reply_to = await layer.new_channel()
+    question = {"type": "ahp.server_request", "method": "resourceRead",
+                "params": {"channel": "ahp-root://", "uri": uri}, "reply_to": reply_to}
     for channel in channels:
-        await layer.send(channel, {"type": "ahp.server_request", "method": "resourceRead",
-                                   "params": {"channel": "ahp-root://", "uri": uri}, "reply_to": reply_to})
+        await layer.send(channel, question)
     loop = asyncio.get_running_loop()
     timer = loop.call_later(timeout, lambda: loop.create_task(layer.send(reply_to, {"type": "timeout"})))
     try:

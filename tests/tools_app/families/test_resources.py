@@ -11,6 +11,14 @@ from ...reliability.fault_helpers import wait_until
 from .helpers import Desk
 
 
+def announce(ide, desk):
+    """The client `ide` becomes the session's active client (it publishes resources)."""
+    ide.subscribe(desk.session_uri)
+    ide.dispatch(desk.session_uri, {"type": "session/activeClientSet",
+                                    "activeClient": {"clientId": "ide", "tools": []}})
+    ide.action("session/activeClientSet")
+
+
 def test_it_reads_a_session_of_the_host(acme, host):
     with Desk(host, acme) as desk:
         state = json.loads(desk.call("ahp_resource", {"uri": desk.session_uri}))
@@ -19,10 +27,7 @@ def test_it_reads_a_session_of_the_host(acme, host):
 
 def test_it_asks_the_client_that_publishes_a_resource_over_its_socket(acme, host):
     with Desk(host, acme) as desk, AhpClient(host.port, acme.tokens["member"], "ide") as ide:
-        ide.subscribe(desk.session_uri)
-        ide.dispatch(desk.session_uri, {"type": "session/activeClientSet",
-                                        "activeClient": {"clientId": "ide", "tools": []}})
-        ide.action("session/activeClientSet")
+        announce(ide, desk)
         turn = desk.start("ahp_resource", {"uri": "file:///work/README.md"})
         frame = ide.host_request("resourceRead")
         assert frame["params"] == {"channel": "ahp-root://", "uri": "file:///work/README.md"}
@@ -32,10 +37,7 @@ def test_it_asks_the_client_that_publishes_a_resource_over_its_socket(acme, host
 
 def test_a_client_error_is_the_models_answer(acme, host):
     with Desk(host, acme) as desk, AhpClient(host.port, acme.tokens["member"], "ide") as ide:
-        ide.subscribe(desk.session_uri)
-        ide.dispatch(desk.session_uri, {"type": "session/activeClientSet",
-                                        "activeClient": {"clientId": "ide", "tools": []}})
-        ide.action("session/activeClientSet")
+        announce(ide, desk)
         turn = desk.start("ahp_resource", {"uri": "file:///nope"})
         frame = ide.host_request("resourceRead")
         ide.send({"jsonrpc": "2.0", "id": frame["id"], "error": {"code": -32008, "message": "No such file"}})
@@ -62,10 +64,7 @@ def test_terminals_lists_none_for_a_session_without_terminals(acme, host):
 def test_a_client_whose_socket_closed_is_not_asked_and_the_model_hears_why_at_once(acme, host):
     with Desk(host, acme) as desk:
         with AhpClient(host.port, acme.tokens["member"], "ide") as ide:
-            ide.subscribe(desk.session_uri)
-            ide.dispatch(desk.session_uri, {"type": "session/activeClientSet",
-                                            "activeClient": {"clientId": "ide", "tools": []}})
-            ide.action("session/activeClientSet")
+            announce(ide, desk)
         assert wait_until(lambda: not ClientConnection.objects.filter(client_id="ide").exists(), seconds=10)
         # Its place in the session is kept a while for it to come back; meanwhile nobody answers.
         started = time.monotonic()
