@@ -69,6 +69,7 @@ def listen(port, proxy_path):
 
 
 def apply_limits(limits):
+    os.umask(0o002)  # what the command makes in a tenant's folder stays writable by the tenant's other sessions
     for name, value in limits.items():
         resource.setrlimit(LIMITS[name], (value, value))
 

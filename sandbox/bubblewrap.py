@@ -10,29 +10,39 @@ bubblewrap with:
   with (`proxy.py`);
 - its own PID, IPC and UTS namespaces, a cleared environment (no DATABASE_URL, SECRET_KEY,
   REDIS_URL or tokens: only what the command's own entry sets), and resource limits;
-- an unprivileged user id: when the host runs as root, bubblewrap builds the namespaces as root
-  and `setpriv` drops to `AHP_SANDBOX_UID` before anything of the tenant's runs, so the process
-  is that user outside the sandbox too. A host run as another user runs bubblewrap in a user
-  namespace instead, and the command keeps that user's id.
-It ends with the process that started it, and with its session: deleting the session removes
-the `alive` marker the bridge watches. Its environment (model keys, an MCP server's secrets) is
+- its own identity: when the host runs as root, bubblewrap builds the namespaces as root and
+  `setpriv` drops to the sandbox's own user id, in its tenant's group (`identity.py`), before
+  anything of the tenant's runs, so the process is that user outside the sandbox too. A host
+  run as another user runs bubblewrap in a user namespace instead, and the command keeps that
+  user's id.
+- the tenant's folders, each opened by the host beneath the tenant's root without following a
+  link (`beneath.py`) the moment the sandbox starts, and bound by that descriptor: a folder the
+  tenant turned into a link is left out, whatever it was when the session was made. The host
+  never changes the owner of anything in them.
+It ends with the process that started it, and with its session: ending the sandbox kills every
+process of its user id (which nothing else runs as) and removes the `alive` marker the bridge
+watches. Its environment (model keys, an MCP server's secrets) is
 never on a command line, which every local user can read in /proc: bubblewrap reads it from a
 file only the host can read, removed as the sandbox starts (`--args`).
 """
+import errno
 import logging
 import os
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
 
+from . import identity
+from .beneath import as_identity, open_beneath, open_root
 from .outbound import check_destination
 from .proxy import PROXIES, Destinations
-from .workspaces import folder_path
+from .workspaces import folder_path, host_root, relative_to_host_root
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +57,13 @@ SYSTEM_PATHS = (
 )
 MERGED_USR = ("/bin", "/sbin", "/lib", "/lib64")
 BRIDGE = Path(__file__).with_name("bridge.py")
+# A tenant's repositories are made by its sessions' several users: git inside a sandbox, which
+# holds nothing but the tenant's, works in them all.
+GIT_SHARED = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*"}
+# A folder's descriptor is held this long after a launch binds it (bubblewrap mounts it at once).
+HELD_SECONDS = 60
+HELD = {}  # sandbox key -> [(when opened, descriptor)], in this process
+GROUP_SHARED = 0o2070  # a tenant folder's group may enter and write it; what is made in it stays the group's
 # Opens the environment file ($0) as fd 3, removes it, then runs bubblewrap, which reads it there.
 LAUNCH = 'exec 3< "$0" && /bin/rm -f -- "$0" && exec "$@"'
 
@@ -103,12 +120,14 @@ class Sandbox:
     """The confinement of one session's commands. `key` names it (the session id)."""
 
     key: str
-    writable: tuple = ()
+    tenant_id: int | None = None  # whose group its user is in
+    writable: tuple = ()  # the tenant's folders (checked to lie in its workspace root), bound writable
     read_only: tuple = ()
     destinations: tuple = ()  # (host, port) pairs the proxy forwards to, each under the outbound rule
     host_destinations: tuple = ()  # the host's own listeners (its tools endpoint)
     check: object = field(default=check_destination, compare=False)  # the outbound rule for `destinations`
     limit_overrides: tuple = ()  # (name, value) pairs tighter than the host's limits (a disposable computer's)
+    host_writable: tuple = ()  # folders the host made for the tenant's sandboxes (a harness's state), bound writable
 
     @property
     def reaches_out(self):
@@ -131,21 +150,76 @@ class Sandbox:
         return os.geteuid() == 0
 
     def owner(self):
-        return (settings.AHP_SANDBOX_UID, settings.AHP_SANDBOX_UID) if self.privileged else (os.getuid(), os.getgid())
+        """(uid, gid) its processes run as: its own user, in its tenant's group."""
+        if not self.privileged:
+            return os.getuid(), os.getgid()
+        uid = identity.sandbox_user(self.key)
+        return uid, identity.tenant_group(self.tenant_id) if self.tenant_id is not None else uid
 
     def prepare(self):
         control, home = self.folder / "control", self.folder / "home"
         control.mkdir(parents=True, exist_ok=True)
-        home.mkdir(parents=True, exist_ok=True)
         uid, gid = self.owner()
+        try:
+            home.mkdir(mode=0o700)
+            os.chown(home, uid, gid)  # just made by the host, in a folder no sandbox sees
+        except FileExistsError:
+            pass
         (control / "passwd").write_text(f"sandbox:x:{uid}:{gid}:sandbox:{HOME}:/bin/sh\n")
         (control / "group").write_text(f"sandbox:x:{gid}:\n")
         self.alive_marker.touch()
-        for path in (home, *self.writable):
-            if self.privileged and Path(path).exists() and Path(path).stat().st_uid != uid:
-                _chown_tree(path, uid, gid)
         if self.reaches_out:
             PROXIES.serve(control / "proxy.sock", Destinations(self.destinations, self.host_destinations, self.check))
+
+    def tenant_folders(self):
+        """(descriptor path, path) for each of `writable` that is, right now, a folder beneath the
+        tenant's root reached through no link; a folder that is not is left out (and logged)."""
+        if not self.writable:
+            return []
+        release_held(self.key, older_than=HELD_SECONDS)
+        root = open_root(host_root())
+        held, opened = HELD.setdefault(self.key, []), []
+        try:
+            for path in self.writable:
+                try:
+                    fd = open_beneath(root, relative_to_host_root(path), os.O_RDONLY | os.O_DIRECTORY)
+                except OSError as error:
+                    if error.errno != errno.ENOENT:  # a folder not made yet is simply not there
+                        logger.warning("Left %s out of sandbox %s: %s.", path, self.key, error.strerror)
+                    continue
+                held.append((time.monotonic(), fd))
+                self.share_with_tenant(fd)
+                opened.append((f"/proc/{os.getpid()}/fd/{fd}", path))
+        finally:
+            os.close(root)
+        return opened
+
+    def share_with_tenant(self, fd):
+        """A tenant folder its sessions can all write: the tenant's group, group-writable (the
+        folder itself, by its descriptor; nothing in it is touched)."""
+        if not self.privileged or self.tenant_id is None:
+            return
+        gid, mode = self.owner()[1], os.fstat(fd).st_mode
+        if os.fstat(fd).st_gid != gid:
+            os.fchown(fd, -1, gid)
+        if mode & GROUP_SHARED != GROUP_SHARED:
+            os.fchmod(fd, (mode | GROUP_SHARED) & 0o7777)
+
+    def make_folder(self, path):
+        """Make `path` (a tenant's folder) as this sandbox's user, through no link."""
+        parent, name = os.path.split(relative_to_host_root(path))
+        root = open_root(host_root())
+        try:
+            with as_identity(*self.owner()):
+                folder = open_beneath(root, parent, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    os.mkdir(name, 0o2775, dir_fd=folder)
+                except FileExistsError:
+                    pass
+                finally:
+                    os.close(folder)
+        finally:
+            os.close(root)
 
     def argv(self, command, env=None, cwd=None):
         """The host command line that runs `command` in this sandbox."""
@@ -182,8 +256,10 @@ class Sandbox:
         for path in self.read_only:
             if os.path.exists(path):
                 mount("--ro-bind", os.path.realpath(path), path)
-        for path in self.writable:
-            mount("--bind", os.path.realpath(path), path)
+        for source, path in self.tenant_folders():
+            mount("--bind", source, path)
+        for path in self.host_writable:
+            mount("--bind", self.host_folder(path), path)
         control = self.folder / "control"
         mount("--bind", self.folder / "home", HOME)
         mount("--ro-bind", control, CONTROL)
@@ -191,7 +267,7 @@ class Sandbox:
         mount("--ro-bind", control / "group", "/etc/group")
         mount("--ro-bind", BRIDGE, "/.bridge.py")
         environment = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": HOME, "LANG": "C.UTF-8",
-                       "TMPDIR": "/tmp", "USER": "sandbox"}
+                       "TMPDIR": "/tmp", "USER": "sandbox", **GIT_SHARED}
         if self.reaches_out:
             proxy = f"http://127.0.0.1:{PROXY_PORT}"
             for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY"):
@@ -211,14 +287,31 @@ class Sandbox:
 
     def home_file(self, name, text):
         """Write `text` to `name` in the sandbox's home, readable by the sandbox's user alone (a
-        secret its command reads from a file rather than its command line); its path inside."""
+        secret its command reads from a file rather than its command line); its path inside.
+        Written as that user, never through a link the sandbox left there."""
         self.prepare()
-        path = self.folder / "home" / name
-        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as file:
-            file.write(text)
-        if self.privileged:
-            os.chown(path, *self.owner())
+        home = os.open(self.folder / "home", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            with as_identity(*self.owner()):
+                try:
+                    os.unlink(name, dir_fd=home)
+                except FileNotFoundError:
+                    pass
+                with open(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
+                                  dir_fd=home), "w") as file:
+                    file.write(text)
+        finally:
+            os.close(home)
         return f"{HOME}/{name}"
+
+    def host_folder(self, path):
+        """A folder the host made for the tenant, bound by its real path: its group's, group-writable."""
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            self.share_with_tenant(fd)
+        finally:
+            os.close(fd)
+        return os.path.realpath(path)
 
     def environment_file(self, environment):
         """A file of bubblewrap arguments that clear the environment and set `environment`,
@@ -237,32 +330,69 @@ class Sandbox:
                               stdin=subprocess.DEVNULL)
 
 
-def _chown_tree(path, uid, gid):
-    """The sandbox's user owns what it may write (the host, as root, still reads it)."""
-    for root, dirs, files in os.walk(path):
-        for name in (root, *[os.path.join(root, d) for d in dirs], *[os.path.join(root, f) for f in files]):
-            os.lchown(name, uid, gid)
-    os.lchown(path, uid, gid)
+def release_held(key, older_than=None):
+    """Close the folder descriptors launches of `key` held (those older than `older_than` s)."""
+    kept = []
+    for opened, fd in HELD.pop(key, []):
+        if older_than is not None and time.monotonic() - opened < older_than:
+            kept.append((opened, fd))
+        else:
+            os.close(fd)
+    if kept:
+        HELD[key] = kept
+
+
+def processes_of(uid):
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/status") as status:
+                line = next(line for line in status if line.startswith("Uid:"))
+        except (OSError, StopIteration):
+            continue
+        if int(line.split()[1]) == uid:
+            found.append(int(pid))
+    return found
+
+
+def kill_user(uid):
+    """Every process of `uid` killed: `kill -1` run as that user signals all of them at once, so
+    a stopped process, a fork loop or a child that left its session cannot outlive it."""
+    for _ in range(20):
+        subprocess.run(["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "/bin/kill",
+                        "-KILL", "-1"], capture_output=True, timeout=10)
+        if not processes_of(uid):
+            return True
+        time.sleep(0.05)
+    logger.warning("Processes of sandbox user %s are still running.", uid)
+    return False
 
 
 def end_sandbox(key):
-    """The session is gone: everything still running in its sandbox ends, its proxy stops."""
+    """The session is gone: everything still running in its sandbox ends, its proxy stops, its
+    user id is free again."""
     folder = sandbox_root() / str(key)
     PROXIES.stop(folder / "control" / "proxy.sock")
+    release_held(str(key))
+    uid = identity.existing_sandbox_user(str(key)) if os.geteuid() == 0 else None
     try:
         (folder / "control" / "alive").unlink()
     except FileNotFoundError:
-        return
+        pass
+    if uid is not None and kill_user(uid):
+        identity.free_sandbox_user(str(key))
     shutil.rmtree(folder, ignore_errors=True)  # its home goes with it; the bridge sees no marker either way
 
 
 def session_folders(session):
-    """The session's working directories that exist on this host, as paths."""
+    """The session's working directories, as paths (each checked to lie in its tenant's root when
+    the session was made; the sandbox opens each without following a link as it starts)."""
     paths = (folder_path(str(directory)) for directory in session.working_directories or ())
-    return tuple(path for path in paths if path and os.path.isdir(path))
+    return tuple(os.path.normpath(path) for path in paths if path and os.path.isdir(path))
 
 
 def session_sandbox(session, read_only=(), destinations=(), host_destinations=()):
     """The sandbox of `session`: its folders writable, `read_only` host paths readable."""
-    return Sandbox(str(session.id), writable=session_folders(session), read_only=tuple(read_only),
+    return Sandbox(str(session.id), tenant_id=session.tenant_id, writable=session_folders(session),
+                   read_only=tuple(read_only),
                    destinations=tuple(destinations), host_destinations=tuple(host_destinations))

@@ -1,5 +1,7 @@
 import contextlib
+import fcntl
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +20,25 @@ ROOT = Path(__file__).resolve().parent.parent
 # or stop: seconds on a quiet machine, minutes on one whose cores other jobs hold; a deadline, so a
 # fast run never waits it out.
 PROCESS_DEADLINE_SECONDS = 180
+
+
+def pytest_configure(config):
+    """A run starts with no sandbox id claimed (tests/settings.py), since the run before may have
+    been stopped before its sandboxes ended; unless another run in this checkout holds them now."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    (ROOT / "var" / "xdist").mkdir(parents=True, exist_ok=True)
+    config._sandbox_ids_lock = lock = open(ROOT / "var" / "xdist" / "sandbox-ids.lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fcntl.flock(lock, fcntl.LOCK_SH)  # held for the run: no later run clears what this one holds
+        return
+    for folder in (ROOT / "var" / "xdist" / "sandbox-ids", *ROOT.glob("var/xdist/*/sandboxes/users"),
+                   *ROOT.glob("var/xdist/*/sandboxes/tenant-groups"), ROOT / "var" / "sandboxes" / "users",
+                   ROOT / "var" / "sandboxes" / "tenant-groups"):
+        shutil.rmtree(folder, ignore_errors=True)
+    fcntl.flock(lock, fcntl.LOCK_SH)
 
 
 class People:
@@ -85,6 +106,14 @@ def child_env(**overrides):
     env["AHP_WORKSPACE_ROOT"] = str(django_settings.AHP_WORKSPACE_ROOT)
     env.update(overrides)
     return env
+
+
+def manage(*command):
+    """A management command run as the operator runs it, in a process of its own; its output."""
+    done = subprocess.run([sys.executable, "manage.py", *command], env=child_env(), cwd=ROOT, capture_output=True,
+                          text=True, timeout=PROCESS_DEADLINE_SECONDS)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
 
 
 def stop(process):
@@ -160,6 +189,22 @@ def workspace(acme, workspace_root):
     root = workspace_root / acme.tenant.slug
     root.mkdir()
     return root
+
+
+def tenant_made(path, tenant):
+    """What a test made as root under a tenant's root, handed over as if the tenant's sessions had
+    made it: its group's and group-writable (the host never does this to a tenant's files)."""
+    from sandbox import identity
+
+    if os.geteuid() != 0:
+        return path
+    gid = identity.tenant_group(tenant.id)
+    for folder, dirs, files in os.walk(path):
+        for name in (folder, *(os.path.join(folder, d) for d in dirs), *(os.path.join(folder, f) for f in files)):
+            os.lchown(name, -1, gid)
+            if not os.path.islink(name):
+                os.chmod(name, os.stat(name).st_mode | (0o2070 if os.path.isdir(name) else 0o060))
+    return path
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ already named per process; this adds its var/ (the embedded Celery queue, sandbo
 Redis keys (channel layer groups and the Celery queue share one Redis db, and two workers' rows have
 the same primary keys, so unprefixed they would wake each other's sockets and take each other's
 tasks). Processes a test starts inherit DJANGO_SETTINGS_MODULE and the worker's name, so they match."""
+import hashlib
 import os
 from pathlib import Path
 
@@ -17,3 +18,10 @@ from ahp.settings import CHANNEL_LAYERS, REDIS_URL  # noqa: E402
 if WORKER and REDIS_URL:
     CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = f"asgi-{WORKER}"
     CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": f"{WORKER}-"}
+
+# Sandbox ids: claimed in this checkout's var/ (tests/conftest.py empties it as a run starts), from
+# a range of its own, so two checkouts' runs on one machine never share an id.
+CHECKOUT = Path(__file__).resolve().parent.parent
+_SLOT = int(hashlib.sha256(str(CHECKOUT).encode()).hexdigest(), 16) % 80
+AHP_SANDBOX_IDS = f"{200000 + _SLOT * 10000}-{200000 + _SLOT * 10000 + 9999}"
+AHP_SANDBOX_ID_FOLDER = str(CHECKOUT / "var" / "xdist" / "sandbox-ids")

@@ -268,7 +268,7 @@ class GitHubCopilotProvider:
         if storage is not None:
             # An empty-mode client keeps its state in its tenant's base directory (the sandbox
             # clears the environment the SDK would set, so the CLI is told inside it).
-            sandbox = replace(sandbox, writable=(*sandbox.writable, storage))
+            sandbox = replace(sandbox, host_writable=(storage,))
             environment = {**environment, "COPILOT_HOME": storage, "COPILOT_DISABLE_KEYTAR": "1"}
         # The SDK appends its own flags to the command line: they reach the CLI inside the sandbox.
         argv = sandbox.argv([cli], env=environment)

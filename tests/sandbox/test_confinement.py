@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from sandbox import identity
 from tools_app.models import StdioServer
 
 from ..ahp.mcp.helpers import wait_until
@@ -67,7 +68,8 @@ PROBE = textwrap.dedent('''
     if __name__ == "__main__":
         app.run()
 ''')
-SANDBOX_ENV = {"HOME", "LANG", "PATH", "PWD", "TMPDIR", "USER", "LC_CTYPE"}
+SANDBOX_ENV = {"HOME", "LANG", "PATH", "PWD", "TMPDIR", "USER", "LC_CTYPE", "GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_0",
+               "GIT_CONFIG_VALUE_0"}
 
 
 @pytest.fixture
@@ -92,9 +94,15 @@ def call(client, chat, tool, arguments, timeout=60):
     return client.reply_to(client.start_turn(chat, f"/call {tool} {json.dumps(arguments)}"), timeout=timeout)
 
 
+def sandbox_ids():
+    first, _, last = settings.AHP_SANDBOX_IDS.partition("-")
+    return range(int(first), int(last) + 1)
+
+
 def sandboxed_processes(pattern):
-    found = subprocess.run(["pgrep", "-u", str(settings.AHP_SANDBOX_UID), "-f", pattern], capture_output=True, text=True)
-    return found.stdout.split()
+    """Processes matching `pattern` that run as a sandbox user."""
+    found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
+    return [pid for pid in found if Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}").stat().st_uid in sandbox_ids()]
 
 
 def test_a_tenant_may_not_name_a_command_for_the_host_to_run(acme, host):
@@ -123,20 +131,23 @@ def test_inside_the_sandbox_nothing_of_the_host_or_another_tenant_is_there(acme,
         paths.append(str(database["TEST"]["NAME"]))
     set_config(host.port, globex.tokens["root"], mcpServers={"probe": probe})
     with AhpClient(host.port, acme.tokens["member"]) as alice, AhpClient(host.port, globex.tokens["member"]) as gus:
-        alice.create_session(workingDirectories=[theirs.as_uri()])
+        alices = alice.create_session(workingDirectories=[theirs.as_uri()])
         uri = gus.create_session(workingDirectories=[mine.as_uri()])
         chat = default_chat(gus, uri)
         gus.subscribe(chat)
         wait_until(lambda: "probe_look" in gus.reply_to(gus.start_turn(chat, "/tools")).split("\n"),
                    describe="the probe's tools offered")
         seen = json.loads(call(gus, chat, "probe_look", {"paths": paths, "folders": list(folders), "own_folder": str(mine)}))
-    assert (seen["uid"], seen["euid"]) == (settings.AHP_SANDBOX_UID, settings.AHP_SANDBOX_UID)
+    own = identity.existing_sandbox_user(uri.rsplit("/", 1)[-1])
+    assert seen["uid"] == seen["euid"] == own and own in sandbox_ids()
+    assert own not in (identity.existing_sandbox_user(alices.rsplit("/", 1)[-1]), identity.tenant_group(acme.tenant.id))
     assert set(seen["env"]) <= SANDBOX_ENV  # no DATABASE_URL, SECRET_KEY, REDIS_URL, canary, tokens
     assert seen["readable"] == {p: False for p in paths}
     assert seen["listing"] == folders
     assert (seen["postgres"], seen["redis"]) == (False, False)
     written = mine / "written-inside.txt"
-    assert written.read_text() == "ok" and written.stat().st_uid == settings.AHP_SANDBOX_UID
+    assert written.read_text() == "ok"
+    assert (written.stat().st_uid, written.stat().st_gid) == (own, identity.tenant_group(globex.tenant.id))
 
 
 def test_the_hosts_services_are_listening_where_the_sandbox_cannot_reach_them():

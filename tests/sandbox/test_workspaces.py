@@ -122,18 +122,26 @@ def test_isolate_session_refuses_a_chat_whose_folder_is_outside_the_root(globex,
     assert worktrees(acme_repo) == [str(acme_repo)]
 
 
-def test_a_symlink_swapped_before_the_turn_ends_is_not_followed(globex, roots):
+def test_a_folder_swapped_for_a_link_before_the_turn_ends_is_not_followed(globex, roots):
     acme_repo, globex_root = roots
     swapped = globex_root / "swapped"
-    swapped.symlink_to(globex_root / "own")
+    swapped.mkdir()
     place = Place(globex)
     place.call("set_workspace", workspaceFolder=str(swapped), isolation=True)
-    swapped.unlink()
+    swapped.rmdir()
     swapped.symlink_to(acme_repo)
     actions.do_end_turn(place.turn.id, response_text="done")
     settle_turn_effects(place.turn.id)
     assert place.refresh().session.working_directories == []
     assert worktrees(acme_repo) == [str(acme_repo)] and not swapped.with_name("swapped.worktrees").exists()
+
+
+def test_a_folder_reached_through_a_link_is_refused_even_one_that_stays_inside(globex, roots):
+    _, globex_root = roots
+    (globex_root / "inside").symlink_to(globex_root / "own")
+    with pytest.raises(Refused) as refused:
+        Place(globex).call("set_workspace", workspaceFolder=str(globex_root / "inside"), isolation=False)
+    assert refused.value.sentence == outside(str(globex_root / "inside"))
 
 
 def test_set_workspace_over_the_socket_from_tenant_b_reads_the_refusal(globex, host, roots):

@@ -1,42 +1,117 @@
 """Files in sessions' working directories, as a client's `resource*` commands reach them: a
-`file:` URI is served only when its real path (every `..` and symlink resolved) lies in a
-working directory of a session the caller may read (session:read) or, to change it, whose
-folders it may change (session:folders). Each is re-checked at the moment of use."""
+`file:` URI is served only when it names (spelled without `..` tricks: its path is normalised
+first) a place in a working directory of a session the caller may read (session:read) or, to
+change it, whose folders it may change (session:folders).
+
+The host never opens such a path by name: every step is one `openat2` beneath the host's
+workspace root that follows no link (sandbox/beneath.py), taken as the session's own sandbox
+identity. A link the tenant swaps in at any moment is refused, never followed, and what the
+host writes belongs to the session."""
 import base64
+import errno
 import mimetypes
 import os
-import shutil
+import stat
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from kernel.refusals import Refused
-from sandbox.workspaces import OutsideWorkspace, checked_folder, folder_path, is_within
+from sandbox.beneath import as_identity, open_beneath, open_root
+from sandbox.bubblewrap import Sandbox
+from sandbox.workspaces import OutsideWorkspace, checked_folder, folder_path, host_root, is_within, \
+    relative_to_host_root
 from sessions_app.models import Session
 
 MAX_READ_BYTES = 4 * 1024 * 1024
 ENCODINGS = ("utf-8", "base64")
+COPY_CHUNK = 1024 * 1024
 
 
 def not_found(sentence):
     return Refused(sentence, "not_found")
 
 
-def real_target(uri):
+def through_link(path):
+    return Refused(f"{path} is reached through a link; this host follows no link in a session's folders.",
+                   "permission")
+
+
+def target_path(uri):
     path = folder_path(uri) if isinstance(uri, str) and uri.startswith("file:") else None
     if path is None or "\x00" in path:
         raise Refused("Invalid params: uri must be an absolute file: URI.", "invalid")
-    return Path(os.path.realpath(path))
+    return Path(os.path.normpath(path))
 
 
-def allowed_path(principal, uri, grant):
-    return allowed_place(principal, uri, grant)[0]
+@dataclass(frozen=True)
+class Place:
+    """A path in a session's working directory, and whose hands touch it: that session's."""
+
+    path: Path
+    folder: Path
+    session_id: str
+    tenant_id: int
+
+    @contextmanager
+    def hands(self):
+        """The host's workspace root, opened, with this thread acting as the session's sandbox."""
+        root = open_root(host_root())
+        try:
+            with as_identity(*Sandbox(self.session_id, tenant_id=self.tenant_id).owner()):
+                yield Hands(root)
+        finally:
+            os.close(root)
+
+
+class Hands:
+    """Each operation on one path, beneath the root, through no link; OSError becomes a sentence."""
+
+    def __init__(self, root):
+        self.root = root
+
+    def open(self, path, flags, mode=0o666):
+        try:
+            return open_beneath(self.root, relative_to_host_root(str(path)), flags, mode)
+        except OSError as error:
+            raise refusal(error, path) from None
+
+    def stat(self, path):
+        """The stat of `path` itself (a link is a link), or None when nothing is there."""
+        parent, name = self.parent(path)
+        try:
+            return os.stat(name, dir_fd=parent, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        finally:
+            os.close(parent)
+
+    def parent(self, path):
+        """(descriptor of the folder holding `path`, its name there)."""
+        try:
+            return open_beneath(self.root, relative_to_host_root(str(path.parent)), os.O_RDONLY | os.O_DIRECTORY), \
+                path.name
+        except (FileNotFoundError, NotADirectoryError):
+            raise not_found(f"No folder {path.parent}.") from None
+        except OSError as error:
+            raise refusal(error, path.parent) from None
+
+
+def refusal(error, path):
+    if error.errno in (errno.ELOOP, errno.EXDEV):
+        return through_link(path)
+    if error.errno in (errno.ENOENT, errno.ENOTDIR):
+        return not_found(f"No file {path}.")
+    if error.errno == errno.EACCES:
+        return Refused(f"{path} cannot be reached by the session's sandbox.", "permission")
+    return Refused(f"{path}: {error.strerror}.", "conflict")
 
 
 def allowed_place(principal, uri, grant):
-    """(real path `uri` names, the working directory holding it), when that is a working
-    directory of a session `principal` holds `grant` on; refused otherwise, in the same words
-    whatever lies there."""
-    target = real_target(uri)
+    """The Place `uri` names, when it lies in a working directory of a session `principal` holds
+    `grant` on; refused otherwise, in the same words whatever lies there."""
+    target = target_path(uri)
     for session in Session.objects.visible_to(principal).exclude(working_directories=[]).only(
             "id", "tenant", "owner", "working_directories"):
         for directory in session.working_directories:
@@ -45,43 +120,62 @@ def allowed_place(principal, uri, grant):
             except OutsideWorkspace:
                 continue
             if is_within(target, folder) and principal.may(grant, session):
-                return target, folder
+                return Place(target, folder, str(session.id), session.tenant_id)
     doing = "change files in" if grant == "session:folders" else "read"
     raise Refused(f"{target} is outside the working directories of every session you may {doing}.", "permission")
 
 
-def etag(stat):
-    return f'W/"{stat.st_size}-{stat.st_mtime_ns}"'
+def etag(status):
+    return f'W/"{status.st_size}-{status.st_mtime_ns}"'
+
+
+def kind(status):
+    return "directory" if stat.S_ISDIR(status.st_mode) else "file"
 
 
 def resolve(principal, uri):
-    path = allowed_path(principal, uri, "session:read")
-    if not path.exists():
-        raise not_found(f"No file {path}.")
-    stat = path.stat()
-    return {"uri": path.as_uri(), "type": "directory" if path.is_dir() else "file", "size": stat.st_size,
-            "mtime": datetime.fromtimestamp(stat.st_mtime, timezone.utc).isoformat(timespec="milliseconds")
-            .replace("+00:00", "Z"), "etag": etag(stat)}
+    place = allowed_place(principal, uri, "session:read")
+    with place.hands() as hands:
+        status = hands.stat(place.path)
+    if status is None:
+        raise not_found(f"No file {place.path}.")
+    return {"uri": place.path.as_uri(), "type": kind(status), "size": status.st_size,
+            "mtime": datetime.fromtimestamp(status.st_mtime, timezone.utc).isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z"), "etag": etag(status)}
 
 
 def list_folder(principal, uri):
-    path = allowed_path(principal, uri, "session:read")
-    if not path.exists():
-        raise not_found(f"No folder {path}.")
-    if not path.is_dir():
-        raise Refused(f"Invalid params: {path} is not a folder.", "invalid")
-    return {"entries": [{"name": entry.name, "type": "directory" if entry.is_dir() else "file"}
-                        for entry in sorted(path.iterdir(), key=lambda e: e.name)]}
+    place = allowed_place(principal, uri, "session:read")
+    with place.hands() as hands:
+        if (status := hands.stat(place.path)) is None:
+            raise not_found(f"No folder {place.path}.")
+        if not stat.S_ISDIR(status.st_mode):
+            raise Refused(f"Invalid params: {place.path} is not a folder.", "invalid")
+        folder = hands.open(place.path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            entries = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in os.scandir(folder)]
+        finally:
+            os.close(folder)
+    return {"entries": [{"name": name, "type": "directory" if is_dir else "file"} for name, is_dir in sorted(entries)]}
+
+
+def read_all(fd, path):
+    with os.fdopen(fd, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size > MAX_READ_BYTES:
+            raise Refused(f"{path} is larger than {MAX_READ_BYTES} bytes; this host reads no more at once.", "invalid")
+        return handle.read(MAX_READ_BYTES + 1)
 
 
 def read(principal, uri, encoding=None):
-    path = allowed_path(principal, uri, "session:read")
-    if not path.is_file():
-        raise not_found(f"No file {path}.")
-    if path.stat().st_size > MAX_READ_BYTES:
-        raise Refused(f"{path} is larger than {MAX_READ_BYTES} bytes; this host reads no more at once.", "invalid")
-    data = path.read_bytes()
-    content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    place = allowed_place(principal, uri, "session:read")
+    with place.hands() as hands:
+        status = hands.stat(place.path)
+        if status is not None and stat.S_ISLNK(status.st_mode):
+            raise through_link(place.path)
+        if status is None or not stat.S_ISREG(status.st_mode):
+            raise not_found(f"No file {place.path}.")
+        data = read_all(hands.open(place.path, os.O_RDONLY | os.O_NONBLOCK), place.path)
+    content_type = mimetypes.guess_type(place.path.name)[0] or "application/octet-stream"
     if encoding != "base64":
         try:
             return {"data": data.decode("utf-8"), "encoding": "utf-8", "contentType": content_type}
@@ -99,79 +193,182 @@ def decoded(data, encoding):
         raise Refused("Invalid params: data is not base64.", "invalid") from None
 
 
+def write_all(fd, content):
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(content)
+
+
 def do_write_file(principal, uri, data, encoding, create_only=False, if_match=None):
     """resourceWrite in truncate mode at 0 (a whole file), the one write this host offers."""
-    path = allowed_path(principal, uri, "session:folders")
-    if not path.parent.is_dir():
-        raise not_found(f"No folder {path.parent}.")
-    if path.exists() and create_only:
-        raise Refused(f"{path} already exists.", "exists")
-    if if_match is not None and (not path.exists() or etag(path.stat()) != if_match):
-        raise Refused(f"{path} changed since {if_match}.", "conflict")
-    if path.is_dir():
-        raise Refused(f"Invalid params: {path} is a folder.", "invalid")
+    place = allowed_place(principal, uri, "session:folders")
     content = decoded(data, encoding)
-    with open(allowed_path(principal, uri, "session:folders"), "wb") as handle:  # checked again at the use
-        handle.write(content)
+    path = place.path
+    with place.hands() as hands:
+        parent, name = hands.parent(path)
+        try:
+            status = hands.stat(path)
+            if status is not None and create_only:
+                raise Refused(f"{path} already exists.", "exists")
+            if if_match is not None and (status is None or etag(status) != if_match):
+                raise Refused(f"{path} changed since {if_match}.", "conflict")
+            if status is not None and stat.S_ISDIR(status.st_mode):
+                raise Refused(f"Invalid params: {path} is a folder.", "invalid")
+            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_EXCL if create_only else os.O_TRUNC)
+            try:
+                fd = os.open(name, flags, 0o664, dir_fd=parent)
+            except OSError as error:
+                raise refusal(error, path) from None
+            write_all(fd, content)
+        finally:
+            os.close(parent)
     return {}
 
 
 def do_make_folder(principal, uri):
-    path = allowed_path(principal, uri, "session:folders")
-    if path.exists():
-        raise Refused(f"{path} already exists.", "exists")
-    if not path.parent.is_dir():
-        raise not_found(f"No folder {path.parent}.")
-    path.mkdir()
+    place = allowed_place(principal, uri, "session:folders")
+    with place.hands() as hands:
+        parent, name = hands.parent(place.path)
+        try:
+            os.mkdir(name, 0o2775, dir_fd=parent)
+        except FileExistsError:
+            raise Refused(f"{place.path} already exists.", "exists") from None
+        finally:
+            os.close(parent)
     return {}
 
 
+def remove_tree(folder, name):
+    """`name` in the open `folder` and all in it, by descriptor: links are removed, not followed."""
+    inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
+    try:
+        for entry in os.scandir(inner):
+            if entry.is_dir(follow_symlinks=False):
+                remove_tree(inner, entry.name)
+            else:
+                os.unlink(entry.name, dir_fd=inner)
+    finally:
+        os.close(inner)
+    os.rmdir(name, dir_fd=folder)
+
+
 def do_delete_file(principal, uri, recursive=False):
-    path, folder = allowed_place(principal, uri, "session:folders")
-    if not path.exists():
-        raise not_found(f"No file {path}.")
-    if path == folder:
-        raise Refused(f"{path} is a session's working directory; end the session instead.", "conflict")
-    if path.is_dir():
-        if any(path.iterdir()) and not recursive:
-            raise Refused(f"{path} is not empty; delete it with recursive.", "conflict")
-        shutil.rmtree(path)
-    else:
-        path.unlink()
+    place = allowed_place(principal, uri, "session:folders")
+    if place.path == place.folder:
+        raise Refused(f"{place.path} is a session's working directory; end the session instead.", "conflict")
+    with place.hands() as hands:
+        status = hands.stat(place.path)
+        if status is None:
+            raise not_found(f"No file {place.path}.")
+        parent, name = hands.parent(place.path)
+        try:
+            if not stat.S_ISDIR(status.st_mode):
+                os.unlink(name, dir_fd=parent)
+            elif recursive:
+                remove_tree(parent, name)
+            else:
+                try:
+                    os.rmdir(name, dir_fd=parent)
+                except OSError as error:
+                    if error.errno != errno.ENOTEMPTY:
+                        raise refusal(error, place.path) from None
+                    raise Refused(f"{place.path} is not empty; delete it with recursive.", "conflict") from None
+        except OSError as error:
+            raise refusal(error, place.path) from None
+        finally:
+            os.close(parent)
     return {}
 
 
 def checked_pair(principal, source, destination, move, fail_if_exists):
-    """(source path, destination path) for resourceCopy and resourceMove: the source readable
-    (changeable, for a move), the destination changeable, its folder there."""
-    src, src_folder = allowed_place(principal, source, "session:folders" if move else "session:read")
-    dst = allowed_path(principal, destination, "session:folders")
-    if not src.exists():
-        raise not_found(f"No file {src}.")
-    if move and src == src_folder:
-        raise Refused(f"{src} is a session's working directory; it stays where the session has it.", "conflict")
-    if not dst.parent.is_dir():
-        raise not_found(f"No folder {dst.parent}.")
-    if dst.exists() and fail_if_exists:
-        raise Refused(f"{dst} already exists.", "exists")
-    if dst == src or is_within(dst, src):
-        raise Refused(f"{dst} is {src} or inside it.", "conflict")
+    """(source Place, destination Place) for resourceCopy and resourceMove: the source readable
+    (changeable, for a move), the destination changeable."""
+    src = allowed_place(principal, source, "session:folders" if move else "session:read")
+    dst = allowed_place(principal, destination, "session:folders")
+    if move and src.path == src.folder:
+        raise Refused(f"{src.path} is a session's working directory; it stays where the session has it.",
+                      "conflict")
+    if dst.path == src.path or is_within(dst.path, src.path):
+        raise Refused(f"{dst.path} is {src.path} or inside it.", "conflict")
     return src, dst
+
+
+def copy_entry(source_folder, name, target_folder, target_name, fail_if_exists):
+    """Copy `name` into `target_name`, by descriptors: a folder with all in it, a link as a link
+    (following one would bring in what lies outside the folders)."""
+    status = os.stat(name, dir_fd=source_folder, follow_symlinks=False)
+    if stat.S_ISLNK(status.st_mode):
+        os.symlink(os.readlink(name, dir_fd=source_folder), target_name, dir_fd=target_folder)
+    elif stat.S_ISDIR(status.st_mode):
+        try:
+            os.mkdir(target_name, 0o2775, dir_fd=target_folder)
+        except FileExistsError:
+            if fail_if_exists:
+                raise
+        inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=source_folder)
+        into = os.open(target_name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=target_folder)
+        try:
+            for entry in os.scandir(inner):
+                copy_entry(inner, entry.name, into, entry.name, fail_if_exists)
+        finally:
+            os.close(inner)
+            os.close(into)
+    elif stat.S_ISREG(status.st_mode):
+        reading = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=source_folder)
+        exclusive = os.O_EXCL if fail_if_exists else os.O_TRUNC
+        writing = os.open(target_name, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | exclusive, 0o664,
+                          dir_fd=target_folder)
+        try:
+            while chunk := os.read(reading, COPY_CHUNK):
+                os.write(writing, chunk)
+        finally:
+            os.close(reading)
+            os.close(writing)
+    # anything else (a device, a fifo) is not copied
 
 
 def do_copy_file(principal, source, destination, fail_if_exists=False):
     src, dst = checked_pair(principal, source, destination, False, fail_if_exists)
-    if src.is_dir():
-        # Links are copied as links: following one would bring in what lies outside the folders.
-        shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=not fail_if_exists)
-    else:
-        shutil.copyfile(src, dst)
+    with src.hands() as hands:
+        if hands.stat(src.path) is None:
+            raise not_found(f"No file {src.path}.")
+        source_folder, name = hands.parent(src.path)
+    try:
+        with dst.hands() as hands:
+            target_folder, target_name = hands.parent(dst.path)
+            try:
+                if fail_if_exists and hands.stat(dst.path) is not None:
+                    raise Refused(f"{dst.path} already exists.", "exists")
+                copy_entry(source_folder, name, target_folder, target_name, fail_if_exists)
+            except FileExistsError:
+                raise Refused(f"{dst.path} already exists.", "exists") from None
+            except OSError as error:
+                raise refusal(error, dst.path) from None
+            finally:
+                os.close(target_folder)
+    finally:
+        os.close(source_folder)
     return {}
 
 
 def do_move_file(principal, source, destination, fail_if_exists=False):
     src, dst = checked_pair(principal, source, destination, True, fail_if_exists)
-    if dst.is_dir():
-        raise Refused(f"{dst} is a folder; this host moves onto a file or a new name only.", "conflict")
-    os.replace(src, dst)
+    with src.hands() as hands:
+        if hands.stat(src.path) is None:
+            raise not_found(f"No file {src.path}.")
+        target = hands.stat(dst.path)
+        if target is not None and fail_if_exists:
+            raise Refused(f"{dst.path} already exists.", "exists")
+        if target is not None and stat.S_ISDIR(target.st_mode):
+            raise Refused(f"{dst.path} is a folder; this host moves onto a file or a new name only.", "conflict")
+        source_folder, name = hands.parent(src.path)
+        try:
+            target_folder, target_name = hands.parent(dst.path)
+            try:
+                os.rename(name, target_name, src_dir_fd=source_folder, dst_dir_fd=target_folder)
+            except OSError as error:
+                raise refusal(error, dst.path) from None
+            finally:
+                os.close(target_folder)
+        finally:
+            os.close(source_folder)
     return {}

@@ -1,22 +1,23 @@
 """resource* commands for file: URIs: only inside the working directories of sessions the
-caller may read (and, to change files, whose folders it may change), symlinks resolved."""
+caller may read (and, to change files, whose folders it may change); no link followed."""
 import base64
 import os
 
 import pytest
 
+from ...conftest import tenant_made
 from .harness import AhpClient, RpcFailed
 
 ROOT = "ahp-root://"
 
 
 @pytest.fixture
-def project(workspace):
+def project(acme, workspace):
     folder = workspace / "app"
     (folder / "src").mkdir(parents=True)
     (folder / "README.md").write_text("hello\n")
     (folder / "logo.png").write_bytes(b"\x89PNG\x00\xff")
-    return folder
+    return tenant_made(folder, acme.tenant)
 
 
 @pytest.fixture
@@ -63,21 +64,22 @@ def test_a_client_browses_reads_and_writes_its_sessions_folder(member, project):
         -32011, f"{project} is a session's working directory; end the session instead.")
 
 
-def test_a_path_outside_the_folders_is_refused_symlinks_and_dots_included(member, project, workspace):
+def test_a_path_outside_the_folders_is_refused_and_no_link_is_followed(member, project, workspace):
     secret = workspace / "other"
     secret.mkdir()
     (secret / "key.txt").write_text("s3cret")
     os.symlink(secret / "key.txt", project / "link.txt")
     sentence = "is outside the working directories of every session you may read."
-    for uri in ((project / "link.txt").as_uri(), f"{project.as_uri()}/../other/key.txt", "file:///etc/passwd"):
+    for uri in (f"{project.as_uri()}/../other/key.txt", "file:///etc/passwd"):
         code, message = refused(member, "resourceRead", uri=uri)
         assert code == -32009 and message.endswith(sentence), message
+    through = f"{project / 'link.txt'} is reached through a link; this host follows no link in a session's folders."
+    assert refused(member, "resourceRead", uri=(project / "link.txt").as_uri()) == (-32009, through)
     assert refused(member, "resourceRead", uri="https://example.com/x") == (
         -32602, "Invalid params: uri must be an absolute file: URI.")
-    code, message = refused(member, "resourceWrite", uri=(project / "link.txt").as_uri(), data="x", encoding="utf-8")
-    assert (code, message) == (-32009, f"{secret / 'key.txt'} is outside the working directories of every session "
-                                       "you may change files in.")
-    assert (secret / "key.txt").read_text() == "s3cret"
+    assert refused(member, "resourceWrite", uri=(project / "link.txt").as_uri(), data="x", encoding="utf-8") == (
+        -32009, through)
+    assert (secret / "key.txt").read_text() == "s3cret" and (project / "link.txt").is_symlink()
 
 
 def test_a_guest_reads_but_may_not_write(acme, host, member, project):

@@ -50,7 +50,7 @@ def included_files(folder, patterns):
     return sorted(set(found))
 
 
-def cut_worktree(folder, label, session_id, include=()):
+def cut_worktree(folder, label, session, include=()):
     """A new worktree of the repository at `folder`, on a new branch, beside it:
     `<folder>.worktrees/<label>`, with the files `include` patterns name copied in. Answers its
     path. `git` and the copy run in the session's sandbox, which holds only the repository and
@@ -58,16 +58,16 @@ def cut_worktree(folder, label, session_id, include=()):
     folder = os.path.abspath(folder_path(folder))
     worktrees = f"{folder}.worktrees"
     target = os.path.join(worktrees, label)
-    os.makedirs(worktrees, exist_ok=True)
-    sandbox = Sandbox(str(session_id), writable=(folder, worktrees))
+    sandbox = Sandbox(str(session.id), tenant_id=session.tenant_id, writable=(folder, worktrees))
     files = included_files(folder, include)
     try:
+        sandbox.make_folder(worktrees)
         done = sandbox.run(["git", "-C", folder, "worktree", "add", "-b", f"agent/{label}", target], timeout=60)
         if done.returncode == 0 and files:
             copied = sandbox.run(["cp", "-p", "--parents", "--", *files, target], cwd=folder, timeout=60)
             if copied.returncode != 0:
                 logger.warning("Could not copy worktreeIncludeFiles into %s: %s", target, copied.stderr.strip())
-    except (SandboxUnavailable, subprocess.TimeoutExpired) as exc:
+    except (SandboxUnavailable, subprocess.TimeoutExpired, OSError) as exc:
         raise WorktreeFailed(str(exc)) from exc
     if done.returncode != 0:
         raise WorktreeFailed(done.stderr.strip() or f"git worktree add exited with {done.returncode}")
@@ -139,10 +139,10 @@ def carry_out(effect):
     session = effect.turn.chat.session
     include = (session.config or {}).get("worktreeIncludeFiles") or ()
     if effect.kind == "set_workspace":
-        path = cut_worktree(real, label, session.id, include) if isolation else folder_path(effect.arguments["folder"])
+        path = cut_worktree(real, label, session, include) if isolation else folder_path(effect.arguments["folder"])
         actions.do_set_session_workspace(effect, folder_uri(path))
     else:
-        actions.do_set_chat_folder(effect, folder_uri(cut_worktree(real, label, session.id, include)))
+        actions.do_set_chat_folder(effect, folder_uri(cut_worktree(real, label, session, include)))
 
 
 def settle_turn_effects(turn_id):

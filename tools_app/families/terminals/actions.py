@@ -8,7 +8,7 @@ from django.db import transaction
 from kernel.ids import parse_uuid
 from kernel.refusals import Refused
 from kernel.rows import ITS_ROW
-from sandbox.workspaces import OutsideWorkspace, checked_folder, folder_path, is_within
+from sandbox.workspaces import OutsideWorkspace, checked_folder, folder_path, is_folder, is_within
 from sessions_app import events
 from sessions_app.actions import require
 
@@ -37,10 +37,10 @@ def terminal_folder(session, cwd):
     if cwd is None:
         return folders[0]
     path = folder_path(cwd) if isinstance(cwd, str) else None
-    real = Path(os.path.realpath(path)) if path else None
-    if real is None or not any(is_within(real, folder) for folder in folders) or not real.is_dir():
+    normal = Path(os.path.normpath(path)) if path else None
+    if normal is None or not any(is_within(normal, folder) for folder in folders) or not is_folder(normal):
         raise Refused(f"{cwd} is not a folder in the session's working directories.", "invalid")
-    return real
+    return normal
 
 
 def checked_size(cols, rows):

@@ -7,26 +7,28 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from sandbox import identity
 from sessions_app import actions
 from kernel.refusals import Refused
 from sessions_app.models import ChatBackend, Session, TurnEffect
 from tools_app.families.session.workspace import settle_turn_effects
 
+from ....conftest import tenant_made
 from .conftest import Place
 
 
 @pytest.fixture
-def repo(workspace):
+def repo(acme, workspace):
     folder = workspace / "project"
     folder.mkdir()
     for command in (["init", "-q", "-b", "main"], ["config", "user.email", "t@example.com"],
                     ["config", "user.name", "T"], ["commit", "-q", "--allow-empty", "-m", "start"]):
         subprocess.run(["git", "-C", str(folder), *command], check=True)
-    return folder
+    return tenant_made(folder, acme.tenant)
 
 
 def worktrees(folder):
-    # The sandbox's user owns the repository once git ran on it there; the test reads it as root.
+    # The session's sandbox users made parts of the repository; the test reads it as root.
     listed = subprocess.run(["git", "-c", "safe.directory=*", "-C", str(folder), "worktree", "list", "--porcelain"],
                             capture_output=True,
                             text=True, check=True).stdout
@@ -61,7 +63,7 @@ def test_git_and_the_repositorys_own_hooks_run_in_the_sessions_sandbox(place, re
     settle_turn_effects(place.turn.id)
     [folder] = place.refresh().session.working_directories
     saw = (Path(folder[len("file://"):]) / "hook-saw.txt").read_text().splitlines()
-    assert saw[0] == str(settings.AHP_SANDBOX_UID)
+    assert saw[0] == str(identity.existing_sandbox_user(str(place.session.id)))
     assert "AHP_CANARY_SECRET" not in "\n".join(saw) and not any(line.startswith("SECRET_KEY=") for line in saw)
     assert saw[1].endswith("No such file or directory")  # the host's var dir (its database) is not there
 
