@@ -64,6 +64,24 @@ def copilot_cli():
     return executable(installed_program(harness_dir(), "@github", f"copilot-linux-{COPILOT_MACHINE}", "copilot"))
 
 
+CLAUDE_BASE_URL = "https://api.anthropic.com"
+
+
+def host_connection(provider):
+    """The host's own model endpoint for `provider`, from its environment (ANTHROPIC_*,
+    AHP_CLAUDE_MODEL, AHP_COPILOT_*): where a turn goes when the tenant names no endpoint of its
+    own. Its key is for that endpoint only (tools_app.agent_connections keeps it there)."""
+    environ = os.environ.get
+    if provider == "claude":
+        return {"baseUrl": environ("ANTHROPIC_BASE_URL") or CLAUDE_BASE_URL, "apiKey": environ("ANTHROPIC_API_KEY", ""),
+                "model": environ("AHP_CLAUDE_MODEL", "")}
+    if provider == "github-copilot":
+        return {"type": environ("AHP_COPILOT_TYPE", "openai"), "baseUrl": environ("AHP_COPILOT_BASE_URL", ""),
+                "apiKey": environ("AHP_COPILOT_API_KEY", ""), "wireApi": environ("AHP_COPILOT_WIRE_API", "completions"),
+                "model": environ("AHP_COPILOT_MODEL", "")}
+    return {}
+
+
 def not_installed(agent, package, variable):
     return (f"The {agent} agent cannot run on this host: {package} is not installed. "
             f"Run `{INSTALL}` (npm, into var/harness) or set {variable} to its executable.")

@@ -4,6 +4,7 @@ from kernel.admin_deletes import DeletesThroughActions
 
 from .actions import do_delete_outbound_allow, do_save_outbound_allow
 from .models import OutboundAllow
+from .rules import HELP
 
 
 class SuperuserOnlyAdmin(admin.ModelAdmin):
@@ -26,6 +27,12 @@ class SuperuserOnlyAdmin(admin.ModelAdmin):
 class OutboundAllowAdmin(DeletesThroughActions, SuperuserOnlyAdmin):
     list_display = ("entry", "note", "created")
     fields = ("entry", "note")
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if db_field.name == "entry":
+            field.help_text = HELP  # the model's says less, and changing it there is a migration
+        return field
 
     def save_model(self, request, obj, form, change):
         do_save_outbound_allow(obj)

@@ -50,6 +50,7 @@ NO_BUBBLEWRAP = ("This host cannot run commands for a tenant: bubblewrap (bwrap)
                  "and nothing a tenant's session asks for runs outside a sandbox.")
 PROXY_PORT = 3128
 CONTROL = "/.sandbox"  # the control folder, seen from inside
+PRIVATE = "/.private"  # one launch's own files (a CLI's MCP servers), seen from inside that launch alone
 HOME = "/home/sandbox"
 SYSTEM_PATHS = (
     "/usr", "/etc/alternatives", "/etc/ssl/certs", "/etc/ca-certificates", "/etc/ld.so.cache",
@@ -64,8 +65,10 @@ GIT_SHARED = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GI
 HELD_SECONDS = 60
 HELD = {}  # sandbox key -> [(when opened, descriptor)], in this process
 GROUP_SHARED = 0o2070  # a tenant folder's group may enter and write it; what is made in it stays the group's
-# Opens the environment file ($0) as fd 3, removes it, then runs bubblewrap, which reads it there.
-LAUNCH = 'exec 3< "$0" && /bin/rm -f -- "$0" && exec "$@"'
+PROXY_SOCKET = "/.proxy.sock"  # this launch's own proxy socket, seen from inside
+# fd 3: the environment file ($0), removed as bubblewrap reads it; fd 4: the launch's proxy
+# lifeline ($1), held by bubblewrap and everything in the sandbox until it ends.
+LAUNCH = 'exec 3< "$0" 4<> "$1" && /bin/rm -f -- "$0" && shift && exec "$@"'
 
 
 class SandboxUnavailable(RuntimeError):
@@ -168,8 +171,6 @@ class Sandbox:
         (control / "passwd").write_text(f"sandbox:x:{uid}:{gid}:sandbox:{HOME}:/bin/sh\n")
         (control / "group").write_text(f"sandbox:x:{gid}:\n")
         self.alive_marker.touch()
-        if self.reaches_out:
-            PROXIES.serve(control / "proxy.sock", Destinations(self.destinations, self.host_destinations, self.check))
 
     def tenant_folders(self):
         """(descriptor path, path) for each of `writable` that is, right now, a folder beneath the
@@ -221,8 +222,9 @@ class Sandbox:
         finally:
             os.close(root)
 
-    def argv(self, command, env=None, cwd=None):
-        """The host command line that runs `command` in this sandbox."""
+    def argv(self, command, env=None, cwd=None, private=None):
+        """The host command line that runs `command` in this sandbox; `private`, a folder from
+        `private_folder`, is bound at PRIVATE in this launch only."""
         self.prepare()
         args = [bubblewrap(), "--args", "3", "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid",
                 "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"]
@@ -266,6 +268,13 @@ class Sandbox:
         mount("--ro-bind", control / "passwd", "/etc/passwd")
         mount("--ro-bind", control / "group", "/etc/group")
         mount("--ro-bind", BRIDGE, "/.bridge.py")
+        if private:
+            mount("--ro-bind", private, PRIVATE)
+        launch = None
+        if self.reaches_out:  # a socket of this launch's own: a later launch never inherits it
+            launch = PROXIES.serve_launch(self.folder / "proxies",
+                                          Destinations(self.destinations, self.host_destinations, self.check))
+            mount("--ro-bind", launch.socket, PROXY_SOCKET)
         environment = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": HOME, "LANG": "C.UTF-8",
                        "TMPDIR": "/tmp", "USER": "sandbox", **GIT_SHARED}
         if self.reaches_out:
@@ -280,29 +289,28 @@ class Sandbox:
                          "--no-new-privs"])
         args.extend([python, "-I", "-S", "/.bridge.py", "--alive", f"{CONTROL}/alive"])
         if self.reaches_out:
-            args.extend(["--proxy", f"{CONTROL}/proxy.sock", "--port", str(PROXY_PORT)])
+            args.extend(["--proxy", PROXY_SOCKET, "--port", str(PROXY_PORT)])
         for name, value in {**limits(), **dict(self.limit_overrides)}.items():
             args.extend(["--limit", f"{name}={value}"])
-        return ["/bin/sh", "-c", LAUNCH, str(self.environment_file(environment)), *args, "--", *command]
+        return ["/bin/sh", "-c", LAUNCH, str(self.environment_file(environment)),
+                str(launch.lifeline if launch else os.devnull), *args, "--", *command]
 
-    def home_file(self, name, text):
-        """Write `text` to `name` in the sandbox's home, readable by the sandbox's user alone (a
-        secret its command reads from a file rather than its command line); its path inside.
-        Written as that user, never through a link the sandbox left there."""
+    def private_folder(self, files):
+        """A folder of `files` ({name: text}) for one launch (argv's `private`): its command reads
+        them, readable by the sandbox's user alone; another launch of the session (a member's
+        terminal) runs in a mount namespace without it, so a secret there stays the launch's."""
         self.prepare()
-        home = os.open(self.folder / "home", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        try:
-            with as_identity(*self.owner()):
-                try:
-                    os.unlink(name, dir_fd=home)
-                except FileNotFoundError:
-                    pass
-                with open(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
-                                  dir_fd=home), "w") as file:
-                    file.write(text)
-        finally:
-            os.close(home)
-        return f"{HOME}/{name}"
+        folder = self.folder / "private" / uuid.uuid4().hex
+        folder.mkdir(mode=0o700, parents=True)
+        uid, gid = self.owner()
+        for name, text in files.items():
+            with open(os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o400), "w") as file:
+                file.write(text)
+            if self.privileged:
+                os.chown(folder / name, uid, gid)  # just made by the host, in a folder no sandbox writes
+        if self.privileged:
+            os.chown(folder, uid, gid)
+        return folder
 
     def host_folder(self, path):
         """A folder the host made for the tenant, bound by its real path: its group's, group-writable."""
@@ -372,7 +380,7 @@ def end_sandbox(key):
     """The session is gone: everything still running in its sandbox ends, its proxy stops, its
     user id is free again."""
     folder = sandbox_root() / str(key)
-    PROXIES.stop(folder / "control" / "proxy.sock")
+    PROXIES.stop_under(folder / "proxies")
     release_held(str(key))
     uid = identity.existing_sandbox_user(str(key)) if os.geteuid() == 0 else None
     try:

@@ -1,22 +1,28 @@
 """The forwarding proxy: a sandbox's only way out of its network namespace.
 
-Per sandbox, a Unix socket in the sandbox's control folder (bound into it, where the bridge
-carries 127.0.0.1:<port> to it). It speaks the HTTP proxy protocol: `CONNECT host:port` for
-TLS and absolute-form requests for plain HTTP, and forwards only to the destinations the
-sandbox was opened with (its agent's model endpoint, its configured http MCP servers, the
-host's own tools endpoint). Anything else is answered 403 with a sentence. All proxies of a
-process run on one event loop in a thread of their own, so a sandbox outlives the request or
-the short-lived loop that started it.
+A Unix socket bound into the sandbox, where the bridge carries 127.0.0.1:<port> to it: one per
+sandbox (`ProxyLoop.serve`), or one per launch (`ProxyLoop.serve_launch`: bound into that
+launch alone and served until it ends, so a later launch of the session never inherits another's
+destinations). It speaks the HTTP proxy protocol: `CONNECT host:port` for TLS and absolute-form
+requests for plain HTTP, and forwards only to the destinations it was given (an agent's model
+endpoint, its http MCP servers, the host's own tools endpoint: that path alone when it is plain
+HTTP). Anything else is answered 403 with a sentence. All proxies of a process run on one event
+loop in a thread of their own, so a sandbox outlives the request or the short-lived loop that
+started it.
 """
 import asyncio
 import logging
 import os
+import shutil
 import socket
 import threading
+import uuid
+from pathlib import Path
+from typing import NamedTuple
 
 from kernel.orm import with_checked_connections
 
-from .outbound import OutboundRefused, check_destination
+from .outbound import OutboundRefused, check_destination, host_and_port
 
 logger = logging.getLogger(__name__)
 
@@ -25,28 +31,42 @@ CONNECT_TIMEOUT_SECONDS = 10
 
 
 def refusal_sentence(host, port):
-    return f"This sandbox may not connect to {host}:{port}: it is not one of the destinations its session was given."
+    return (f"This sandbox may not connect to {host_and_port(host, port)}: it is not one of the destinations its "
+            "session was given.")
+
+
+def own_path_sentence(host, port, path):
+    return f"This sandbox may reach only {path} on {host_and_port(host, port)}: the session's tools endpoint."
 
 
 class Destinations:
-    """The (host, port) pairs one sandbox may reach: the host's own (its tools endpoint), and the
-    others, each of which must also pass the outbound rule (`sandbox.outbound`)."""
+    """What one sandbox may reach. `own`: the host's own listeners, (host, port) or (host, port,
+    path): a plain-HTTP tools endpoint, of which only that path is reached (no CONNECT, which
+    would reach all of the host's server). `allowed`: the others, (host, port) or (host, port,
+    True) for a server a client declared; each must also pass the outbound rule (`sandbox.outbound`)."""
 
     def __init__(self, allowed, own=(), check=check_destination):
-        self.allowed = {(h.lower(), int(p)) for h, p in allowed}
-        self.own = {(h.lower(), int(p)) for h, p in own}
+        self.allowed = {}  # (host, port) -> whether only a client declared it
+        for host, port, *declared in allowed:
+            key = (host.lower(), int(port))
+            self.allowed[key] = self.allowed.get(key, True) and bool(declared and declared[0])
+        self.own = {(host.lower(), int(port)): path[0] if path else None for host, port, *path in own}
         self.check = check
 
-    def resolve(self, host, port):
+    def resolve(self, host, port, path=None):
         """(refusal sentence, None) or (None, the address to connect to): the checked one, so a
-        name cannot resolve elsewhere between the check and the connection."""
+        name cannot resolve elsewhere between the check and the connection. `path`: an
+        absolute-form request's (None for CONNECT)."""
         key = (host.lower(), port)
         if key in self.own:
+            endpoint = self.own[key]
+            if endpoint is not None and (path is None or path.partition("?")[0] != endpoint):
+                return own_path_sentence(host, port, endpoint), None
             return None, host
         if key not in self.allowed:
             return refusal_sentence(host, port), None
         try:
-            return None, self.check(host, port)[0]
+            return None, self.check(host, port, self.allowed[key])[0]
         except OutboundRefused as refused:
             return refused.sentence, None
         except Exception:  # the rule could not be read (its database away): closed, not open
@@ -66,12 +86,13 @@ def split_host_port(authority, default_port):
 
 
 def parse_head(head):
-    """(method, host, port, the head to send on) of a proxy request head."""
+    """(method, host, port, path, the head to send on) of a proxy request head; path and head
+    are None for CONNECT."""
     request_line, _, rest = head.partition(b"\r\n")
     method, target, version = request_line.decode("latin-1").split(" ", 2)
     if method == "CONNECT":
         host, port = split_host_port(target, 443)
-        return method, host, port, None
+        return method, host, port, None, None
     if not target.startswith("http://"):
         raise ValueError("a proxy request names an absolute http:// URL")
     authority, _, path = target[len("http://"):].partition("/")
@@ -82,7 +103,7 @@ def parse_head(head):
                if line and not line.lower().startswith((b"connection:", b"proxy-connection:", b"keep-alive:"))]
     forwarded = b"\r\n".join([f"{method} /{path} {version}".encode("latin-1"), *headers, b"Connection: close",
                                b"", b""])
-    return method, host, port, forwarded
+    return method, host, port, f"/{path}", forwarded
 
 
 async def pump(reader, writer):
@@ -111,14 +132,14 @@ async def serve_one(destinations, reader, writer):
         writer.close()
         return
     try:
-        method, host, port, forwarded = parse_head(head)
+        method, host, port, path, forwarded = parse_head(head)
     except ValueError as exc:
         await refuse(writer, f"Bad proxy request: {exc}.", "400 Bad Request")
         return
     # The allow-list is read from the database on an executor thread: its connection is checked as
     # the ORM threads' are, so one that died with the database does not refuse every request after.
     sentence, address = await asyncio.get_running_loop().run_in_executor(
-        None, with_checked_connections, destinations.resolve, host, port)
+        None, with_checked_connections, destinations.resolve, host, port, path)
     if sentence:
         logger.warning("Sandbox proxy refused %s %s:%s: %s", method, host, port, sentence)
         await refuse(writer, sentence)
@@ -152,6 +173,15 @@ def listening_unix_socket(path):
     return sock
 
 
+class Launch(NamedTuple):
+    """One launch's proxy: the socket to bind into it alone, and its lifeline, a FIFO the launch
+    holds open for writing from before bubblewrap starts (every process of the sandbox inherits
+    it); when the last holder has exited, the sandbox has ended and its socket stops."""
+
+    socket: Path
+    lifeline: Path
+
+
 class ProxyLoop:
     """One event loop thread per process serving every sandbox proxy of the process."""
 
@@ -159,6 +189,7 @@ class ProxyLoop:
         self.lock = threading.Lock()
         self.loop = None
         self.servers = {}  # socket path -> (asyncio server, Destinations)
+        self.lifelines = {}  # a launch's socket path -> its lifeline's read descriptor
 
     def _loop(self):
         with self.lock:
@@ -187,10 +218,56 @@ class ProxyLoop:
         server = asyncio.run_coroutine_threadsafe(start(), loop).result(10)
         self.servers[path] = (server, destinations)
 
+    def serve_launch(self, folder, destinations):
+        """A Launch: `destinations` served on a socket of its own, in a new folder under `folder`
+        (which no sandbox sees), until its lifeline's last holder exits or stop_under(folder)."""
+        launch = Path(folder) / uuid.uuid4().hex
+        launch.mkdir(mode=0o700, parents=True)  # the socket alone is bound into its sandbox
+        lifeline = launch / "lifeline"
+        os.mkfifo(lifeline, 0o600)
+        # Opened before the launch: a FIFO read end with no writer yet is quiet, then reads
+        # end-of-file once every writer has closed it.
+        fd = os.open(lifeline, os.O_RDONLY | os.O_NONBLOCK)
+        socket_path = launch / "proxy.sock"
+        try:
+            self.serve(socket_path, destinations)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.lifelines[str(socket_path)] = fd
+        self.loop.call_soon_threadsafe(self.loop.add_reader, fd, self._lifeline_read, fd, str(socket_path))
+        return Launch(socket_path, lifeline)
+
+    def _lifeline_read(self, fd, path):
+        try:
+            ended = not os.read(fd, 4096)  # what a sandbox process writes into it means nothing
+        except BlockingIOError:
+            return
+        if ended:
+            self.stop(path)
+
     def stop(self, path):
-        entry = self.servers.pop(str(path), None)
-        if entry is not None and self.loop is not None:
-            self.loop.call_soon_threadsafe(entry[0].close)
+        path = str(path)
+        entry = self.servers.pop(path, None)
+        fd = self.lifelines.pop(path, None)
+        if self.loop is None:
+            return
+
+        def close():
+            if entry is not None:
+                entry[0].close()
+            if fd is not None:
+                self.loop.remove_reader(fd)
+                os.close(fd)
+                shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+
+        self.loop.call_soon_threadsafe(close)
+
+    def stop_under(self, folder):
+        """Stop every socket served under `folder` (a sandbox's, when it ends)."""
+        prefix = os.path.join(str(folder), "")
+        for path in [path for path in list(self.servers) if path.startswith(prefix)]:
+            self.stop(path)
 
 
 PROXIES = ProxyLoop()

@@ -1,6 +1,4 @@
 """Every change to the tool layer's own rows goes through one function here."""
-import json
-
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
@@ -10,7 +8,6 @@ from .definitions.agent_definitions import validate_definition
 from .models import AgentDefinition, FullToolOutput
 
 MAY_NOT_CHANGE_AGENT_DEFINITIONS = "You need config:change to change agent definitions."
-MAX_CONFIG_BYTES = 256 * 1024
 
 
 @transaction.atomic
@@ -50,35 +47,22 @@ def do_change_host_config(principal, changes, replace=False, origin=None):
     from sessions_app.actions import require
     from sessions_app.channels import ROOT
 
-    from .config import ConfigInvalid, HostConfig, checked_changes, wire_values
-    from .agent_connections import stored_agent_connections
-    from .credentials import stored_mcp_servers
+    from .config import ConfigInvalid, HostConfig, apply_changes, checked_changes, wire_values
     from .live import refresh_live_sessions
 
     require(principal, "config:change")
     try:
         fields = checked_changes(changes, replace)
-    except ConfigInvalid as exc:
+        with transaction.atomic():
+            HostConfig.for_tenant(principal.tenant)
+            config = apply_changes(HostConfig.objects.select_for_update().get(tenant=principal.tenant), fields)
+            config.save()
+            action = {"type": "root/configChanged", "config": wire_values(config)}
+            if replace:
+                action["replace"] = True
+            events.publish(principal.tenant.pk, ROOT, action, origin)
+            after_commit("telling live sessions of their new serverTools",
+                         lambda: refresh_live_sessions(principal.tenant))
+    except ConfigInvalid as exc:  # every door's refusal of a value: nothing was stored
         raise Refused(str(exc), "invalid") from None
-    with transaction.atomic():
-        HostConfig.for_tenant(principal.tenant)
-        config = HostConfig.objects.select_for_update().get(tenant=principal.tenant)
-        if "mcp_servers" in fields:
-            fields["mcp_servers"] = stored_mcp_servers(fields["mcp_servers"], config.mcp_servers)
-        if "agent_connections" in fields:
-            fields["agent_connections"] = stored_agent_connections(fields["agent_connections"], config.agent_connections)
-        for field, value in fields.items():
-            setattr(config, field, value)
-        wire = wire_values(config)
-        size = len(json.dumps(wire).encode())
-        if size > MAX_CONFIG_BYTES:  # root subscribers get all of it in one message
-            raise Refused(f"The configuration would take {size} bytes; a tenant's configuration holds at most "
-                          f"{MAX_CONFIG_BYTES}.", "invalid")
-        config.save()
-        action = {"type": "root/configChanged", "config": wire}
-        if replace:
-            action["replace"] = True
-        events.publish(principal.tenant.pk, ROOT, action, origin)
-        after_commit("telling live sessions of their new serverTools",
-                     lambda: refresh_live_sessions(principal.tenant))
     return config

@@ -1,3 +1,5 @@
+import copy
+
 from django import forms
 from django.contrib import admin
 from django.http import Http404
@@ -11,7 +13,7 @@ from agents.registry import PROVIDERS, provider_choices
 
 from .agent_connection_rows import ConnectionRowFormSet, from_rows as connections_from_rows, to_rows as connection_rows
 from .actions import do_change_host_config, do_save_agent_definition
-from .config import KEYS, ConfigInvalid, HostConfig, wire_values
+from .config import KEYS, ConfigInvalid, HostConfig, apply_changes, checked_changes, wire_values
 from .credentials import masked_mcp_servers
 from .families.mcp_servers.forms import ServerRowFormSet, check_server, from_rows, to_rows
 from .models import AgentDefinition
@@ -103,18 +105,25 @@ class HostConfigForm(forms.ModelForm):
     def clean(self):
         data = super().clean()
         for key in KEYS:
-            if key.form_name not in data:
-                continue  # already refused by the field itself
+            if key.form_name not in data or not self.changes_key(key):
+                continue  # already refused by the field itself, or kept as it is
             try:
                 key.check(data[key.form_name])
             except ConfigInvalid as invalid:
                 self.add_error(key.form_name, str(invalid))
+        if not self.errors:
+            try:  # what the save would store, measured and judged as every door does
+                apply_changes(copy.copy(self.instance), checked_changes(self.changes()))
+            except ConfigInvalid as invalid:
+                self.add_error(None, str(invalid))
         return data
+
+    def changes_key(self, key):
+        return key.form_name in self.changed_data or not self.instance.pk
 
     def changes(self):
         """The wire keys this save changes, with their new values."""
-        return {key.wire: self.cleaned_data[key.form_name]
-                for key in KEYS if key.form_name in self.changed_data or not self.instance.pk}
+        return {key.wire: self.cleaned_data[key.form_name] for key in KEYS if self.changes_key(key)}
 
 
 @admin.register(HostConfig)

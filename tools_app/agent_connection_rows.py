@@ -1,11 +1,13 @@
 """agentConnections in the admin as rows: one per provider, its endpoint fields side by side.
-Each field is checked by check_agent_connections, so a bad value is refused on its own field
-with the sentence REST gives. Credentials read `<set>` and, sent back so, keep their stored
+Each field is checked as agentConnections is at every door, so a bad value is refused on its own
+field with the sentence REST gives. Credentials read `<set>` and, sent back so, keep their stored
 values (do_change_host_config does that for every door)."""
 from django import forms
 from django.forms import formset_factory
 
-from .agent_connections import FIELDS, check_agent_connections
+from agents.harness import host_connection
+
+from .agent_connections import FIELDS, OWN_KEY_NEEDED, borrows_host_key, field_problem
 from .rows_field import UniqueRows
 
 WIRE = "agentConnections"
@@ -59,11 +61,15 @@ class ConnectionRow(forms.Form):
     def clean(self):
         data = super().clean()
         provider = data.get("provider")
-        for field in EDITED if provider else ():
-            if data.get(field):
-                problem = check_agent_connections(WIRE, {provider: {field: data[field]}})
-                if problem:
-                    self.add_error(field, problem)
+        if not provider:
+            return data
+        entry = {field: data[field] for field in EDITED if data.get(field)}
+        for field, text in entry.items():
+            problem = field_problem(WIRE, provider, field, text)
+            if problem:
+                self.add_error(field, problem)
+        if not self.errors and borrows_host_key(entry, host_connection(provider).get("baseUrl")):
+            self.add_error("apiKey", OWN_KEY_NEEDED)  # the field to fill in
         return data
 
 

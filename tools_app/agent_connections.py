@@ -1,12 +1,13 @@
 """HostConfig's `agentConnections`: per provider, where its harness finds its model (or, for
 `acp`, which operator-defined agent runs). Credentials are sealed when stored, read `<set>`
 wherever configuration is shown, and keep their stored value when `<set>` is sent back; they are
-opened only for the harness of a turn."""
-from urllib.parse import urlsplit
-
+opened only for the harness of a turn. The host's own keys (its environment) go only to the host's
+own endpoints: a tenant that names another endpoint brings its own key, or is refused."""
+from agents.harness import host_connection
+from kernel.refusals import Refused
 from sandbox.sealing import seal, unseal
 
-from .credentials import MASK
+from .credentials import MASK, is_http_url
 
 # provider id -> {field: allowed values (a tuple) or str}
 # permissions: whether a harness's request to run one of its built-ins asks the person or is approved.
@@ -18,10 +19,38 @@ FIELDS = {
     "acp": {"agent": str},
 }
 SECRETS = ("apiKey", "githubToken")
+OWN_KEY_NEEDED = ("A model endpoint of the tenant's own needs a key of its own: set apiKey (github-copilot: apiKey "
+                  "or githubToken) beside a baseUrl that is not the host's; the host's keys go only to the host's "
+                  "endpoints.")
+
+
+def field_problem(wire, provider, field, text):
+    """The sentence naming what is wrong with one field of a provider's entry, or None."""
+    allowed = FIELDS[provider].get(field)
+    if allowed is None:
+        return f"{wire}.{provider}.{field}: unknown field; use one of {', '.join(FIELDS[provider])}."
+    if not isinstance(text, str) or (isinstance(allowed, tuple) and text not in allowed):
+        expected = " or ".join(repr(a) for a in allowed) if isinstance(allowed, tuple) else "a string"
+        return f"{wire}.{provider}.{field} must be {expected}."
+    if field == "baseUrl" and not is_http_url(text):
+        return f"{wire}.{provider}.baseUrl must be an http or https URL."
+    return None
+
+
+def own_endpoint(entry, host_base_url):
+    """Whether `entry` names a baseUrl other than the host's own endpoint `host_base_url`."""
+    base_url = entry.get("baseUrl")
+    return bool(base_url) and base_url.rstrip("/") != (host_base_url or "").rstrip("/")
+
+
+def borrows_host_key(entry, host_base_url):
+    """Whether `entry` names an endpoint of its own without a key of its own: the host's would be
+    sent there. A secret that reads `<set>` stands for the stored one."""
+    return own_endpoint(entry, host_base_url) and not any(entry.get(secret) for secret in SECRETS)
 
 
 def check_agent_connections(wire, value):
-    """`value` if it is a valid agentConnections object, else the sentence naming what is wrong."""
+    """None if `value` is a valid agentConnections object, else the sentence naming what is wrong."""
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -32,14 +61,11 @@ def check_agent_connections(wire, value):
         if not isinstance(entry, dict):
             return f"{wire}.{provider} must be an object."
         for field, text in entry.items():
-            allowed = FIELDS[provider].get(field)
-            if allowed is None:
-                return f"{wire}.{provider}.{field}: unknown field; use one of {', '.join(FIELDS[provider])}."
-            if not isinstance(text, str) or (isinstance(allowed, tuple) and text not in allowed):
-                expected = " or ".join(repr(a) for a in allowed) if isinstance(allowed, tuple) else "a string"
-                return f"{wire}.{provider}.{field} must be {expected}."
-            if field == "baseUrl" and urlsplit(text).scheme not in ("http", "https"):
-                return f"{wire}.{provider}.baseUrl must be an http or https URL."
+            problem = field_problem(wire, provider, field, text)
+            if problem:
+                return problem
+        if borrows_host_key(entry, host_connection(provider).get("baseUrl")):
+            return OWN_KEY_NEEDED
     return None
 
 
@@ -65,7 +91,16 @@ def stored_agent_connections(new, old):
 
 
 def opened_connection(connections, provider, defaults):
-    """The provider's connection for a turn: `defaults` (the host's environment) overridden by
-    what the tenant set, its secrets opened."""
-    entry = (connections or {}).get(provider) or {}
-    return {**defaults, **{field: unseal(text) if field in SECRETS else text for field, text in entry.items()}}
+    """The provider's connection for a turn: what the tenant set, its secrets opened, over `defaults`
+    (the host's endpoint). The host's secrets apply only on the host's endpoint: a baseUrl of the
+    tenant's own takes none of them, and without a key of its own the turn is refused (a
+    configuration stored before this check, or the host's endpoint moved since)."""
+    entry = {field: unseal(text) if field in SECRETS else text
+             for field, text in ((connections or {}).get(provider) or {}).items()}
+    if entry.get("githubToken") and not entry.get("baseUrl"):
+        return entry  # GitHub's models on the tenant's own token: nothing of the host's applies
+    if own_endpoint(entry, defaults.get("baseUrl")):
+        if borrows_host_key(entry, defaults.get("baseUrl")):
+            raise Refused(OWN_KEY_NEEDED, "no_agent")
+        defaults = {field: text for field, text in defaults.items() if field not in SECRETS}
+    return {**defaults, **entry}

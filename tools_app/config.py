@@ -4,6 +4,7 @@ Each row of KEYS names a key on the wire and in the database, says what kind of 
 gives its default and explains it. The model's fields, the admin form, the REST serializer, the
 checks every write passes (root/configChanged, REST, admin) and the root state's config schema
 are all made from the table: a key is added, renamed or reworded here and nowhere else."""
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,11 +15,11 @@ from grants.models import Tenant, TenantScopedQuerySet
 from kernel.kept import Kept
 from kernel.rows import table
 
-from .agent_connections import check_agent_connections, masked_agent_connections
-from .credentials import masked_mcp_servers
+from .agent_connections import check_agent_connections, masked_agent_connections, stored_agent_connections
+from .credentials import masked_mcp_servers, stored_mcp_servers
+from .mcp_server_entries import check_mcp_servers
 
-TENANT_COMMAND = ("a tenant cannot name a command for the host to run; pick one of the operator's stdio servers "
-                  'with {"type": "stdio", "server": "<name>"}')
+MAX_CONFIG_BYTES = 256 * 1024
 
 
 class ConfigInvalid(ValueError):
@@ -101,11 +102,9 @@ def _providers(key, value):
 
 
 def _servers(key, value):
-    if value is not None and not (isinstance(value, dict) and all(isinstance(v, dict) for v in value.values())):
-        raise ConfigInvalid(f"{key.wire} must be an object mapping server names to server entries.")
-    for name, entry in (value or {}).items():
-        if entry.get("type", "stdio") == "stdio" and {"command", "args", "cwd"} & set(entry):
-            raise ConfigInvalid(f"{key.wire}.{name}: {TENANT_COMMAND}.")
+    problem = check_mcp_servers(value)
+    if problem:
+        raise ConfigInvalid(problem)
     return value
 
 
@@ -251,6 +250,27 @@ def checked_changes(changes, replace=False):
     for wire, value in changes.items():
         fields[BY_WIRE[wire].field] = BY_WIRE[wire].check(value)
     return fields
+
+
+def apply_changes(config, fields):
+    """Set checked `fields` on `config` as they are stored: a credential sent back as shown keeps
+    its stored value, any other is sealed. ConfigInvalid when what would be stored may not be."""
+    fields = dict(fields)
+    if "mcp_servers" in fields:
+        fields["mcp_servers"] = stored_mcp_servers(fields["mcp_servers"], config.mcp_servers)
+    if "agent_connections" in fields:
+        fields["agent_connections"] = stored_agent_connections(fields["agent_connections"], config.agent_connections)
+        # A key sent back as "<set>" with none stored is dropped: judge what is stored, not what was sent.
+        BY_WIRE["agentConnections"].check(fields["agent_connections"])
+    for field, value in fields.items():
+        setattr(config, field, value)
+    # Measured as stored (credentials sealed, not masked) and as root subscribers get it, in one message.
+    stored = {key.wire: getattr(config, key.field) for key in KEYS}
+    size = max(len(json.dumps(values).encode()) for values in (stored, wire_values(config)))
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigInvalid(f"The configuration would take {size} bytes; a tenant's configuration holds at most "
+                            f"{MAX_CONFIG_BYTES}.")
+    return config
 
 
 def wire_values(config):

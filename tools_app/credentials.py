@@ -11,6 +11,16 @@ MASK = "<set>"
 CREDENTIAL_NAME = re.compile(r"token|key|secret|passw|pwd|auth|credential|bearer|cookie", re.IGNORECASE)
 
 
+def is_http_url(url):
+    """Whether `url` is an http(s) URL naming a host (masked userinfo and query values included)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (a port that is not a number raises here)
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
 def masked_url(url):
     """`url` with its userinfo and query values reading `<set>` (all of it when it does not parse)."""
     try:

@@ -30,7 +30,7 @@ from sessions_app.models import PUBLISHED_TOOLS, Chat, ChatBackend, Session, Too
 from .catalog.bounding import bound_result, result_text
 from .catalog.loader import catalog_for_chat, catalog_for_session
 from .catalog.validation import ToolRefusal, input_problem
-from .families.mcp_servers.server_tools import runnable_session_servers, session_server_tools
+from .families.mcp_servers.server_tools import runnable_session_servers, session_server_tools, settle_listings
 from .actions import do_keep_full_output
 from .agent_connections import opened_connection
 from .models import AgentDefinition, HostConfig
@@ -409,6 +409,7 @@ async def run_turn(turn_id, on_process_loop=True):
         turn = None
         try:  # whatever fails here ends the turn: its lease is this live process's, no sweep would
             turn = await database_sync_to_async(turn_to_run)(turn_id)
+            await settle_catalog(turn)
             reply = await get_provider(turn.provider).run_turn(turn.text, ChatToolbox(turn))
         except Exception as exc:
             logger.exception("Turn %s failed", turn_id)
@@ -430,6 +431,14 @@ async def run_turn(turn_id, on_process_loop=True):
         if turn is not None and (after is None or after.pending):
             next_turn = await database_sync_to_async(actions.do_start_queued_turn)(turn.chat_id)
         turn_id = next_turn.id if next_turn else None
+
+
+async def settle_catalog(turn):
+    """The turn's first model request is offered the session's MCP servers' tools, not a catalog
+    their listing has yet to finish (bounded); the chat hears of each server the turn runs without."""
+    unavailable = await settle_listings(turn.chat.session)
+    if unavailable:
+        await database_sync_to_async(actions.do_notify_turn)(turn.id, unavailable)
 
 
 async def interrupt_turn(turn):

@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import shlex
+from urllib.parse import urlparse
 
 import acp
 from acp import schema
@@ -27,6 +28,7 @@ from channels.db import database_sync_to_async
 from grants.models import Principal
 from kernel.refusals import Refused
 from sandbox.bubblewrap import session_sandbox
+from sandbox.outbound import CLIENT_DECLARED
 from sessions_app import actions
 from sessions_app.models import Session
 
@@ -94,10 +96,12 @@ def acp_servers(endpoint_url, token, servers):
 
 def agent_sandbox(session, endpoint_url, servers, read_only):
     """The agent's sandbox: its session's folders, the agent's and its servers' programs, and a
-    way out to the host's tools endpoint and the session's http servers only."""
-    reached = [destination(e["url"]) for e in servers.values() if e["type"] == "http"]
-    return session_sandbox(session, read_only=read_only, destinations=reached,
-                           host_destinations=[destination(endpoint_url)])
+    way out to the host's tools endpoint (that path alone over plain HTTP) and the session's
+    http servers only, a client's under the stricter rule for them."""
+    reached = [(*destination(e["url"]), bool(e.get(CLIENT_DECLARED))) for e in servers.values() if e["type"] == "http"]
+    endpoint = urlparse(endpoint_url)
+    own = (*destination(endpoint_url), endpoint.path) if endpoint.scheme == "http" else destination(endpoint_url)
+    return session_sandbox(session, read_only=read_only, destinations=reached, host_destinations=[own])
 
 
 def text_of(content):

@@ -27,8 +27,7 @@ stream says which Agent call's sub-agent produced it.
 """
 import asyncio
 import logging
-import os
-import uuid
+import shutil
 import warnings
 from collections import deque
 from dataclasses import replace
@@ -41,11 +40,11 @@ from mcp import types
 from mcp.server.lowlevel import Server
 
 from kernel.refusals import Refused
-from sandbox.bubblewrap import program_prefix, session_sandbox
+from sandbox.bubblewrap import PRIVATE, program_prefix, session_sandbox
 from tools_app.definitions.agent_definitions import is_builtin_tools, tool_entries
 
 from ..conversations import do_keep_conversation, resumed_conversation
-from ..harness import RunningTurns, builtin_permission, claude_cli, destination, not_installed
+from ..harness import RunningTurns, builtin_permission, claude_cli, destination, host_connection, not_installed
 
 logger = logging.getLogger(__name__)
 # The host's own servers are allowed whole on purpose: the host checks their calls, not the CLI.
@@ -54,7 +53,6 @@ warnings.filterwarnings("ignore", category=CanUseToolShadowedWarning)
 PROVIDER_ID = "claude"
 HOST_SERVER, CLIENT_SERVER = "host", "client"
 NO_CLI = not_installed("claude", "the Claude Code CLI (npm @anthropic-ai/claude-code)", "AHP_CLAUDE_CLI_PATH")
-DEFAULT_BASE_URL = "https://api.anthropic.com"
 # What the CLI needs besides its model connection; no telemetry, no update checks.
 CLI_ENVIRONMENT = {"CLAUDE_CODE_ENTRYPOINT": "sdk-py", "CLAUDE_CODE_SDK_READS_SESSION_STATE": "1",
                    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
@@ -67,6 +65,7 @@ SUBAGENT = "worker"
 AGENT_TOOL = "Agent"  # Claude Code's sub-agent tool; "Task" is its older name
 NOT_OUR_SUBAGENT = f'Only the host\'s sub-agent runs here: call {AGENT_TOOL} with subagent_type "{SUBAGENT}".'
 SUBAGENT_STOPPED = "The sub-agent stopped with the turn that started it."
+MCP_CONFIG = "mcp-config.json"  # the CLI's MCP servers, in its launch's private folder
 OWN_CALL_STOPPED = "The turn ended before the server answered."
 UNATTRIBUTED = "The host could not tell which agent made this call, so it did not run."
 # How long a call waits for the message stream to say which agent made it (it is written before the call).
@@ -316,27 +315,22 @@ class SandboxedCli(SubprocessCLITransport):
         # control protocol, as the SDK's own transport would be told for a can_use_tool.
         super().__init__(prompt=no_prompt(), options=replace(options, permission_prompt_tool_name="stdio"))
         self.sandbox, self.environment = sandbox, environment
-        self.mcp_config = None  # the file in the sandbox's home holding the CLI's MCP servers
+        self.private = None  # this launch's own folder, holding the CLI's MCP servers
 
     def _build_command(self):
         command = super()._build_command()
         if "--mcp-config" in command:
-            # Its servers' headers are a tenant's secrets: a file in the sandbox, not the command line.
+            # Its servers' headers are a tenant's secrets: a file of this launch's alone, not the
+            # command line nor the session's home, which the session's terminals share.
             at = command.index("--mcp-config") + 1
-            self.mcp_config = f".mcp-config-{uuid.uuid4().hex}.json"
-            command[at] = self.sandbox.home_file(self.mcp_config, command[at])
-        return self.sandbox.argv(command, env=self.environment)
+            self.private = self.sandbox.private_folder({MCP_CONFIG: command[at]})
+            command[at] = f"{PRIVATE}/{MCP_CONFIG}"
+        return self.sandbox.argv(command, env=self.environment, private=self.private)
 
     async def close(self):
         await super().close()
-        if self.mcp_config:
-            (self.sandbox.folder / "home" / self.mcp_config).unlink(missing_ok=True)
-
-
-def model_connection():
-    """Where the CLI finds its model: the host's environment (ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY)."""
-    return {"baseUrl": os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL,
-            "apiKey": os.environ.get("ANTHROPIC_API_KEY", ""), "model": os.environ.get("AHP_CLAUDE_MODEL", "")}
+        if self.private:
+            shutil.rmtree(self.private, ignore_errors=True)
 
 
 class ClaudeProvider:
@@ -397,7 +391,8 @@ class ClaudeProvider:
         cli = claude_cli()
         if cli is None:
             raise Refused(NO_CLI, "no_agent")
-        connection = await toolbox.agent_connection(self.id, model_connection())
+        # The tenant's endpoint, or the host's (with the host's key: only there).
+        connection = await toolbox.agent_connection(self.id, host_connection(self.id))
         snapshot = await toolbox.snapshot()
         servers, read_only = await toolbox.runnable_mcp_servers()
         sandbox = session_sandbox(toolbox.session, read_only=read_only, destinations=[destination(connection["baseUrl"])])

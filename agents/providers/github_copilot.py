@@ -21,7 +21,6 @@ in its tenant's own base directory (var/copilot/tenant-<id>), not in the session
 """
 import asyncio
 import logging
-import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -37,7 +36,7 @@ from kernel.refusals import Refused
 from sandbox.bubblewrap import session_sandbox
 
 from ..conversations import do_keep_conversation, resumed_conversation
-from ..harness import RunningTurns, builtin_permission, copilot_cli, destination, not_installed
+from ..harness import RunningTurns, builtin_permission, copilot_cli, destination, host_connection, not_installed
 
 logger = logging.getLogger(__name__)
 
@@ -60,14 +59,6 @@ EMPTY_MODE_NEEDS_STORAGE = (
     "client-mode empty needs storage of its own: configure a base directory or a session filesystem "
     "for the github-copilot provider."
 )
-
-
-def model_connection():
-    """The BYOK provider from the host's environment (AHP_COPILOT_*)."""
-    return {"type": os.environ.get("AHP_COPILOT_TYPE", "openai"), "baseUrl": os.environ.get("AHP_COPILOT_BASE_URL", ""),
-            "apiKey": os.environ.get("AHP_COPILOT_API_KEY", ""),
-            "wireApi": os.environ.get("AHP_COPILOT_WIRE_API", "completions"),
-            "model": os.environ.get("AHP_COPILOT_MODEL", "")}
 
 
 def byok_provider(connection):
@@ -248,10 +239,9 @@ class GitHubCopilotProvider:
         cli = copilot_cli()
         if cli is None:
             raise Refused(NO_RUNTIME, "no_agent")
-        tenant = await toolbox.agent_connection(self.id, {})
-        # A tenant's GitHub token runs on GitHub's models: the host's BYOK defaults do not apply to it.
-        connection = tenant if tenant.get("githubToken") and not tenant.get("baseUrl") else {
-            **model_connection(), **tenant}
+        # The tenant's endpoint (a BYOK baseUrl, or GitHub's models for a githubToken alone), or the
+        # host's BYOK provider (with the host's key: only there).
+        connection = await toolbox.agent_connection(self.id, host_connection(self.id))
         snapshot = await toolbox.snapshot()
         agents = Agents(toolbox, snapshot)
         tools = custom_tools(snapshot, agents)

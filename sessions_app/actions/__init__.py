@@ -28,7 +28,7 @@ from .tool_calls import (
 )
 from .subagents import do_end_subagent, do_start_subagent
 from .tools_endpoints import ENDPOINT_TURN_CLIENT_ID, do_end_quiet_endpoint_turn, do_open_tools_endpoint
-from .turns import do_cancel_turn, do_end_turn, do_start_turn, do_stream_reply, do_truncate_chat
+from .turns import do_cancel_turn, do_end_turn, do_notify_turn, do_start_turn, do_stream_reply, do_truncate_chat
 
 __all__ = [
     "ENDPOINT_TURN_CLIENT_ID", "do_end_quiet_endpoint_turn",
@@ -37,8 +37,9 @@ __all__ = [
     "do_ask_about_tool_call", "do_begin_tool_call", "do_cancel_turn", "do_change_session_config",
     "do_client_complete_tool_call", "do_close_connections", "do_complete_tool_call", "do_confirm_tool_call",
     "do_create_chat", "do_create_session", "do_dispose_chat", "do_dispose_session", "do_end_subagent",
-    "do_end_turn", "do_expire_tool_call", "do_move_session", "do_open_connections", "do_open_tools_endpoint",
-    "do_refuse_tool_call", "do_release_client", "do_remove_active_client", "do_remove_pending_message",
+    "do_end_turn", "do_expire_tool_call", "do_move_session", "do_notify_turn", "do_open_connections",
+    "do_open_tools_endpoint", "do_refuse_tool_call", "do_release_client", "do_remove_active_client",
+    "do_remove_pending_message",
     "do_rename_chat", "do_reorder_queued_messages", "do_send_message", "do_set_active_client",
     "do_set_chat_draft", "do_set_chat_folder", "do_set_default_chat", "do_set_flag", "do_set_pending_message",
     "do_set_server_tools", "do_set_session_workspace", "do_set_subscriptions", "do_set_title",

@@ -99,6 +99,20 @@ def do_stream_reply(turn_id, text):
     publish(turn.chat.session.tenant_id, turn.chat.uri, action)
 
 
+@transaction.atomic
+def do_notify_turn(turn_id, sentences):
+    """What the host tells a running turn's chat that is not the agent's reply (a server the turn
+    runs without): a systemNotification part each, kept in the turn for later subscribers."""
+    turn = locked_turn(turn_id)
+    if turn is None or turn.state != "active" or not sentences:
+        return
+    parts = [{"kind": "systemNotification", "content": sentence} for sentence in sentences]
+    turn.response_parts = [*turn.response_parts, *parts]
+    update(turn, "response_parts")
+    publish_many(turn.chat.session.tenant_id, [
+        (turn.chat.uri, {"type": "chat/responsePart", "turnId": str(turn.id), "part": part}, None) for part in parts])
+
+
 def locked_turn(turn_id):
     """The turn, its row locked, with its chat and session (all but its published tools), or
     None: one hand-written statement, as every piece of a streamed reply and every turn's end

@@ -3,7 +3,8 @@
 It answers the Anthropic Messages API (`POST /v1/messages`, streamed as server-sent events or
 not) and the OpenAI Chat Completions API (`POST /v1/chat/completions`, streamed or not) from a
 script of steps, one per agent request, and records every request so a test can assert what
-the harness actually sent its model (the tool list above all).
+the harness actually sent its model (the tool list above all; `headers` holds every request's
+headers, so a test can tell whose key reached it).
 
 A step is a `Text`, a `ToolUse`, or a function of the request returning one; `use_tool` finds
 a tool by the end of its offered name (`mcp__host__add` is found by "add"), `tool_result_text`
@@ -112,6 +113,7 @@ class ModelServer:
         self.steps = list(steps)
         self.side_text, self.side = side_text, side
         self.requests = []
+        self.headers = []  # every request's headers, side questions and listings included
         self.lock = threading.Lock()
         self.ids = itertools.count(1)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
@@ -158,6 +160,12 @@ class ModelServer:
 
             def log_message(self, *args):
                 pass
+
+            def parse_request(self):
+                parsed = super().parse_request()
+                if parsed:
+                    model.headers.append(dict(self.headers))
+                return parsed
 
             def do_GET(self):
                 if self.path.rstrip("/").endswith("/models"):

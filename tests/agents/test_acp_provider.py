@@ -6,8 +6,8 @@ import sys
 import textwrap
 
 import pytest
-from django.conf import settings
 
+from sandbox import identity
 from sessions_app.models import ToolCall, Turn
 from agents.registry import PROVIDERS
 
@@ -97,7 +97,7 @@ def test_an_acp_agent_calls_a_host_tool_through_the_endpoint(acme, host, host_to
         assert first["blocks"][0].startswith(f"You are the agent of AHP session {session}")
         assert first["servers"] == ["ahp", "extra"]
         if os.geteuid() == 0:  # the agent runs in the session's sandbox, as its unprivileged user
-            assert first["uid"] == settings.AHP_SANDBOX_UID
+            assert first["uid"] == identity.existing_sandbox_user(session.rsplit("/", 1)[-1])
         assert not {"DATABASE_URL", "SECRET_KEY", "REDIS_URL"} & set(first["env"])
 
         turn = alice.start_turn(chat, '/call add {"a": 20, "b": 22}')

@@ -6,14 +6,19 @@ import sys
 import pytest
 from rest_framework.test import APIClient
 
+from agents.harness import copilot_cli
 from agents.providers.acp import no_such_agent
+from agents.providers.github_copilot import NO_RUNTIME
 from sandbox.sealing import is_sealed, unseal
+from tools_app.agent_connections import OWN_KEY_NEEDED
 from tools_app.models import HostConfig
 
 from ..ahp.protocol.harness import AhpClient, default_chat, set_config
 from .model_server import ModelServer, Text
 from .test_acp_provider import AGENT
 from .test_claude_provider import needs_cli
+
+needs_copilot = pytest.mark.skipif(copilot_cli() is None, reason=f"needs the Copilot CLI: {NO_RUNTIME}")
 
 
 def api(token):
@@ -51,17 +56,102 @@ def test_a_bad_connection_is_refused_naming_it(acme, value, sentence):
     assert (response.status_code, response.json()) == (400, {"error": sentence})
 
 
-@pytest.mark.e2e
-@needs_cli
-def test_a_tenants_connection_overrides_the_hosts_environment(acme, host, monkeypatch, settings):
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")  # the host default: nothing listens there
-    settings.AHP_OUTBOUND_ALLOW = "127.0.0.1"
+HOST_KEY = "sk-host-wide-secret"
+
+
+@pytest.fixture
+def host_keys(monkeypatch):
+    """The host's own endpoints (nothing listens there) and keys, from its environment."""
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", HOST_KEY)
+    monkeypatch.setenv("AHP_COPILOT_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("AHP_COPILOT_API_KEY", HOST_KEY)
+
+
+@pytest.mark.parametrize("provider, base_url", [("claude", "https://models.example/"),
+                                                ("github-copilot", "https://oai.example/v1")])
+def test_a_tenant_endpoint_without_its_own_key_is_refused(acme, host_keys, provider, base_url):
+    client = api(acme.tokens["root"])
+    for entry in ({"baseUrl": base_url}, {"baseUrl": base_url, "apiKey": ""}, {"baseUrl": base_url, "apiKey": "<set>"}):
+        response = client.patch("/api/v1/config", {"agentConnections": {provider: entry}}, format="json")
+        assert (response.status_code, response.json()) == (400, {"error": OWN_KEY_NEEDED})
+    assert HostConfig.for_tenant(acme.tenant).agent_connections is None
+    assert OWN_KEY_NEEDED == (
+        "A model endpoint of the tenant's own needs a key of its own: set apiKey (github-copilot: apiKey or "
+        "githubToken) beside a baseUrl that is not the host's; the host's keys go only to the host's endpoints.")
+
+
+def test_the_hosts_own_endpoint_or_a_tenants_own_key_is_accepted(acme, host_keys):
+    client = api(acme.tokens["root"])
+    for connections in ({"claude": {"baseUrl": "http://127.0.0.1:9/", "model": "opus"}},  # the host's endpoint
+                        {"claude": {"baseUrl": "https://models.example/", "apiKey": "sk-t"}},
+                        {"github-copilot": {"baseUrl": "https://oai.example/v1", "githubToken": "ghp-t"}},
+                        {"github-copilot": {"githubToken": "ghp-t"}}):  # GitHub's models
+        assert client.patch("/api/v1/config", {"agentConnections": connections}, format="json").status_code == 200
+    # Stored, the key reads "<set>" and, sent back with another endpoint, still counts as the tenant's own.
+    client.patch("/api/v1/config", {"agentConnections": {"claude": {"baseUrl": "https://a.example/", "apiKey": "sk-t"}}},
+                 format="json")
+    moved = {"claude": {"baseUrl": "https://b.example/", "apiKey": "<set>"}}
+    assert client.patch("/api/v1/config", {"agentConnections": moved}, format="json").status_code == 200
+
+
+def test_the_socket_refuses_a_tenant_endpoint_without_its_own_key(acme, host, host_keys):
+    with AhpClient(host.port, acme.tokens["root"], "operator") as operator:
+        operator.subscribe("ahp-root://")
+        operator.dispatch("ahp-root://", {"type": "root/configChanged", "config": {
+            "agentConnections": {"claude": {"baseUrl": "https://models.example/"}}}})
+        assert operator.action("root/configChanged", rejected=True)["rejectionReason"] == OWN_KEY_NEEDED
+    assert HostConfig.for_tenant(acme.tenant).agent_connections is None
+
+
+@pytest.fixture
+def tenant_model(settings):
+    settings.AHP_OUTBOUND_ALLOW = "127.0.0.1"  # the scripted model is on loopback: allow-listed here only
     with ModelServer(Text("from the tenant's model")) as model:
-        set_config(host.port, acme.tokens["root"], agentConnections={"claude": {"baseUrl": model.url, "apiKey": "sk-t"}})
-        with AhpClient(host.port, acme.tokens["member"]) as alice:
-            chat = default_chat(alice, alice.create_session(provider="claude"))
-            alice.subscribe(chat)
-            assert alice.reply_to(alice.start_turn(chat, "hi"), timeout=90) == "from the tenant's model"
+        yield model
+
+
+def turn_ending(host, token, provider):
+    """How a turn ends: its chat/error or chat/turnComplete action."""
+    def ended(frame):
+        action = frame["params"].get("action", {}) if frame.get("method") == "action" else {}
+        return action.get("type") in ("chat/error", "chat/turnComplete") and action.get("turnId") == turn
+
+    with AhpClient(host.port, token) as alice:
+        chat = default_chat(alice, alice.create_session(provider=provider))
+        alice.subscribe(chat)
+        turn = alice.start_turn(chat, "hi")
+        return alice.wait_for(ended, 90, "the turn's end")["params"]["action"]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("provider, path", [pytest.param("claude", "", marks=needs_cli),
+                                            pytest.param("github-copilot", "/v1", marks=needs_copilot)])
+def test_a_turn_never_sends_the_hosts_key_to_a_tenant_endpoint(acme, host, host_keys, tenant_model, monkeypatch,
+                                                               provider, path):
+    """Saved while it was the host's own endpoint; then the host's moved: the turn is refused and the
+    tenant's server hears nothing, the host's key least of all."""
+    variable = "ANTHROPIC_BASE_URL" if provider == "claude" else "AHP_COPILOT_BASE_URL"
+    monkeypatch.setenv(variable, tenant_model.url + path)
+    set_config(host.port, acme.tokens["root"], agentConnections={provider: {"baseUrl": tenant_model.url + path}})
+    monkeypatch.setenv(variable, "http://127.0.0.1:9" + path)
+    ending = turn_ending(host, acme.tokens["member"], provider)
+    assert HOST_KEY not in json.dumps(tenant_model.headers) and tenant_model.headers == []
+    assert ending["error"]["message"] == f"Refused: {OWN_KEY_NEEDED}"
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("provider, path", [pytest.param("claude", "", marks=needs_cli),
+                                            pytest.param("github-copilot", "/v1", marks=needs_copilot)])
+def test_a_tenants_connection_overrides_the_hosts_environment(acme, host, host_keys, tenant_model, provider, path):
+    set_config(host.port, acme.tokens["root"], agentConnections={provider: {"baseUrl": tenant_model.url + path,
+                                                                            "apiKey": "sk-tenant"}})
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        chat = default_chat(alice, alice.create_session(provider=provider))
+        alice.subscribe(chat)
+        assert alice.reply_to(alice.start_turn(chat, "hi"), timeout=90) == "from the tenant's model"
+    heard = json.dumps(tenant_model.headers)
+    assert "sk-tenant" in heard and HOST_KEY not in heard
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from django.conf import settings
 from agents.harness import copilot_cli
 from agents.models import HarnessConversation
 from agents.providers.github_copilot import NO_RUNTIME
+from sandbox import identity
 from sandbox.bubblewrap import sandbox_root
 from sessions_app.models import ToolCall
 from tools_app.models import AgentDefinition
@@ -113,7 +114,7 @@ def test_a_tenant_approving_all_lets_the_builtin_run_in_the_sandbox(acme, host, 
     assert reply.startswith("The shell said: ")
     assert list((sandbox_root() / session.split("/")[-1]).rglob("allowed-marker"))  # in the sandbox's home
     if os.geteuid() == 0:  # as the sandbox's user, not the host's
-        assert str(settings.AHP_SANDBOX_UID) in reply
+        assert str(identity.existing_sandbox_user(session.rsplit("/", 1)[-1])) in reply
 
 
 def test_an_empty_mode_agent_keeps_its_state_in_its_tenants_own_base_directory(acme, host, model):

@@ -1,6 +1,7 @@
 """agentConnections in the HostConfig admin: one row per provider, a bad value refused on its own
 field with REST's sentence, credentials shown `<set>` and kept by a save that did not retype them."""
 from sandbox.sealing import unseal
+from tools_app.agent_connections import OWN_KEY_NEEDED
 from tools_app.config import wire_values
 from tools_app.models import HostConfig
 
@@ -39,6 +40,15 @@ def test_a_bad_value_is_refused_on_its_own_field_with_the_rest_sentence(acme, te
     assert "agentConnections.claude.baseUrl must be an http or https URL." in page
     assert "Another row is already for claude." in page
     assert HostConfig.for_tenant(acme.tenant).agent_connections is None
+
+
+def test_a_tenant_endpoint_without_its_own_key_is_refused_with_the_rest_sentence(acme, tenant_admin, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-host-wide-secret")
+    response = post(tenant_admin, acme.tenant, {"provider": "claude", "baseUrl": "https://llm.example/v1"})
+    assert row_errors(response, 0) == {"apiKey": [OWN_KEY_NEEDED]}
+    assert HostConfig.for_tenant(acme.tenant).agent_connections is None
+    assert post(tenant_admin, acme.tenant, {"provider": "claude", "baseUrl": "https://llm.example/v1",
+                                            "apiKey": "sk-1"}).status_code == 302
 
 
 def test_an_api_key_reads_set_and_is_kept_by_a_save_that_did_not_retype_it(acme, tenant_admin, monkeypatch):

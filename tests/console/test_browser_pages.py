@@ -63,7 +63,7 @@ def test_an_operator_adds_an_mcp_server_row_sees_a_bad_url_refused_and_checks_th
     row_field(browser, 0, "url").send_keys("ftp://docs.example/mcp")
     submit(browser, browser.find_element(By.NAME, "_continue"))
     cell = browser.find_element(By.CSS_SELECTOR, '#rows-mcpServers .config-row[data-row="0"] .field-url')
-    assert cell.find_element(By.CSS_SELECTOR, ".errorlist").text == 'An http server needs an http(s) "url".'
+    assert cell.find_element(By.CSS_SELECTOR, ".errorlist").text == "mcpServers.docs.url must be an http or https URL."
     screenshot(browser, "admin-mcp-server-refused.png")
     assert HostConfig.for_tenant(acme.tenant).mcp_servers is None
 

@@ -1,9 +1,10 @@
 """GET/PATCH/PUT /api/v1/config with the tenant's bearer tokens, and the OpenAPI schema."""
+import pytest
 from rest_framework.test import APIClient
 
 from tools_app.families.mcp_servers.servers import revealed
 from tools_app.catalog.host_tools import PLUGINS
-from tools_app.models import HostConfig
+from tools_app.models import HostConfig, StdioServer
 from tools_app.catalog.registry import Tool
 from tools_app.families.computers.tools import COMPUTER_TOOLS
 
@@ -64,6 +65,53 @@ def test_patch_refuses_an_unknown_key_and_a_bad_value(acme):
     assert (response.status_code, response.json()) == (400, {"error": "Unknown configuration key warpDrive."})
     response = client.patch("/api/v1/config", {"agentOrchestrationLimits": "maybe"}, format="json")
     assert response.json() == {"error": "agentOrchestrationLimits must be one of 'on', 'off'."}
+
+
+# Bad mcpServers entries as an admin row and as REST sends them, the field the row marks, and the
+# one sentence every door refuses them with.
+BAD_SERVERS = [
+    ({"name": "docs", "type": "http", "url": "not a url at all"}, {"type": "http", "url": "not a url at all"},
+     "url", "mcpServers.docs.url must be an http or https URL."),
+    ({"name": "docs", "type": "carrier-pigeon"}, {"type": "carrier-pigeon"},
+     "type", 'mcpServers.docs.type must be "stdio" or "http".'),
+    ({"name": "docs", "server": "nope"}, {"type": "stdio", "server": "nope"},
+     "server", "mcpServers.docs.server must name one of the operator's stdio servers."),
+    ({"name": "docs", "type": "http", "url": "ftp://a"}, {"type": "http", "url": "ftp://a"},
+     "url", "mcpServers.docs.url must be an http or https URL."),
+]
+
+
+def too_large(sentence):
+    """The cap's refusal for the size `sentence` names, which must be over the cap."""
+    size = int(sentence.removeprefix("The configuration would take ").split(" ")[0])
+    assert size > 256 * 1024
+    return f"The configuration would take {size} bytes; a tenant's configuration holds at most 262144."
+
+
+@pytest.mark.parametrize("entry, sentence", [(entry, sentence) for _, entry, _, sentence in BAD_SERVERS])
+def test_patch_refuses_a_bad_mcp_server_with_the_sentence_the_admin_shows(acme, entry, sentence):
+    StdioServer.objects.create(name="tiny", command="/usr/bin/true")  # a server exists; "nope" is not it
+    response = api(acme.tokens["root"]).patch("/api/v1/config", {"mcpServers": {"docs": entry}}, format="json")
+    assert (response.status_code, response.json()) == (400, {"error": sentence})
+    assert HostConfig.for_tenant(acme.tenant).mcp_servers is None
+
+
+def test_a_header_value_is_measured_as_stored_not_as_shown(acme):
+    """2.4 MB shows as "<set>": the cap counts what the row would hold."""
+    header = {"type": "http", "url": "https://mcp.example/", "headers": {"Authorization": "x" * 2_400_000}}
+    response = api(acme.tokens["root"]).patch("/api/v1/config", {"mcpServers": {"docs": header}}, format="json")
+    assert response.status_code == 400 and response.json()["error"] == too_large(response.json()["error"])
+    assert HostConfig.for_tenant(acme.tenant).mcp_servers is None
+
+
+def test_the_socket_refuses_a_bad_mcp_server_with_the_same_sentence(acme, host):
+    with AhpClient(host.port, acme.tokens["root"], "operator") as operator:
+        operator.subscribe("ahp-root://")
+        operator.dispatch("ahp-root://", {"type": "root/configChanged",
+                                          "config": {"mcpServers": {"docs": {"type": "http", "url": "ftp://a"}}}})
+        rejected = operator.action("root/configChanged", rejected=True)
+    assert rejected["rejectionReason"] == "mcpServers.docs.url must be an http or https URL."
+    assert HostConfig.for_tenant(acme.tenant).mcp_servers is None
 
 
 def test_patch_keeps_mcp_credentials_sent_back_masked(acme):

@@ -12,6 +12,7 @@ from tools_app.families.computers.tools import COMPUTER_TOOLS
 
 from ..ahp.protocol.harness import AhpClient
 from .conftest import change_url, host_config_form, server_rows
+from .test_config_rest import BAD_SERVERS, too_large
 
 
 @pytest.fixture
@@ -48,14 +49,32 @@ def test_a_bad_mcp_server_row_is_refused_on_its_own_field(acme, tenant_admin, st
     post = lambda *rows: tenant_admin.post(change_url(acme.tenant), host_config_form(acme.tenant, server_rows(*rows)))
     response = post({"name": "docs", "type": "http", "url": "ftp://docs.example/"})
     assert response.context["adminform"].form.errors["mcpServers"] == ["Correct the rows marked below."]
-    assert row_errors(response, 0) == {"url": ['An http server needs an http(s) "url".']}
+    assert row_errors(response, 0) == {"url": ["mcpServers.docs.url must be an http or https URL."]}
     response = post({"name": "has space", "server": "tiny"}, {"name": "git"})
-    assert row_errors(response, 0) == {"name": ["A server name is letters, digits, _ and -."]}
-    assert row_errors(response, 1) == {"server": ["Pick the operator's stdio server this entry runs."]}
+    assert row_errors(response, 0) == {"name": ["mcpServers: a server name is 1 to 64 letters, digits, _ and -."]}
+    assert row_errors(response, 1) == {"server": ["mcpServers.git.server must name one of the operator's stdio servers."]}
     response = post({"name": "git", "server": "nope"}, {"name": "git", "server": "tiny", "headers": "Authorization"})
-    assert row_errors(response, 0) == {"server": ["Select a valid choice. nope is not one of the available choices."]}
+    assert row_errors(response, 0) == {"server": ["mcpServers.git.server must name one of the operator's stdio servers."]}
     assert row_errors(response, 1) == {"headers": ["Write one \"Name: value\" a line; 'Authorization' is not."]}
     assert "Correct the rows marked below." in response.content.decode()
+    assert HostConfig.for_tenant(acme.tenant).mcp_servers is None
+
+
+@pytest.mark.parametrize("row, field, sentence", [(row, field, sentence) for row, _, field, sentence in BAD_SERVERS])
+def test_the_admin_refuses_a_bad_server_row_with_the_sentence_rest_gives(acme, tenant_admin, stdio_server, row, field,
+                                                                           sentence):
+    response = tenant_admin.post(change_url(acme.tenant), host_config_form(acme.tenant, server_rows(row)))
+    assert row_errors(response, 0) == {field: [sentence]}
+    assert sentence in response.content.decode().replace("&quot;", '"').replace("&#x27;", "'")
+    assert HostConfig.for_tenant(acme.tenant).mcp_servers is None
+
+
+def test_the_admin_measures_a_configuration_as_stored_not_as_shown(acme, tenant_admin):
+    """A header value shows as "<set>" (5 bytes); it is stored sealed, and that is what the cap counts."""
+    row = {"name": "docs", "type": "http", "url": "https://mcp.example/", "headers": f"Authorization: {'x' * 300_000}"}
+    response = tenant_admin.post(change_url(acme.tenant), host_config_form(acme.tenant, server_rows(row)))
+    [sentence] = response.context["adminform"].form.non_field_errors()
+    assert sentence == too_large(sentence)
     assert HostConfig.for_tenant(acme.tenant).mcp_servers is None
 
 

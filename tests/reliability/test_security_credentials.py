@@ -133,6 +133,9 @@ def test_a_server_refusing_the_credentials_is_recorded_without_them(acme, settin
 
 def test_a_url_that_does_not_parse_is_shown_masked_not_as_an_error(acme, configured):
     broken = {"web": {"type": "http", "url": f"http://[{SECRETS[2]}/mcp"}}
-    assert configured.patch("/api/v1/config", {"mcpServers": broken}, format="json").status_code == 200
+    refused = configured.patch("/api/v1/config", {"mcpServers": broken}, format="json")
+    assert (refused.status_code, refused.json()) == (400, {"error": "mcpServers.web.url must be an http or https URL."})
+    # One kept in a row from before every door refused it.
+    HostConfig.objects.filter(tenant=acme.tenant).update(mcp_servers=broken)
     shown = configured.get("/api/v1/config")
     assert shown.status_code == 200 and shown.json()["mcpServers"]["web"]["url"] == "<set>"

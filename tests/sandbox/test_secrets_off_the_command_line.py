@@ -6,8 +6,8 @@ import subprocess
 
 from claude_agent_sdk import ClaudeAgentOptions
 
-from agents.providers.claude import SandboxedCli
-from sandbox.bubblewrap import HOME, Sandbox
+from agents.providers.claude import MCP_CONFIG, SandboxedCli
+from sandbox.bubblewrap import HOME, PRIVATE, Sandbox, end_sandbox
 
 SECRET = "sk-tenant-0123456789abcdef"
 
@@ -39,17 +39,20 @@ def test_a_sandboxed_commands_environment_reaches_it_and_no_command_line():
         process.wait()
 
 
-def test_the_claude_clis_mcp_servers_are_a_file_only_the_sandbox_user_reads():
+def test_the_claude_clis_mcp_servers_are_a_file_of_its_launch_alone():
     options = ClaudeAgentOptions(cli_path="/usr/bin/claude", mcp_servers={
         "remote": {"type": "http", "url": "https://mcp.example.com/", "headers": {"Authorization": f"Bearer {SECRET}"}}})
+    end_sandbox("secret-mcp-config")  # a home of its own, with nothing an earlier run left
     sandbox = Sandbox("secret-mcp-config")
     cli = SandboxedCli(options, sandbox, {"ANTHROPIC_API_KEY": SECRET})
     command = cli._build_command()
     assert not any(SECRET in part for part in command)
-    inside = command[command.index("--mcp-config") + 1]
-    assert inside.startswith(f"{HOME}/.mcp-config-")
-    written = sandbox.folder / "home" / inside.removeprefix(f"{HOME}/")
+    assert command[command.index("--mcp-config") + 1] == f"{PRIVATE}/{MCP_CONFIG}"
+    written = cli.private / MCP_CONFIG
     assert SECRET in written.read_text()
-    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    assert stat.S_IMODE(written.stat().st_mode) == 0o400
     if os.geteuid() == 0:
         assert written.stat().st_uid == sandbox.owner()[0]
+    # Another launch of the session (a member's terminal) has no such folder, nor the file in its home.
+    looked = sandbox.run(["/bin/sh", "-c", f"ls {PRIVATE} 2>&1; grep -rl {SECRET} {HOME} || echo none"])
+    assert "No such file or directory" in looked.stdout and looked.stdout.endswith("none\n")

@@ -57,7 +57,7 @@ class CatalogInputs:
     tools: tuple = ()  # registry tools, in registration order
     client_tools: tuple = ()  # Bindings from `client_tools(active_clients)`
     invalid_tools: tuple = ()  # HiddenTools whose definitions could not be offered at all
-    allowlist: tuple = ()  # AgentCustomization.tools; empty means no restriction
+    allowlist: tuple | None = None  # the only names offered (an agent definition's); None restricts nothing
     permission_rules: tuple = ()
     client_rules: tuple = ()  # (file name, text) pairs a client published
     session: Any = None  # handed to is_enabled_for_session / for_session hooks
@@ -179,7 +179,7 @@ def assemble_catalog(inputs: CatalogInputs) -> CatalogSnapshot:
     session_group_on = session_tools_offered(switches, inputs.provider)
     in_tool_chat = inputs.chat_origin_kind == "tool"
     host_tools_on = inputs.provider not in switches.without_host_tools
-    allowlist = allowed_names(tuple(inputs.allowlist))
+    allowlist = None if inputs.allowlist is None else allowed_names(tuple(inputs.allowlist))
     rules = tuple(inputs.permission_rules)
     session = inputs.session
 
@@ -205,7 +205,7 @@ def assemble_catalog(inputs: CatalogInputs) -> CatalogSnapshot:
             else:
                 hidden.append(HiddenTool(name, source, "provider_scoping", inputs.provider))
             continue
-        if allowlist and name not in allowlist:
+        if allowlist is not None and name not in allowlist:
             hidden.append(HiddenTool(name, source, "allowlist"))
             continue
         if hidden_actions is not None and hidden_actions[action]:

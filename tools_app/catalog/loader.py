@@ -64,7 +64,7 @@ def catalog_inputs(session, chat_origin_kind="user", host_config=None):
         tools=tools,
         client_tools=tuple(entry for entry in entries if isinstance(entry, Binding)),
         invalid_tools=tuple(entry for entry in entries if not isinstance(entry, Binding)),
-        allowlist=catalog_allowlist(document, tools) if document else (),
+        allowlist=catalog_allowlist(document, tools) if document else None,
         permission_rules=tuple(PermissionRule(a, "deny") for a in excluded_host_tools(document)) if document else (),
         client_rules=tuple(rule for client in clients for rule in published_rules(client.customizations)),
         session=session,

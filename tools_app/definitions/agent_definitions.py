@@ -99,10 +99,14 @@ def host_side_tools(document):
 def catalog_allowlist(document, tools):
     """The names of the registry `tools` the definition's host-side entries name: a generic
     entry's kind is a tool's name; an `mcp` entry names its server's tools, or only its
-    `allowedTools`. Empty when no entry names a tool (the catalog then restricts nothing)."""
-    names = []
+    `allowedTools`. None when no entry names a tool (the catalog then restricts nothing); an `mcp`
+    entry whose server offers nothing (unlisted, unavailable) names nothing, never everything."""
+    names, restricts = [], False
     for entry in host_side_tools(document):
         kind = entry.get("kind")
+        if kind == "agent-definition":  # another agent is not a registry tool
+            continue
+        restricts = True
         if kind == "mcp":
             allowed = entry.get("allowedTools")
             names.extend(
@@ -110,6 +114,6 @@ def catalog_allowlist(document, tools):
                 if tool.source == "mcp" and tool.namespace == entry.get("serverName")
                 and (allowed is None or tool.name in allowed)
             )
-        elif kind != "agent-definition":  # another agent is not a registry tool
+        else:
             names.append(kind)
-    return tuple(names)
+    return tuple(names) if restricts else None

@@ -142,6 +142,9 @@ class Command(BaseCommand):
         # job does, and a test runner may): the children then start with the default action too.
         signal.signal(signal.SIGINT, signal.default_int_handler)
         started = timezone.now()
+        # Its children (the Celery worker too) learn the port the host serves on: no tenant's
+        # connection may reach it (sandbox.outbound), and it is where their agents find the host.
+        os.environ["PORT"] = str(port)
         children = host_children(host, port)
         for child in children:
             child.start()

@@ -153,9 +153,14 @@ class AhpClient:
         return turn_id
 
     def reply_to(self, turn_id, timeout=20):
-        """The agent's reply text for `turn_id` once the turn completes: its part and the deltas
-        a streaming agent added to it."""
-        part = self.action("chat/responsePart", timeout, turnId=turn_id)["action"]["part"]
+        """The agent's reply text for `turn_id` once the turn completes: its markdown part (not a
+        notification the host put in the turn) and the deltas a streaming agent added to it."""
+        def reply_part(frame):
+            action = frame["params"]["action"] if frame.get("method") == "action" else {}
+            return (action.get("type") == "chat/responsePart" and action.get("turnId") == turn_id
+                    and action["part"].get("kind") == "markdown")
+
+        part = self.wait_for(reply_part, timeout, f"chat/responsePart of turn {turn_id}")["params"]["action"]["part"]
         self.action("chat/turnComplete", timeout, turnId=turn_id)
         deltas = [f for f in self.notifications if f.get("method") == "action" and f["params"]["action"].get("type")
                   == "chat/delta" and f["params"]["action"].get("partId") == part["id"]]

@@ -108,11 +108,13 @@ def test_absent_availability_means_session_and_stays_off_the_wire():
     assert catalog([Tool("p", availability="userChats")]).definitions[0]["availability"] == "userChats"
 
 
-def test_a_non_empty_allowlist_restricts_the_agent_to_exactly_those_tools():
+def test_an_allowlist_restricts_the_agent_to_exactly_those_tools_and_an_empty_one_to_none():
     tools = [Tool("a"), Tool("b")]
     clients = (client("ide", {"name": "c"}),)
     assert catalog(tools, active_clients=clients, allowlist=("b", "ide__c")).names == ["b", "ide__c"]
-    assert catalog(tools, active_clients=clients, allowlist=()).names == ["a", "b", "ide__c"]
+    assert catalog(tools, active_clients=clients, allowlist=None).names == ["a", "b", "ide__c"]
+    # A definition whose tools are all missing (its MCP server unavailable) is offered nothing, not everything.
+    assert catalog(tools, active_clients=clients, allowlist=()).names == []
 
 
 def test_permission_rules_hide_a_tool_only_when_denied_for_every_resource():

@@ -95,6 +95,17 @@ def test_an_mcp_entry_names_its_servers_tools_or_only_its_allowed_ones():
     assert catalog_allowlist(narrowed, tools) == ("github_pulls",)
 
 
+def test_an_mcp_entry_whose_server_offers_nothing_names_nothing_and_restricts_the_agent():
+    from tools_app.definitions.agent_definitions import catalog_allowlist
+    from tools_app.catalog.registry import Tool
+
+    tools = (Tool("read"), Tool("pages", namespace="wiki", source="mcp"))
+    unlisted = {"name": "a", "provider": "echo", "tools": [{"kind": "mcp", "serverName": "github"}]}
+    assert catalog_allowlist(unlisted, tools) == ()
+    helper_only = {"name": "a", "provider": "echo", "tools": [{"kind": "agent-definition", "agent": "helper"}]}
+    assert catalog_allowlist(helper_only, tools) is None
+
+
 def test_rule_text_travels_percent_encoded_or_base64_and_nothing_else_is_read():
     from tools_app.catalog.client_rules import published_rules
 

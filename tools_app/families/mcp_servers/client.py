@@ -14,7 +14,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import PaginatedRequestParams
 
 from sandbox.bubblewrap import session_sandbox
-from sandbox.outbound import AsyncOutboundTransport, acheck_url
+from sandbox.outbound import CLIENT_DECLARED, AsyncOutboundTransport, acheck_url
 from tools_app.credentials import scrubbed, secret_values
 
 from .servers import revealed, runnable_stdio
@@ -46,10 +46,11 @@ async def _connected(entry, for_session, timeout):
         # The sandbox clears the environment: the server sees only its own entry's.
         transport = stdio_client(StdioServerParameters(command=argv[0], args=argv[1:], env={}))
     else:
-        await acheck_url(entry["url"])  # refused at once, with its sentence, not deep in the client
+        declared = bool(entry.get(CLIENT_DECLARED))
+        await acheck_url(entry["url"], declared)  # refused at once, with its sentence, not deep in the client
         # The mcp client follows only same-origin redirects; the transport re-checks each hop.
         http = httpx.AsyncClient(headers=entry.get("headers") or {}, timeout=timeout,
-                                 transport=AsyncOutboundTransport())
+                                 transport=AsyncOutboundTransport(client_declared=declared))
         transport = _http_transport(entry["url"], http)
     async with transport as streams:
         read, write = streams[0], streams[1]

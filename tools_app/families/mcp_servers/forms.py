@@ -1,8 +1,9 @@
 """mcpServers in the admin as rows: name, type, the operator's stdio server or the url, headers
-and env. Credentials read `<set>` and, sent back so, keep their stored values (do_change_host_config
-does that for every door). `check` lists a saved server's tools the way a session would."""
+and env. Each row is checked as mcpServers is at every door, so a bad value is refused on its own
+field with the sentence REST gives. Credentials read `<set>` and, sent back so, keep their stored
+values (do_change_host_config does that for every door). `check` lists a saved server's tools the
+way a session would."""
 import asyncio
-import re
 
 from concurrent.futures import ThreadPoolExecutor
 
@@ -11,11 +12,11 @@ from django.db import connections
 from django.core.exceptions import ValidationError
 from django.forms import formset_factory
 
+from ...mcp_server_entries import server_problem
 from ...rows_field import UniqueRows
 from . import client
 from .servers import entry_problem, operator_stdio_servers
 
-NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 EDITED = ("type", "server", "url", "headers", "env")
 
 
@@ -41,11 +42,19 @@ def stdio_choices():
     return [("", "---------"), *((name, name) for name in sorted(operator_stdio_servers()))]
 
 
+class CheckedChoice(forms.ChoiceField):
+    """A choice whose value the row's one check judges, so a value not offered is refused with
+    the sentence every door gives (not the form's own)."""
+
+    def valid_value(self, value):
+        return True
+
+
 class ServerRow(forms.Form):
-    name = forms.CharField(max_length=64, widget=forms.TextInput(attrs={"size": 10}))
-    type = forms.ChoiceField(choices=(("stdio", "stdio"), ("http", "http")), initial="stdio")
-    server = forms.ChoiceField(choices=stdio_choices, required=False, label="stdio server",
-                               help_text="One of the operator's stdio servers (Stdio servers).")
+    name = forms.CharField(widget=forms.TextInput(attrs={"size": 10}))
+    type = CheckedChoice(choices=(("stdio", "stdio"), ("http", "http")), initial="stdio")
+    server = CheckedChoice(choices=stdio_choices, required=False, label="stdio server",
+                           help_text="One of the operator's stdio servers (Stdio servers).")
     url = forms.CharField(required=False, max_length=2000, label="url", help_text="For http: http(s)://…",
                           widget=forms.TextInput(attrs={"size": 24}))
     headers = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 20}),
@@ -58,11 +67,6 @@ class ServerRow(forms.Form):
     def check_url(self):
         return f"check-mcp/{self.initial['name']}/" if self.initial.get("name") else None
 
-    def clean_name(self):
-        if not NAME.match(self.cleaned_data["name"]):
-            raise ValidationError("A server name is letters, digits, _ and -.")
-        return self.cleaned_data["name"]
-
     def clean_headers(self):
         return parse_headers(self.cleaned_data["headers"])
 
@@ -73,15 +77,10 @@ class ServerRow(forms.Form):
         data = super().clean()
         if self.errors:
             return data
-        if data["type"] == "stdio" and not data["server"]:
-            self.add_error("server", "Pick the operator's stdio server this entry runs.")
-        if data["type"] == "http":
-            if not re.match(r"^https?://[^/\s]+", data["url"]):
-                self.add_error("url", 'An http server needs an http(s) "url".')
-            if data["env"]:
-                self.add_error("env", "env is for stdio servers; an http server takes headers.")
-        if data["type"] == "stdio" and (data["url"] or data["headers"]):
-            self.add_error("url" if data["url"] else "headers", "url and headers are for http servers.")
+        [(name, entry)] = from_rows([data]).items()
+        problem = server_problem(name, entry)
+        if problem:
+            self.add_error(*problem)
         return data
 
 
@@ -98,17 +97,11 @@ def to_rows(servers):
 
 
 def from_rows(rows):
+    """The wire value of the rows: each row's fields that are filled in, over the keys they do not edit."""
     servers = {}
     for row in rows:
         entry = {**(row.get("other") or {}), "type": row["type"]}
-        if row["type"] == "stdio":
-            entry["server"] = row["server"]
-            if row["env"]:
-                entry["env"] = row["env"]
-        else:
-            entry["url"] = row["url"]
-            if row["headers"]:
-                entry["headers"] = row["headers"]
+        entry.update({field: row[field] for field in EDITED[1:] if row.get(field)})
         servers[row["name"]] = entry
     return servers or None
 

@@ -13,7 +13,7 @@ import threading
 from django.conf import settings
 from django.db import connection
 
-from sandbox.outbound import acheck_url
+from sandbox.outbound import CLIENT_DECLARED, acheck_url
 from tools_app.credentials import scrubbed, secret_values
 
 from . import client
@@ -71,7 +71,7 @@ class ClientPool:
         try:
             if entry.get("type") == "http":
                 # Each use, as the allow-list says now: a kept connection outlives a withdrawal.
-                await acheck_url(entry["url"])
+                await acheck_url(entry["url"], bool(entry.get(CLIENT_DECLARED)))
             return await asyncio.wait_for(work(await pooled.ready), timeout)
         except Exception as failure:
             # Tool errors come back as results: a raise is the connection's (closed, hung), so

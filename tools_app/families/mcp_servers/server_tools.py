@@ -19,6 +19,7 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 
+from sandbox.outbound import CLIENT_DECLARED
 from sessions_app.models import ActiveClient, Session
 from tools_app.catalog.registry import InvalidTool, Tool
 from tools_app.client_requests import ask_client
@@ -39,22 +40,32 @@ from .servers import (
 logger = logging.getLogger(__name__)
 
 LIST_TIMEOUT_SECONDS = 20
+# How long a turn waits for its session's servers to be listed: a reachable http server lists in
+# 1-1.5 s after createSession, a stdio one starts in its sandbox in about as long; one silent for
+# several times that is unlikely to answer soon, and a person is waiting for the reply.
+LISTING_WAIT_SECONDS = 5
+UNANSWERED = ('MCP server "{name}" is unavailable: it did not answer within {seconds} seconds, '
+              "so this turn runs without its tools.")
+FAILED = 'MCP server "{name}" is unavailable: listing its tools failed, so this turn runs without them.'
 PERMISSIVE_SCHEMA = {"type": "object"}  # the server checks its own input
 
 
 def client_servers(row, active_client_ids):
     """The http servers the session's active clients' plugins contribute, later clients over
-    earlier (as the clients' own `.mcp.json` files said when the host asked them)."""
+    earlier (as the clients' own `.mcp.json` files said when the host asked them), each marked
+    CLIENT_DECLARED: a member's client, not the operator, chose where they are."""
     found = {}
     for client_id in active_client_ids:
         found.update((row.client_servers or {}).get(client_id) or {})
-    return usable_servers(found, f"the client plugins of session {row.session_id}")
+    usable = usable_servers(found, f"the client plugins of session {row.session_id}")
+    return usable and {name: {**entry, CLIENT_DECLARED: True} for name, entry in usable.items()}
 
 
-def effective_servers(session):
+def effective_servers(session, row=None):
     """The map the session's agent gets: what the tenant gave it at start, with servers its
-    clients' plugins contribute merged over it. None when there are none (absent, not empty)."""
-    row = SessionMcpServers.objects.filter(session=session).first()
+    clients' plugins contribute merged over it (`row`: its SessionMcpServers, when read). None
+    when there are none (absent, not empty)."""
+    row = row or SessionMcpServers.objects.filter(session=session).first()
     if row is None:
         return None
     active = ActiveClient.objects.filter(session=session).order_by("id").values_list("client_id", flat=True)
@@ -164,21 +175,49 @@ async def list_session_servers(session_id):
     if session is None:
         return {}
     servers = await database_sync_to_async(effective_servers)(session) or {}
-    listed = {}
-    for name, entry in servers.items():
-        try:
-            tools = await POOL.use(session, name, entry, client.list_tools, LIST_TIMEOUT_SECONDS)
-        except Exception as exc:  # one unreachable server is a gap, never a failed session
-            while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-                exc = exc.exceptions[0]  # the client's task groups wrap the cause
-            reason = f"{exc.__class__.__name__}: {exc}" if str(exc) else exc.__class__.__name__
-            logger.warning("Could not list the tools of MCP server %r for session %s: %s", name, session_id, reason)
-            listed[name] = {"error": reason}
-            continue
-        listed[name] = {"tools": tools}
+    listed = {name: await list_server(session, name, entry) for name, entry in servers.items()}
     if listed:
         await database_sync_to_async(do_record_server_tools)(session_id, listed)
     return listed
+
+
+async def list_server(session, name, entry):
+    """{"tools": [...]} the server offers, or {"error": why it could not be listed}."""
+    try:
+        return {"tools": await POOL.use(session, name, entry, client.list_tools, LIST_TIMEOUT_SECONDS)}
+    except Exception as exc:  # one unreachable server is a gap, never a failed session
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]  # the client's task groups wrap the cause
+        reason = f"{exc.__class__.__name__}: {exc}" if str(exc) else exc.__class__.__name__
+        logger.warning("Could not list the tools of MCP server %r for session %s: %s", name, session.id, reason)
+        return {"error": reason}
+
+
+def servers_and_listings(session):
+    """The session's servers and what is recorded of each one's tools."""
+    row = SessionMcpServers.objects.filter(session=session).first()
+    if row is None or not (row.servers or row.client_servers):
+        return {}, {}
+    return effective_servers(session, row) or {}, row.server_tools or {}
+
+
+async def settle_listings(session):
+    """Before a turn's first model request: list each of the session's servers nothing is recorded
+    of yet (the listing createSession queued may still run, here or in another process), waiting
+    at most LISTING_WAIT_SECONDS. Answers a sentence for each server the turn runs without."""
+    servers, listings = await database_sync_to_async(servers_and_listings)(session)
+    missing = {name: asyncio.ensure_future(list_server(session, name, entry))
+               for name, entry in servers.items() if name not in listings}
+    if missing:
+        await asyncio.wait(missing.values(), timeout=LISTING_WAIT_SECONDS)
+        listed = {name: task.result() for name, task in missing.items() if task.done()}
+        for task in missing.values():
+            task.cancel()  # a late answer is recorded by createSession's own listing
+        if listed:
+            await database_sync_to_async(do_record_server_tools)(session.id, listed)
+            listings = {**listings, **listed}
+    return [(UNANSWERED if name not in listings else FAILED).format(name=name, seconds=LISTING_WAIT_SECONDS)
+            for name in servers if "tools" not in listings.get(name, {})]
 
 
 class ListingPool:

@@ -11,24 +11,12 @@ import json
 import logging
 from urllib.parse import urlparse
 
-from django.conf import settings
-
 from sandbox.sealing import unseal
-from tools_app.config import TENANT_COMMAND
+from tools_app.mcp_server_entries import TENANT_COMMAND, operator_stdio_servers
 
 logger = logging.getLogger(__name__)
 
 PLUGIN_MCP_FILE = ".mcp.json"
-
-
-def operator_stdio_servers():
-    """{name: {"command", "args", "env", "readOnlyPaths"}}: the settings' servers, then the
-    superuser's rows over them."""
-    from .models import StdioServer
-
-    servers = dict(settings.AHP_STDIO_MCP_SERVERS)
-    servers.update({row.name: row.to_entry() for row in StdioServer.objects.all()})
-    return servers
 
 
 def runnable_stdio(entry):

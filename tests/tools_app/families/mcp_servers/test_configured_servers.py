@@ -14,7 +14,7 @@ import uvicorn
 from tools_app.families.mcp_servers.pool import POOL
 from tools_app.families.mcp_servers.server_tools import effective_servers
 from tools_app.families.mcp_servers.servers import revealed, usable_servers
-from tools_app.models import SessionMcpServers, StdioServer
+from tools_app.models import HostConfig, SessionMcpServers, StdioServer
 from sessions_app.models import Session
 
 from ....conftest import free_port
@@ -106,7 +106,9 @@ def test_the_map_is_read_at_start_and_a_running_session_keeps_it(acme, host, tin
     with AhpClient(host.port, acme.tokens["member"]) as alice:
         none_yet = alice.create_session()
         assert session_row(none_yet).servers is None  # absent, not empty
-        set_config(host.port, acme.tokens["root"], mcpServers={"tiny": tiny_server, "broken": {"type": "http"}})
+        set_config(host.port, acme.tokens["root"], mcpServers={"tiny": tiny_server})
+        # An entry every door now refuses, kept in a row from before: a session leaves it out.
+        HostConfig.objects.filter(tenant=acme.tenant).update(mcp_servers={"tiny": tiny_server, "broken": {"type": "http"}})
         first = alice.create_session()
         assert session_row(first).servers == {"tiny": tiny_server}
         other = {**tiny_server, "env": {"SUFFIX": "!"}}
@@ -192,7 +194,15 @@ def test_an_unreachable_server_is_a_gap_never_a_failed_session(acme, host, tiny_
         assert Session.objects.get(id=uri.split("/")[-1]).status == Session.IDLE
         chat = default_chat(alice, uri)
         alice.subscribe(chat)
-        assert alice.reply_to(alice.start_turn(chat, "hello")) == "hello"
+        turn = alice.start_turn(chat, "hello")
+        assert alice.reply_to(turn) == "hello"
+        # Each turn tells the chat which servers it runs without.
+        told = [f["params"]["action"]["part"]["content"] for f in alice.notifications
+                if f["params"].get("action", {}).get("type") == "chat/responsePart"
+                and f["params"]["action"]["turnId"] == turn]
+        assert sorted(told) == [
+            f'MCP server "{name}" is unavailable: listing its tools failed, so this turn runs without them.'
+            for name in ("down", "gone")]
 
 
 def answer_manifest(ide, manifests):
@@ -204,7 +214,9 @@ def answer_manifest(ide, manifests):
 
 
 def test_a_client_plugin_http_server_is_merged_over_the_tenants_and_wins_a_clash(
-        acme, host, tiny_server, tiny_http_server):
+        acme, host, tiny_server, tiny_http_server, settings):
+    # A client's server on a private address needs an allow-list entry naming its port.
+    settings.AHP_OUTBOUND_ALLOW = f"127.0.0.1/32:{tiny_http_server['url'].rsplit(':', 1)[1].split('/')[0]}"
     set_config(host.port, acme.tokens["root"], mcpServers={"web": {"type": "http", "url": "http://127.0.0.1:9/mcp"},
                                                              "kept": tiny_server})
     manifest = json.dumps({"mcpServers": {"web": {"url": tiny_http_server["url"]},
@@ -222,8 +234,10 @@ def test_a_client_plugin_http_server_is_merged_over_the_tenants_and_wins_a_clash
         session = Session.objects.get(id=uri.split("/")[-1])
         servers = wait_until(lambda: (found := effective_servers(session)) and found["web"] != {
             "type": "http", "url": "http://127.0.0.1:9/mcp"} and found, describe="the plugin's servers")
-        # The client's http server wins the clash; its stdio server is never the host's to run.
-        assert servers == {"web": {"type": "http", "url": tiny_http_server["url"]}, "kept": tiny_server}
+        # The client's http server wins the clash (marked as a client's); its stdio server is never the
+        # host's to run.
+        assert servers == {"web": {"type": "http", "url": tiny_http_server["url"], "clientDeclared": True},
+                           "kept": tiny_server}
         chat = default_chat(ide, uri)
         ide.subscribe(chat)
         deadline = time.monotonic() + 40

@@ -5,6 +5,7 @@ import subprocess
 
 from agents.registry import PROVIDERS
 from tests.ahp.protocol.harness import AhpClient, default_chat
+from tests.conftest import tenant_made
 
 from .conftest import FolderPerChatEcho, sessionless
 
@@ -65,6 +66,7 @@ def test_set_workspace_and_isolate_session_land_when_the_turn_completes(acme, ho
     for command in (["init", "-q"], ["-c", "user.email=t@e", "-c", "user.name=T", "commit", "-q", "--allow-empty",
                                      "-m", "start"]):
         subprocess.run(["git", "-C", str(folder), *command], check=True)
+    tenant_made(folder, acme.tenant)
     PROVIDERS[FolderPerChatEcho.id] = FolderPerChatEcho()
     try:
         with AhpClient(host.port, acme.tokens["member"], "alice") as alice:
