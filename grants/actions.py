@@ -3,7 +3,7 @@
 Open sockets follow these changes without waiting to speak: each function that takes access
 away or changes it tells the sockets concerned after commit, through channel-layer groups every
 socket joins (one per token, one per person). A revoked token, a deactivated person or a removed
-membership closes them; a changed role hands them their new grants."""
+membership closes them; a changed role has them read their grants again."""
 import secrets
 from datetime import timedelta
 
@@ -54,10 +54,8 @@ def _access_ended(group, tenant_id=None):
 
 
 def _grants_changed(membership):
-    return person_group(membership.person_id), {
-        "type": "ahp.grants_changed", "tenant_id": membership.tenant_id,
-        "grants": list(membership.tenant.role_grants(membership.role)),
-    }
+    """News only: each socket reads its grants from the database."""
+    return person_group(membership.person_id), {"type": "ahp.grants_changed", "tenant_id": membership.tenant_id}
 
 
 def do_create_tenant(slug, name=None):
@@ -117,7 +115,7 @@ def do_delete_role(tenant, name):
 
 
 def _holders(tenant, role_name):
-    return list(Membership.objects.for_tenant(tenant).filter(role=role_name).select_related("tenant"))
+    return list(Membership.objects.for_tenant(tenant).filter(role=role_name))
 
 
 @transaction.atomic

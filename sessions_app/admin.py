@@ -107,7 +107,7 @@ def outcome(call):
 class ToolCallAdmin(ReadOnlyBrowser):
     list_display = ("tool_name", "source", "status", "contributor_client_id", "duration", "call_outcome", "created",
                     "chat_link")
-    list_filter = ("turn__chat__session__tenant", "status", "source", "created")
+    list_filter = ("tenant", "status", "source", "created")
     search_fields = ("tool_name", "contributor_client_id")
     list_select_related = ("turn__chat",)
     date_hierarchy = "created"
@@ -124,7 +124,7 @@ class ToolCallAdmin(ReadOnlyBrowser):
 
     @admin.display(description="chat")
     def chat_link(self, call):
-        return _link(call.turn.chat)
+        return _link(call.turn.chat) if call.turn_id else "no session"  # POST /api/v1/tools/<name>
 
 
 @admin.register(ToolsEndpoint)

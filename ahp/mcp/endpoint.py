@@ -95,9 +95,10 @@ def open_endpoint(session_id, token):
 
 # Endpoint checks this process made: (session id, token digest) -> (OpenEndpoint, the liveness
 # count read before the check, when). An agent calls many times a second; its token is read again
-# only when access may have ended: a change committed in this process (grants.liveness; the
-# endpoint's own rows deleted count too), or HEARTBEAT_SECONDS after the check, the bound within
-# which a socket of this process learns of a change committed in another.
+# only when access may have changed: a change committed in this process or, on the embedded
+# host, in another of its processes (grants.liveness; the endpoint's own rows deleted count too),
+# or HEARTBEAT_SECONDS after the check, the bound within which a socket of this process learns of
+# a change committed in another.
 _checked = {}
 CHECKS_KEPT = 10_000
 post_delete.connect(liveness.changed_after_commit, sender=ToolsEndpoint, dispatch_uid="liveness-delete-ToolsEndpoint")

@@ -6,8 +6,8 @@ reads. Every state change is a `do_*` function of the owning app, which publishe
 subscribers see. Nothing a peer sends can close the connection but
 an oversized frame (1009). Revoking the token, deactivating the person or removing their
 membership closes it at once (4401), told through the token's and the person's groups (and
-re-read at the next message when it happened in this process: grants.liveness); a changed
-role hands it the new grants the same way.
+re-read at the next message when it happened in this process, or in another process of the
+embedded host: grants.liveness); a changed role has it read its grants again the same way.
 """
 import asyncio
 import itertools
@@ -72,11 +72,12 @@ def authenticated(offered):
 class AhpConsumer(AsyncWebsocketConsumer):
     async def connect(self):
         offered = token_from_scope(self.scope)
-        key = throttle.key_of(self.scope, offered)
-        await throttle.HANDSHAKES.wait(key)  # only repeated failures of this address and token prefix wait
         self.liveness_read = liveness.current()  # read before the token: a change meanwhile is re-read
         token, principal = await database_sync_to_async(authenticated)(offered)
         if token is None:
+            # Only a failure waits (its refusal), so a good token is never slowed by another's failures.
+            key = throttle.key_of(self.scope, offered)
+            await throttle.HANDSHAKES.wait(key)
             throttle.HANDSHAKES.failed(key)
             await self.close(code=4401)
             return
@@ -186,12 +187,30 @@ class AhpConsumer(AsyncWebsocketConsumer):
 
     # Frames ------------------------------------------------------------------------------------
 
-    def token_is_live(self):
+    def grants_now(self):
+        """The grants this socket's token acts with now, or None when it no longer works."""
         try:
-            return ApiToken.live().filter(pk=self.token_id).exists()
+            if not ApiToken.live().filter(pk=self.token_id).exists():
+                return None
+            if self.principal.person is None:
+                return self.principal.grants  # a root token's never change
+            return Principal.for_person(self.tenant, self.principal.person).grants
         except (OperationalError, InterfaceError):
             # The database is away: whatever the message needs of it fails with DATABASE_UNAVAILABLE.
-            return True
+            return self.principal.grants
+
+    async def reread_access(self):
+        """Access may have changed (grants.liveness): a token that no longer works closes the
+        socket; otherwise it acts with the grants as they are now. Answers whether it is open."""
+        reading = liveness.current()
+        grants = await database_sync_to_async(self.grants_now)()
+        if grants is None:
+            await self.close_revoked()
+            return False
+        self.liveness_read = reading
+        if grants != self.principal.grants:
+            await self.act_with(grants)
+        return True
 
     async def receive(self, text_data=None, bytes_data=None):
         if self.revoked:
@@ -199,12 +218,8 @@ class AhpConsumer(AsyncWebsocketConsumer):
         if self.token_expires is not None and timezone.now() >= self.token_expires:
             await self.close_revoked()
             return
-        if liveness.current() != self.liveness_read:
-            reading = liveness.current()
-            if not await database_sync_to_async(self.token_is_live)():
-                await self.close_revoked()
-                return
-            self.liveness_read = reading
+        if liveness.current() != self.liveness_read and not await self.reread_access():
+            return
         if text_data is None:
             await self.send_error(None, errors.INVALID_REQUEST, "Invalid request: AHP messages are text frames.")
             return
@@ -352,10 +367,13 @@ class AhpConsumer(AsyncWebsocketConsumer):
 
     async def ahp_grants_changed(self, message):
         """The person's role (or its grants) changed: the next message acts with the new grants,
-        and channels they may no longer read are left at once."""
-        if message.get("tenant_id") != self.tenant.pk:
-            return
-        self.principal = Principal(self.tenant, self.principal.person, message["grants"], self.token_id)
+        and channels they may no longer read are left at once. The grants are read from the
+        database, never taken from the message: the layer carries only the news."""
+        if message.get("tenant_id") == self.tenant.pk:
+            await self.reread_access()
+
+    async def act_with(self, grants):
+        self.principal = Principal(self.tenant, self.principal.person, grants, self.token_id)
         await subscriptions.drop_unreadable(self)
 
     # Requests this host sends the client ---------------------------------------------------------

@@ -2,12 +2,13 @@
 
 Failures are counted per process and per key: the client's address and the public prefix of
 the token it offered (`ahp_<key id>`, or the first characters of something that is not a token).
-The first FREE_FAILURES failed handshakes of a key cost nothing; after that every handshake of
-that key waits, twice as long per further failure, up to MAX_DELAY, before its token is checked.
-Waits of one key queue behind each other, so opening many sockets at once buys no parallel
-guesses. Any other token, including every good one from the same address, is not slowed: only
-someone guessing the secret of that very key id from that very address waits. A key is
-forgotten FORGET_AFTER seconds after its last failure; at most MAX_KEYS are remembered.
+The first FREE_FAILURES failed handshakes of a key cost nothing; after that each further failure
+of that key waits, twice as long per failure, up to MAX_DELAY, before it is refused, and waits of
+one key queue behind each other. A token is checked before anything waits: a good one, even of
+the very key id someone is guessing at from the same address, never waits. So the throttle slows
+a guesser who waits for each answer; one who guesses in parallel is stopped by the secret's 256
+bits, not by it. A key is forgotten FORGET_AFTER seconds after its last failure; at most MAX_KEYS
+are remembered.
 
 The address is the peer's, or, when the peer is a proxy the operator trusts
 (AHP_TRUSTED_PROXIES), the nearest untrusted address in its X-Forwarded-For: behind a proxy
@@ -44,7 +45,7 @@ class HandshakeThrottle:
         return entry
 
     async def wait(self, key):
-        """Before checking a token of `key`: wait what its failures owe."""
+        """Before refusing a failed handshake of `key`: wait what its earlier failures owe."""
         now = time.monotonic()
         entry = self._entry(key, now)
         if entry is None:

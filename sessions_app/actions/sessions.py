@@ -11,11 +11,17 @@ from ..models import Chat, Session, SessionPlacement
 from .checks import check_quota, check_title, check_working_directory, require, summary_changed, touch
 
 
+def session_id_taken(session_id):
+    """Session ids are unique host-wide, so one may be taken in another tenant: the refusal is the
+    same wherever it is taken and says nothing of a session there."""
+    return f"Session id {session_id} is taken; create the session with a new id."
+
+
 @transaction.atomic
 def do_create_session(principal, session_id, provider="echo", working_directories=(), config=None, parent=None):
     require(principal, "session:create")
     if Session.objects.filter(id=session_id).exists():
-        raise Refused(f"Session ahp-session:/{session_id} already exists.", "exists")
+        raise Refused(session_id_taken(session_id), "exists")
     check_quota(principal, "session")
     for directory in working_directories:
         check_working_directory(principal.tenant, directory)

@@ -11,6 +11,7 @@ from collections import Counter
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db.models import Q
 
+from grants import liveness
 from grants.models import ApiToken
 from kernel.orm import database_sync_to_async
 from kernel.outbox import serve_from
@@ -115,6 +116,7 @@ async def heartbeat():
             open_ids = [c.connection_id for c in list(_consumers) if getattr(c, "connection_id", None)]
             await database_sync_to_async(do_mark_connections_seen)(PROCESS, open_ids)
             await close_revoked()
+            await reread_stale_access()
             await catch_up_subscribers()
         except Exception:
             logger.exception("Could not refresh this process's connections")
@@ -136,6 +138,17 @@ async def close_revoked():
     for consumer in consumers:
         if consumer.token_id not in live:
             await consumer.close_revoked()
+
+
+async def reread_stale_access():
+    """On the embedded host no news of an access change made in another process reaches a socket
+    (grants.liveness): one that stayed silent since re-reads its access here, so a demoted
+    person's socket leaves the channels they may no longer read within a heartbeat."""
+    if liveness.marks_path() is None:
+        return  # the shared channel layer told them
+    reading = liveness.current()
+    for consumer in [c for c in list(_consumers) if getattr(c, "liveness_read", reading) != reading]:
+        await consumer.reread_access()
 
 
 class Heard:

@@ -63,6 +63,25 @@ def session_form(**fields):
     return {"grant_person": "", "grant": "", **fields}
 
 
+def test_a_sessionless_call_is_listed_with_no_session(acme, acme_work, tenant_admin):
+    from rest_framework.test import APIClient
+
+    from sessions_app.models import ToolCall
+
+    acme_work.ran(acme_work.turn(acme_work.session()), "lint")
+    rest = APIClient()
+    rest.credentials(HTTP_AUTHORIZATION=f"Bearer {acme.tokens['member']}")
+    assert rest.post("/api/v1/tools/list_sessions", {}, format="json").status_code == 200
+    call = ToolCall.objects.get(tool_name="list_sessions")
+    page = tenant_admin.get("/admin/sessions_app/toolcall/")
+    assert page.status_code == 200
+    listed = page.content.decode()
+    assert ">list_sessions<" in listed and ">no session<" in listed and ">lint<" in listed
+    assert tenant_admin.get(f"/admin/sessions_app/toolcall/{call.pk}/change/").status_code == 200
+    filtered = tenant_admin.get(f"/admin/sessions_app/toolcall/?tenant__id__exact={acme.tenant.pk}")
+    assert {c.tool_name for c in filtered.context["cl"].result_list} == {"list_sessions", "lint"}
+
+
 def test_a_tenant_admin_gives_and_takes_back_a_per_session_grant(acme, acme_work, tenant_admin):
     session = acme_work.session(person="admin")
     guest = Principal.for_person(acme.tenant, acme.guest)

@@ -129,6 +129,18 @@ def test_ten_failed_handshakes_from_one_address_never_slow_a_good_token(acme, ho
     assert time.monotonic() - started < throttle.HandshakeThrottle().delay_for(10)
 
 
+def test_failed_handshakes_with_a_persons_key_id_never_slow_that_persons_good_token(acme, host, handshakes):
+    guess = f"ahp_{acme.tokens['member'].split('_')[1]}_guessed"  # their public key id, a wrong secret
+    failures = throttle.FREE_FAILURES + 4
+    for _ in range(failures):
+        failed_handshake(host.port, guess)
+    owed = handshakes.delay_for(failures)  # what the next handshake of that key id would wait first: 4 s
+    started = time.monotonic()
+    with AhpClient(host.port, acme.tokens["member"]) as client:
+        assert client.call("ping", PING) is None
+    assert time.monotonic() - started < owed
+
+
 @pytest.mark.e2e
 def test_behind_a_trusted_proxy_each_forwarded_client_is_throttled_on_its_own(acme, server_behind_a_proxy):
     port = server_behind_a_proxy

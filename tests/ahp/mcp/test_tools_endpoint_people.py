@@ -2,17 +2,21 @@
 and stops with their token, their person or their membership; the host's agent acts only
 within the turn it answers."""
 import threading
+import time
 
 import pytest
+from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from ahp.mcp.endpoint import ANOTHER_PERSONS_TURN, NO_ENDPOINT, NO_TURN_FOR_AGENT
 from grants.actions import do_add_member, do_deactivate_person, do_mint_token, do_remove_member, do_revoke_token
 from grants.models import Principal
 from sessions_app.actions import do_open_tools_endpoint
+from sessions_app.events.presence import HEARTBEAT_SECONDS
 from sessions_app.models import Session, ToolCall
 
 from ...ahp.protocol.harness import AhpClient, default_chat
+from ...conftest import manage
 from .helpers import tools_endpoint, with_mcp
 from .test_tools_endpoint import IDE_TOOL, call, raw_post
 
@@ -61,6 +65,24 @@ def test_an_endpoint_token_stops_with_its_token_person_or_membership(acme, host,
         else:
             do_add_member(acme.tenant, "acme-carol", "guest")
         response = raw_post(endpoint["url"], endpoint["token"], LISTING)
+        assert (response.status_code, response.json()["error"]["message"]) == (404, NO_ENDPOINT)
+
+
+@pytest.mark.e2e  # manage.py in a process of its own: on the embedded host no channel layer reaches it
+def test_an_endpoint_token_stops_with_a_demotion_made_in_another_process(acme, host):
+    _, carol_token = person(acme, "acme-carol")
+    with AhpClient(host.port, acme.tokens["member"], "alice") as alice:
+        session = alice.create_session()
+        endpoint = tools_endpoint(host.port, carol_token, session).json()
+        assert raw_post(endpoint["url"], endpoint["token"], LISTING).status_code == 200
+        assert manage("addmember", "acme", "acme-carol", "--role", "guest") == "acme-carol is guest in acme\n"
+        deadline = time.monotonic() + HEARTBEAT_SECONDS
+        response = raw_post(endpoint["url"], endpoint["token"], LISTING)
+        # The very next request on the embedded host; with a shared layer, within the endpoint's
+        # bound on a change made in another process (ahp.mcp.endpoint).
+        while settings.REDIS_URL and response.status_code == 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            response = raw_post(endpoint["url"], endpoint["token"], LISTING)
         assert (response.status_code, response.json()["error"]["message"]) == (404, NO_ENDPOINT)
 
 

@@ -64,6 +64,20 @@ def test_another_tenants_session_cannot_be_subscribed_or_disposed(acme, globex, 
             assert refused.value.code == -32008
 
 
+def test_another_tenants_session_id_is_refused_as_any_taken_id_is(acme, globex, host):
+    with AhpClient(host.port, acme.tokens["member"]) as alice, AhpClient(host.port, globex.tokens["member"]) as outsider:
+        uri = alice.create_session()
+        answers = []
+        for client in (outsider, alice):  # an outsider, then the tenant whose session it is
+            with pytest.raises(RpcFailed) as refused:
+                client.call("createSession", {"channel": uri, "provider": "echo"})
+            answers.append((refused.value.code, refused.value.message))
+        session_id = uri.split("/")[-1]
+        expected = (-32003, f"Session id {session_id} is taken; create the session with a new id.")
+        assert answers == [expected, expected]  # nothing tells the outsider whose it is
+        assert outsider.create_session()  # a fresh id works
+
+
 def test_only_the_owner_or_a_holder_of_session_star_disposes_a_session(acme, host):
     acme.tenant.roles.create(name="teammate", grants=["session:read", "session:write"])
     from grants.actions import do_add_member, do_mint_token

@@ -8,7 +8,8 @@ from websockets.exceptions import ConnectionClosed
 from grants.actions import do_add_member, do_deactivate_person, do_remove_member, do_revoke_token, do_set_role
 from grants.models import ApiToken
 
-from .harness import AhpClient
+from ...conftest import manage
+from .harness import AhpClient, RpcFailed
 
 
 def closed_code(client, within):
@@ -79,3 +80,49 @@ def test_a_socket_whose_role_loses_session_read_gets_no_more_pushes(acme, host):
         admin.dispatch(session, {"type": "session/titleChanged", "title": "after"})
         admin.action("session/titleChanged")
         assert title_pushes(member) == []
+
+
+@pytest.mark.e2e  # manage.py in a process of its own: on the embedded host no channel layer reaches it
+def test_a_demotion_from_another_process_holds_at_the_next_write(acme, host):
+    with AhpClient(host.port, acme.tokens["admin"], "admin") as admin:
+        admin.create_session()
+        assert manage("addmember", "acme", "acme-admin", "--role", "guest") == "acme-admin is guest in acme\n"
+        with pytest.raises(RpcFailed) as refused:
+            admin.create_session()
+        assert (refused.value.code, refused.value.message) == (-32009, "acme-admin may not session:create here")
+
+
+@pytest.mark.e2e  # manage.py in a process of its own
+def test_a_silent_socket_demoted_from_another_process_gets_no_more_pushes(acme, host, monkeypatch):
+    from sessions_app.events import presence
+
+    monkeypatch.setattr(presence, "HEARTBEAT_SECONDS", 0.2)
+    acme.tenant.roles.create(name="terminals-only", grants=["terminal:read"])
+    with AhpClient(host.port, acme.tokens["admin"], "admin") as admin, \
+            AhpClient(host.port, acme.tokens["member"], "member") as member:
+        session = admin.create_session()
+        admin.subscribe(session)
+        member.subscribe(session)
+        manage("addmember", "acme", "acme-member", "--role", "terminals-only")
+        time.sleep(1)  # heartbeats pass; the member says nothing meanwhile
+        admin.dispatch(session, {"type": "session/titleChanged", "title": "after"})
+        admin.action("session/titleChanged")
+        assert title_pushes(member) == []
+
+
+def test_a_grants_changed_message_is_news_and_never_the_grants(acme, host):
+    from channels.layers import get_channel_layer
+
+    from grants.actions import person_group
+    from kernel.outbox import send_soon
+
+    async def forge():  # what someone reaching the channel layer could send
+        await get_channel_layer().group_send(person_group(acme.guest.pk), {
+            "type": "ahp.grants_changed", "tenant_id": acme.tenant.pk, "grants": ["*:*"]})
+
+    with AhpClient(host.port, acme.tokens["guest"], "guest") as guest:
+        send_soon("a forged grants change", forge)
+        time.sleep(0.5)  # the message travels; the socket says nothing meanwhile
+        with pytest.raises(RpcFailed) as refused:
+            guest.create_session()
+        assert (refused.value.code, refused.value.message) == (-32009, "acme-guest may not session:create here")
