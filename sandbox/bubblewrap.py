@@ -131,10 +131,11 @@ class Sandbox:
     check: object = field(default=check_destination, compare=False)  # the outbound rule for `destinations`
     limit_overrides: tuple = ()  # (name, value) pairs tighter than the host's limits (a disposable computer's)
     host_writable: tuple = ()  # folders the host made for the tenant's sandboxes (a harness's state), bound writable
+    stand_ins: tuple = ()  # proxy.StandIn: endpoints whose credentials the proxy adds, so none is inside
 
     @property
     def reaches_out(self):
-        return bool(self.destinations or self.host_destinations)
+        return bool(self.destinations or self.host_destinations or self.stand_ins)
 
     @property
     def working_directory(self):
@@ -272,8 +273,8 @@ class Sandbox:
             mount("--ro-bind", private, PRIVATE)
         launch = None
         if self.reaches_out:  # a socket of this launch's own: a later launch never inherits it
-            launch = PROXIES.serve_launch(self.folder / "proxies",
-                                          Destinations(self.destinations, self.host_destinations, self.check))
+            launch = PROXIES.serve_launch(self.folder / "proxies", Destinations(
+                self.destinations, self.host_destinations, self.check, self.stand_ins))
             mount("--ro-bind", launch.socket, PROXY_SOCKET)
         environment = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": HOME, "LANG": "C.UTF-8",
                        "TMPDIR": "/tmp", "USER": "sandbox", **GIT_SHARED}

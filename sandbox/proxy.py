@@ -15,10 +15,12 @@ import logging
 import os
 import shutil
 import socket
+import ssl
 import threading
 import uuid
 from pathlib import Path
 from typing import NamedTuple
+from urllib.parse import urlsplit
 
 from kernel.orm import with_checked_connections
 
@@ -39,15 +41,60 @@ def own_path_sentence(host, port, path):
     return f"This sandbox may reach only {path} on {host_and_port(host, port)}: the session's tools endpoint."
 
 
+STAND_IN_DOMAIN = "ahp-sandbox.invalid"  # no name under it exists anywhere: only the proxy answers it
+PLACEHOLDER_KEY = "sandbox-holds-no-key"  # what a harness is given where it insists on a key
+
+
+class StandIn(NamedTuple):
+    """An endpoint whose credentials the proxy adds: inside the sandbox it is plain
+    `http://<alias>.ahp-sandbox.invalid/<path>`; the proxy sends the request on to `url` (its
+    scheme and authority, TLS included) with `headers` set, whatever the sandbox put in them. So
+    a model key or an MCP server's headers never enter the sandbox: not its environment, files
+    or memory."""
+
+    alias: str
+    url: str
+    headers: tuple = ()  # (name, value) pairs
+    declared: bool = False  # a server a client declared (the outbound rule is stricter for it)
+
+    @property
+    def host(self):
+        return f"{self.alias}.{STAND_IN_DOMAIN}"
+
+    def inside(self, url):
+        """`url` (an address of this endpoint) as the sandbox is to use it."""
+        parts = urlsplit(url)
+        return parts._replace(scheme="http", netloc=self.host).geturl()
+
+    @property
+    def target(self):
+        parts = urlsplit(self.url)
+        return parts.scheme, parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+
+    def request_head(self, head):
+        """The origin-form head to send on: its Host the endpoint's, `headers` set in place of the
+        sandbox's, one request per connection."""
+        request_line, _, rest = head.partition(b"\r\n")
+        method, target, version = request_line.decode("latin-1").split(" ", 2)
+        path = "/" + target[len("http://"):].partition("/")[2]
+        replaced = {b"host", b"connection", b"proxy-connection", b"keep-alive",
+                    *(name.lower().encode("latin-1") for name, _ in self.headers)}
+        kept = [line for line in rest.split(b"\r\n") if line and line.split(b":", 1)[0].strip().lower() not in replaced]
+        added = [f"{name}: {value}".encode("latin-1") for name, value in self.headers]
+        return b"\r\n".join([f"{method} {path} {version}".encode("latin-1"), f"Host: {urlsplit(self.url).netloc}".encode(
+            "latin-1"), *kept, *added, b"Connection: close", b"", b""])
+
+
 class Destinations:
     """What one sandbox may reach. `own`: the host's own listeners, (host, port) or (host, port,
     path): a plain-HTTP tools endpoint, of which only that path is reached (no CONNECT, which
     would reach all of the host's server). `allowed`: the others, (host, port) or (host, port,
     True) for a server a client declared; each must also pass the outbound rule (`sandbox.outbound`)."""
 
-    def __init__(self, allowed, own=(), check=check_destination):
+    def __init__(self, allowed, own=(), check=check_destination, stand_ins=()):
+        self.stand_ins = {stand_in.host: stand_in for stand_in in stand_ins}
         self.allowed = {}  # (host, port) -> whether only a client declared it
-        for host, port, *declared in allowed:
+        for host, port, *declared in (*allowed, *((*s.target[1:], s.declared) for s in stand_ins)):
             key = (host.lower(), int(port))
             self.allowed[key] = self.allowed.get(key, True) and bool(declared and declared[0])
         self.own = {(host.lower(), int(port)): path[0] if path else None for host, port, *path in own}
@@ -136,6 +183,12 @@ async def serve_one(destinations, reader, writer):
     except ValueError as exc:
         await refuse(writer, f"Bad proxy request: {exc}.", "400 Bad Request")
         return
+    stand_in = destinations.stand_ins.get(host.lower()) if forwarded is not None else None
+    tls = None
+    if stand_in is not None:
+        scheme, host, port = stand_in.target
+        forwarded = stand_in.request_head(head)
+        tls = ssl.create_default_context() if scheme == "https" else None
     # The allow-list is read from the database on an executor thread: its connection is checked as
     # the ORM threads' are, so one that died with the database does not refuse every request after.
     sentence, address = await asyncio.get_running_loop().run_in_executor(
@@ -145,7 +198,9 @@ async def serve_one(destinations, reader, writer):
         await refuse(writer, sentence)
         return
     try:
-        up_reader, up_writer = await asyncio.wait_for(asyncio.open_connection(address, port), CONNECT_TIMEOUT_SECONDS)
+        up_reader, up_writer = await asyncio.wait_for(
+            asyncio.open_connection(address, port, ssl=tls, server_hostname=host if tls else None),
+            CONNECT_TIMEOUT_SECONDS)
     except (OSError, asyncio.TimeoutError) as exc:
         await refuse(writer, f"{host}:{port} did not answer: {exc.__class__.__name__}.", "502 Bad Gateway")
         return

@@ -41,10 +41,12 @@ from mcp.server.lowlevel import Server
 
 from kernel.refusals import Refused
 from sandbox.bubblewrap import PRIVATE, program_prefix, session_sandbox
+from sandbox.outbound import CLIENT_DECLARED
+from sandbox.proxy import PLACEHOLDER_KEY, StandIn
 from tools_app.definitions.agent_definitions import is_builtin_tools, tool_entries
 
 from ..conversations import do_keep_conversation, resumed_conversation
-from ..harness import RunningTurns, builtin_permission, claude_cli, destination, host_connection, not_installed
+from ..harness import RunningTurns, builtin_permission, claude_cli, host_connection, not_installed
 
 logger = logging.getLogger(__name__)
 # The host's own servers are allowed whole on purpose: the host checks their calls, not the CLI.
@@ -148,6 +150,7 @@ class OwnServers:
 
     def __init__(self, servers, working_directory, snapshot, listed):
         self.config = {}  # server name -> the CLI's entry for it
+        self.stand_ins = []  # proxy.StandIn of each http server
         for name, entry in servers.items():
             if name in (HOST_SERVER, CLIENT_SERVER):
                 logger.warning('Left out MCP server "%s": the name is one of the host\'s own servers.', name)
@@ -158,7 +161,12 @@ class OwnServers:
                 self.config[name] = {"type": "stdio", "command": entry["command"],
                                      "args": list(entry.get("args") or ()), "env": dict(entry.get("env") or {})}
             else:
-                self.config[name] = {"type": "http", "url": entry["url"], "headers": dict(entry.get("headers") or {})}
+                # The CLI reaches it through a stand-in the proxy sends on with the server's headers:
+                # the tenant's secrets in them never enter the sandbox.
+                stand_in = StandIn(f"mcp-{len(self.stand_ins)}", entry["url"],
+                                   tuple((entry.get("headers") or {}).items()), bool(entry.get(CLIENT_DECLARED)))
+                self.stand_ins.append(stand_in)
+                self.config[name] = {"type": "http", "url": stand_in.inside(entry["url"]), "headers": {}}
         self.held, self.hidden = {}, []  # the CLI's name -> the catalog's, of the tools the snapshot holds; the rest
         for tool in listed:
             if tool.namespace in self.config:
@@ -173,10 +181,6 @@ class OwnServers:
         """The folders the stdio servers' programs need inside the sandbox, as if the host started them."""
         return [prefix for entry in self.config.values() if entry["type"] == "stdio"
                 and (prefix := program_prefix(entry["command"]))]
-
-    @property
-    def destinations(self):
-        return [destination(entry["url"]) for entry in self.config.values() if entry["type"] == "http"]
 
     def is_theirs(self, cli_name):
         return any(cli_name.startswith(f"mcp__{name}__") for name in self.config)
@@ -395,17 +399,19 @@ class ClaudeProvider:
         connection = await toolbox.agent_connection(self.id, host_connection(self.id))
         snapshot = await toolbox.snapshot()
         servers, read_only = await toolbox.runnable_mcp_servers()
-        sandbox = session_sandbox(toolbox.session, read_only=read_only, destinations=[destination(connection["baseUrl"])])
+        # The model key is the proxy's to add: the CLI holds a placeholder (a Bash call prints no key).
+        model = StandIn("model", connection["baseUrl"],
+                        (("x-api-key", connection["apiKey"]),) if connection["apiKey"] else ())
+        sandbox = session_sandbox(toolbox.session, read_only=read_only)
         own = OwnServers(servers, sandbox.working_directory, snapshot, await toolbox.listed_server_tools())
-        sandbox = replace(sandbox, read_only=(*sandbox.read_only, *own.programs),
-                          destinations=(*sandbox.destinations, *own.destinations))
+        sandbox = replace(sandbox, read_only=(*sandbox.read_only, *own.programs), stand_ins=(model, *own.stand_ins))
         agents = Agents(toolbox, snapshot, own)
         options = self.options(cli, agents, await toolbox.tool_origin_names(), connection,
                                await toolbox.agent_definition(), await resumed_conversation(toolbox.chat.id, self.id))
         stderr = deque(maxlen=STDERR_LINES)
         options.stderr = stderr.append
-        environment = {**CLI_ENVIRONMENT, "ANTHROPIC_BASE_URL": connection["baseUrl"],
-                       "ANTHROPIC_API_KEY": connection["apiKey"]}
+        environment = {**CLI_ENVIRONMENT, "ANTHROPIC_BASE_URL": model.inside(connection["baseUrl"]),
+                       "ANTHROPIC_API_KEY": PLACEHOLDER_KEY}
         replies, streamed = [], Streamed(toolbox)
         try:
             async with ClaudeSDKClient(options, transport=SandboxedCli(options, sandbox, environment)) as claude, \

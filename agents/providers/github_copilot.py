@@ -34,9 +34,10 @@ from django.conf import settings
 
 from kernel.refusals import Refused
 from sandbox.bubblewrap import session_sandbox
+from sandbox.proxy import PLACEHOLDER_KEY, StandIn
 
 from ..conversations import do_keep_conversation, resumed_conversation
-from ..harness import RunningTurns, builtin_permission, copilot_cli, destination, host_connection, not_installed
+from ..harness import RunningTurns, builtin_permission, copilot_cli, host_connection, not_installed
 
 logger = logging.getLogger(__name__)
 
@@ -61,11 +62,19 @@ EMPTY_MODE_NEEDS_STORAGE = (
 )
 
 
-def byok_provider(connection):
-    provider = {"type": connection.get("type") or "openai", "base_url": connection["baseUrl"],
+def model_stand_in(connection):
+    """The BYOK endpoint as the proxy reaches it, adding the key the way its type expects."""
+    key = connection.get("apiKey")
+    header = ("api-key", key) if connection.get("type") == "azure" else ("Authorization", f"Bearer {key}")
+    return StandIn("model", connection["baseUrl"], (header,) if key else ())
+
+
+def byok_provider(connection, stand_in):
+    """The provider the CLI is given: the stand-in's address and a placeholder key; the proxy adds the real one."""
+    provider = {"type": connection.get("type") or "openai", "base_url": stand_in.inside(connection["baseUrl"]),
                 "wire_api": connection.get("wireApi") or "completions"}
     if connection.get("apiKey"):
-        provider["api_key"] = connection["apiKey"]
+        provider["api_key"] = PLACEHOLDER_KEY
     return provider
 
 
@@ -245,15 +254,16 @@ class GitHubCopilotProvider:
         snapshot = await toolbox.snapshot()
         agents = Agents(toolbox, snapshot)
         tools = custom_tools(snapshot, agents)
-        if connection.get("baseUrl"):
-            reached, environment = [destination(connection["baseUrl"])], {}
+        stand_in = model_stand_in(connection) if connection.get("baseUrl") else None
+        if stand_in:
+            reached, environment = [], {}
         elif connection.get("githubToken"):
             reached, environment = GITHUB_ENDPOINTS, {"COPILOT_SDK_AUTH_TOKEN": connection["githubToken"]}
         else:
             raise Refused(NO_MODEL, "no_agent")
         definition = await toolbox.agent_definition()
         mode = definition.builtin_tool_policy().client_mode if definition else "copilot-cli"
-        sandbox = session_sandbox(toolbox.session, destinations=reached)
+        sandbox = replace(session_sandbox(toolbox.session, destinations=reached), stand_ins=(stand_in,) if stand_in else ())
         storage = self.tenant_storage(toolbox.session.tenant_id) if mode == "empty" else None
         if storage is not None:
             # An empty-mode client keeps its state in its tenant's base directory (the sandbox
@@ -277,7 +287,7 @@ class GitHubCopilotProvider:
                    "on_permission_request": permission_handler(toolbox, connection),
                    "working_directory": sandbox.working_directory}
         if connection.get("baseUrl"):
-            options["provider"] = byok_provider(connection)
+            options["provider"] = byok_provider(connection, stand_in)
         conversation = await resumed_conversation(toolbox.chat.id, self.id)
         try:
             if conversation:

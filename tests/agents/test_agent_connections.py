@@ -1,6 +1,7 @@
 """HostConfig's agentConnections: each tenant points its harnesses at its own model (credentials
 read `<set>` and are kept when sent back) or picks one of the operator's ACP agents by name."""
 import json
+import os
 import sys
 
 import pytest
@@ -9,12 +10,14 @@ from rest_framework.test import APIClient
 from agents.harness import copilot_cli
 from agents.providers.acp import no_such_agent
 from agents.providers.github_copilot import NO_RUNTIME
+from sandbox import identity
+from sandbox.bubblewrap import sandbox_root
 from sandbox.sealing import is_sealed, unseal
 from tools_app.agent_connections import OWN_KEY_NEEDED
 from tools_app.models import HostConfig
 
 from ..ahp.protocol.harness import AhpClient, default_chat, set_config
-from .model_server import ModelServer, Text
+from .model_server import Hold, ModelServer, Text
 from .test_acp_provider import AGENT
 from .test_claude_provider import needs_cli
 
@@ -178,3 +181,49 @@ def test_a_tenant_runs_the_operators_acp_agent_it_names(acme, host, operator_age
     assert error["message"] == f"Refused: {no_such_agent('nobody')}"
     assert no_such_agent("nobody") == ('The acp provider has no agent named "nobody": the operator defines them in '
                                        "AHP_ACP_AGENTS.")
+
+
+def sandbox_holding(uid, text):
+    """Where `text` shows in what processes of sandbox user `uid` hold: their environment and
+    command line, and the files of the sandbox's own folder."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat(f"/proc/{pid}").st_uid != uid:
+                continue
+            for part in ("environ", "cmdline"):
+                with open(f"/proc/{pid}/{part}", "rb") as held:
+                    if text.encode() in held.read():
+                        found.append(f"/proc/{pid}/{part}")
+        except OSError:
+            pass  # it exited meanwhile
+    return found
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(os.geteuid() != 0, reason="sandbox identities need a root host")
+@pytest.mark.parametrize("provider, path", [pytest.param("claude", "", marks=needs_cli),
+                                            pytest.param("github-copilot", "/v1", marks=needs_copilot)])
+def test_the_model_key_never_enters_the_sandbox_the_proxy_adds_it(acme, host, settings, provider, path):
+    """While the harness waits on its model, nothing of its sandbox holds the tenant's key (a Bash
+    call there would print a placeholder), and the model still hears the key."""
+    settings.AHP_OUTBOUND_ALLOW = "127.0.0.1"
+    secret = "sk-tenant-never-inside-0123456789"
+    hold = Hold(Text("answered"))
+    with ModelServer(hold) as model:
+        set_config(host.port, acme.tokens["root"], agentConnections={provider: {"baseUrl": model.url + path,
+                                                                                "apiKey": secret}})
+        with AhpClient(host.port, acme.tokens["member"]) as alice:
+            session = alice.create_session(provider=provider)
+            chat = default_chat(alice, session)
+            alice.subscribe(chat)
+            turn = alice.start_turn(chat, "hi")
+            assert hold.arrived.wait(90), "the harness never asked its model"
+            uid = identity.existing_sandbox_user(session.rsplit("/", 1)[-1])
+            inside = sandbox_holding(uid, secret)
+            files = [str(p) for p in (sandbox_root() / session.rsplit("/", 1)[-1]).rglob("*")
+                     if p.is_file() and secret.encode() in p.read_bytes()]
+            hold.released.set()
+            assert alice.reply_to(turn, timeout=90) == "answered"
+    assert (inside, files) == ([], [])
+    assert secret in json.dumps(model.headers)

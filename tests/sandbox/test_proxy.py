@@ -17,7 +17,7 @@ import pytest
 from django.conf import settings
 
 from sandbox.bubblewrap import PROXY_PORT, Sandbox, SandboxUnavailable, end_sandbox
-from sandbox.proxy import PROXIES, Destinations, refusal_sentence
+from sandbox.proxy import PROXIES, Destinations, StandIn, refusal_sentence
 
 from ..ahp.mcp.helpers import wait_until
 from ..conftest import free_port
@@ -240,3 +240,39 @@ def test_each_launch_has_a_socket_and_destinations_of_its_own_closed_when_it_end
             holder.kill()
             holder.wait()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_stand_in_is_sent_on_with_the_credentials_the_sandbox_never_held(key, allow_loopback):
+    heard = []
+
+    class Echo(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            heard.append((self.path, self.headers.get("Host"), self.headers.get("x-api-key")))
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    model = StandIn("model", f"http://127.0.0.1:{port}/base", (("x-api-key", "sk-only-the-proxy-holds"),))
+    try:
+        sandbox = Sandbox(key, read_only=(sys.prefix,), stand_ins=(model,))
+        inside = model.inside(f"http://127.0.0.1:{port}/base/v1/messages?beta=true")
+        assert inside == "http://model.ahp-sandbox.invalid/base/v1/messages?beta=true"
+        # Whatever key the sandbox sends is replaced, never added to.
+        done = sandbox.run([sys.executable, "-c", "import sys, urllib.request; print(urllib.request.urlopen("
+                            "urllib.request.Request(sys.argv[1], headers={'x-api-key': 'guessed'})).read().decode())",
+                            inside], timeout=30)
+        assert done.stdout.strip() == "ok", done.stderr
+        assert heard == [("/base/v1/messages?beta=true", f"127.0.0.1:{port}", "sk-only-the-proxy-holds")]
+        # A launch not given the stand-in reaches nothing by its name.
+        other = Sandbox(key, read_only=(sys.prefix,), destinations=(("127.0.0.1", port),))
+        assert fetch(other, inside) == f"403 {refusal_sentence('model.ahp-sandbox.invalid', 80)}"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -6,8 +6,9 @@ import subprocess
 
 from claude_agent_sdk import ClaudeAgentOptions
 
-from agents.providers.claude import MCP_CONFIG, SandboxedCli
+from agents.providers.claude import MCP_CONFIG, OwnServers, SandboxedCli
 from sandbox.bubblewrap import HOME, PRIVATE, Sandbox, end_sandbox
+from sandbox.proxy import StandIn
 
 SECRET = "sk-tenant-0123456789abcdef"
 
@@ -56,3 +57,10 @@ def test_the_claude_clis_mcp_servers_are_a_file_of_its_launch_alone():
     # Another launch of the session (a member's terminal) has no such folder, nor the file in its home.
     looked = sandbox.run(["/bin/sh", "-c", f"ls {PRIVATE} 2>&1; grep -rl {SECRET} {HOME} || echo none"])
     assert "No such file or directory" in looked.stdout and looked.stdout.endswith("none\n")
+
+
+def test_the_clis_http_servers_are_stand_ins_whose_headers_only_the_proxy_holds():
+    own = OwnServers({"docs": {"type": "http", "url": "https://mcp.example.com/mcp?x=1",
+                               "headers": {"Authorization": f"Bearer {SECRET}"}}}, HOME, None, [])
+    assert own.config == {"docs": {"type": "http", "url": "http://mcp-0.ahp-sandbox.invalid/mcp?x=1", "headers": {}}}
+    assert own.stand_ins == [StandIn("mcp-0", "https://mcp.example.com/mcp?x=1", (("Authorization", f"Bearer {SECRET}"),))]

@@ -15,10 +15,10 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 
+from kernel.orm import database_sync_to_async
 from sandbox.outbound import CLIENT_DECLARED
 from sessions_app.models import ActiveClient, Session
 from tools_app.catalog.registry import InvalidTool, Tool
