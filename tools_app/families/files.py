@@ -98,6 +98,19 @@ class Hands:
             raise refusal(error, path.parent) from None
 
 
+@contextmanager
+def held(hands, path):
+    """(descriptor of the folder holding `path`, its name there), closed after; an OSError inside
+    answers the path's sentence."""
+    parent, name = hands.parent(path)
+    try:
+        yield parent, name
+    except OSError as error:
+        raise refusal(error, path) from None
+    finally:
+        os.close(parent)
+
+
 def refusal(error, path):
     if error.errno in (errno.ELOOP, errno.EXDEV):
         return through_link(path)
@@ -204,36 +217,26 @@ def do_write_file(principal, uri, data, encoding, create_only=False, if_match=No
     content = decoded(data, encoding)
     path = place.path
     with place.hands() as hands:
-        parent, name = hands.parent(path)
-        try:
-            status = hands.stat(path)
-            if status is not None and create_only:
-                raise Refused(f"{path} already exists.", "exists")
-            if if_match is not None and (status is None or etag(status) != if_match):
-                raise Refused(f"{path} changed since {if_match}.", "conflict")
-            if status is not None and stat.S_ISDIR(status.st_mode):
-                raise Refused(f"Invalid params: {path} is a folder.", "invalid")
-            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_EXCL if create_only else os.O_TRUNC)
-            try:
-                fd = os.open(name, flags, 0o664, dir_fd=parent)
-            except OSError as error:
-                raise refusal(error, path) from None
-            write_all(fd, content)
-        finally:
-            os.close(parent)
+        status = hands.stat(path)
+        if status is not None and create_only:
+            raise Refused(f"{path} already exists.", "exists")
+        if if_match is not None and (status is None or etag(status) != if_match):
+            raise Refused(f"{path} changed since {if_match}.", "conflict")
+        if status is not None and stat.S_ISDIR(status.st_mode):
+            raise Refused(f"Invalid params: {path} is a folder.", "invalid")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_EXCL if create_only else os.O_TRUNC)
+        with held(hands, path) as (parent, name):
+            write_all(os.open(name, flags, 0o664, dir_fd=parent), content)
     return {}
 
 
 def do_make_folder(principal, uri):
     place = allowed_place(principal, uri, "session:folders")
-    with place.hands() as hands:
-        parent, name = hands.parent(place.path)
+    with place.hands() as hands, held(hands, place.path) as (parent, name):
         try:
             os.mkdir(name, 0o2775, dir_fd=parent)
         except FileExistsError:
             raise Refused(f"{place.path} already exists.", "exists") from None
-        finally:
-            os.close(parent)
     return {}
 
 
@@ -259,8 +262,7 @@ def do_delete_file(principal, uri, recursive=False):
         status = hands.stat(place.path)
         if status is None:
             raise not_found(f"No file {place.path}.")
-        parent, name = hands.parent(place.path)
-        try:
+        with held(hands, place.path) as (parent, name):
             if not stat.S_ISDIR(status.st_mode):
                 os.unlink(name, dir_fd=parent)
             elif recursive:
@@ -270,12 +272,8 @@ def do_delete_file(principal, uri, recursive=False):
                     os.rmdir(name, dir_fd=parent)
                 except OSError as error:
                     if error.errno != errno.ENOTEMPTY:
-                        raise refusal(error, place.path) from None
+                        raise
                     raise Refused(f"{place.path} is not empty; delete it with recursive.", "conflict") from None
-        except OSError as error:
-            raise refusal(error, place.path) from None
-        finally:
-            os.close(parent)
     return {}
 
 
@@ -334,17 +332,13 @@ def do_copy_file(principal, source, destination, fail_if_exists=False):
         source_folder, name = hands.parent(src.path)
     try:
         with dst.hands() as hands:
-            target_folder, target_name = hands.parent(dst.path)
-            try:
-                if fail_if_exists and hands.stat(dst.path) is not None:
-                    raise Refused(f"{dst.path} already exists.", "exists")
-                copy_entry(source_folder, name, target_folder, target_name, fail_if_exists)
-            except FileExistsError:
-                raise Refused(f"{dst.path} already exists.", "exists") from None
-            except OSError as error:
-                raise refusal(error, dst.path) from None
-            finally:
-                os.close(target_folder)
+            if fail_if_exists and hands.stat(dst.path) is not None:
+                raise Refused(f"{dst.path} already exists.", "exists")
+            with held(hands, dst.path) as (target_folder, target_name):
+                try:
+                    copy_entry(source_folder, name, target_folder, target_name, fail_if_exists)
+                except FileExistsError:
+                    raise Refused(f"{dst.path} already exists.", "exists") from None
     finally:
         os.close(source_folder)
     return {}
@@ -360,15 +354,6 @@ def do_move_file(principal, source, destination, fail_if_exists=False):
             raise Refused(f"{dst.path} already exists.", "exists")
         if target is not None and stat.S_ISDIR(target.st_mode):
             raise Refused(f"{dst.path} is a folder; this host moves onto a file or a new name only.", "conflict")
-        source_folder, name = hands.parent(src.path)
-        try:
-            target_folder, target_name = hands.parent(dst.path)
-            try:
-                os.rename(name, target_name, src_dir_fd=source_folder, dst_dir_fd=target_folder)
-            except OSError as error:
-                raise refusal(error, dst.path) from None
-            finally:
-                os.close(target_folder)
-        finally:
-            os.close(source_folder)
+        with held(hands, src.path) as (source_folder, name), held(hands, dst.path) as (target_folder, target_name):
+            os.rename(name, target_name, src_dir_fd=source_folder, dst_dir_fd=target_folder)
     return {}
