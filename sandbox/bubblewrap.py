@@ -38,7 +38,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from . import identity
+from . import cgroups, identity
 from .beneath import as_identity, open_beneath, open_root
 from .outbound import check_destination
 from .proxy import PROXIES, Destinations
@@ -67,8 +67,10 @@ HELD = {}  # sandbox key -> [(when opened, descriptor)], in this process
 GROUP_SHARED = 0o2070  # a tenant folder's group may enter and write it; what is made in it stays the group's
 PROXY_SOCKET = "/.proxy.sock"  # this launch's own proxy socket, seen from inside
 # fd 3: the environment file ($0), removed as bubblewrap reads it; fd 4: the launch's proxy
-# lifeline ($1), held by bubblewrap and everything in the sandbox until it ends.
-LAUNCH = 'exec 3< "$0" 4<> "$1" && /bin/rm -f -- "$0" && shift && exec "$@"'
+# lifeline ($1), held by bubblewrap and everything in the sandbox until it ends; $2: the sandbox's
+# control group's `cgroup.procs` ("-": none), which the launch joins before bubblewrap runs.
+LAUNCH = ('exec 3< "$0" 4<> "$1" && /bin/rm -f -- "$0" && { [ "$2" = - ] || echo $$ > "$2"; } '
+          '&& shift 2 && exec "$@"')
 
 
 class SandboxUnavailable(RuntimeError):
@@ -294,7 +296,8 @@ class Sandbox:
         for name, value in {**limits(), **dict(self.limit_overrides)}.items():
             args.extend(["--limit", f"{name}={value}"])
         return ["/bin/sh", "-c", LAUNCH, str(self.environment_file(environment)),
-                str(launch.lifeline if launch else os.devnull), *args, "--", *command]
+                str(launch.lifeline if launch else os.devnull), str(cgroups.group_for(self.key) or "-"), *args, "--",
+                *command]
 
     def private_folder(self, files):
         """A folder of `files` ({name: text}) for one launch (argv's `private`): its command reads
@@ -390,6 +393,7 @@ def end_sandbox(key):
         pass
     if uid is not None and kill_user(uid):
         identity.free_sandbox_user(str(key))
+    cgroups.remove_group(str(key))
     shutil.rmtree(folder, ignore_errors=True)  # its home goes with it; the bridge sees no marker either way
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from sandbox import identity
+from sandbox import cgroups, identity
 
 from ..ahp.protocol.harness import AhpClient, RpcFailed
 from ..conftest import tenant_made
@@ -140,3 +140,18 @@ def processes_of(uid):
         except FileNotFoundError:
             pass
     return found
+
+
+@pytest.mark.skipif(cgroups.hierarchy() is None, reason="this host offers no memory control group")
+def test_a_sessions_processes_share_one_memory_limit(acme, member, workspace, settings):
+    settings.AHP_SANDBOX_SESSION_MEMORY_MB = 64
+    (workspace / "big").mkdir()
+    folder = tenant_made(workspace / "big", acme.tenant)
+    session = member.create_session(workingDirectories=[folder.as_uri()])
+    terminal = open_terminal(member, session)
+    # Four processes of 40 MiB each: under any per-process limit, over the session's 64 MiB in all.
+    hog = "python3 -c 'import time; b = b\"x\" * (40 << 20); time.sleep(30)'"
+    seen = run(member, terminal, f"for i in 1 2 3 4; do {hog} & done; sleep 5; jobs -l; echo left-$(jobs -p | wc -l)",
+               "shown-1", timeout=60)
+    # The kernel ended what passed the session's limit, and only that: one process of the four runs on.
+    assert "Killed" in seen and "Running" in seen
