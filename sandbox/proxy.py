@@ -62,9 +62,10 @@ class StandIn(NamedTuple):
         return f"{self.alias}.{STAND_IN_DOMAIN}"
 
     def inside(self, url):
-        """`url` (an address of this endpoint) as the sandbox is to use it."""
+        """`url` (an address of this endpoint) as the sandbox is to use it: without its query,
+        which the proxy adds back (a query may hold a key too)."""
         parts = urlsplit(url)
-        return parts._replace(scheme="http", netloc=self.host).geturl()
+        return parts._replace(scheme="http", netloc=self.host, query="").geturl()
 
     @property
     def target(self):
@@ -77,12 +78,15 @@ class StandIn(NamedTuple):
         request_line, _, rest = head.partition(b"\r\n")
         method, target, version = request_line.decode("latin-1").split(" ", 2)
         path = "/" + target[len("http://"):].partition("/")[2]
+        if query := urlsplit(self.url).query:
+            path += ("&" if "?" in path else "?") + query
         replaced = {b"host", b"connection", b"proxy-connection", b"keep-alive",
                     *(name.lower().encode("latin-1") for name, _ in self.headers)}
         kept = [line for line in rest.split(b"\r\n") if line and line.split(b":", 1)[0].strip().lower() not in replaced]
         added = [f"{name}: {value}".encode("latin-1") for name, value in self.headers]
-        return b"\r\n".join([f"{method} {path} {version}".encode("latin-1"), f"Host: {urlsplit(self.url).netloc}".encode(
-            "latin-1"), *kept, *added, b"Connection: close", b"", b""])
+        authority = urlsplit(self.url).netloc.rpartition("@")[2]  # never a user:password of the URL
+        return b"\r\n".join([f"{method} {path} {version}".encode("latin-1"), f"Host: {authority}".encode("latin-1"),
+                              *kept, *added, b"Connection: close", b"", b""])
 
 
 class Destinations:

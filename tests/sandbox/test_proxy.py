@@ -259,17 +259,20 @@ def test_a_stand_in_is_sent_on_with_the_credentials_the_sandbox_never_held(key, 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Echo)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     port = server.server_address[1]
-    model = StandIn("model", f"http://127.0.0.1:{port}/base", (("x-api-key", "sk-only-the-proxy-holds"),))
+    model = StandIn("model", f"http://127.0.0.1:{port}/base?key=q-only-the-proxy-holds",
+                    (("x-api-key", "sk-only-the-proxy-holds"),))
     try:
         sandbox = Sandbox(key, read_only=(sys.prefix,), stand_ins=(model,))
         inside = model.inside(f"http://127.0.0.1:{port}/base/v1/messages?beta=true")
-        assert inside == "http://model.ahp-sandbox.invalid/base/v1/messages?beta=true"
+        assert inside == "http://model.ahp-sandbox.invalid/base/v1/messages"  # the query is the proxy's to add
+        inside += "?beta=true"
         # Whatever key the sandbox sends is replaced, never added to.
         done = sandbox.run([sys.executable, "-c", "import sys, urllib.request; print(urllib.request.urlopen("
                             "urllib.request.Request(sys.argv[1], headers={'x-api-key': 'guessed'})).read().decode())",
                             inside], timeout=30)
         assert done.stdout.strip() == "ok", done.stderr
-        assert heard == [("/base/v1/messages?beta=true", f"127.0.0.1:{port}", "sk-only-the-proxy-holds")]
+        assert heard == [("/base/v1/messages?beta=true&key=q-only-the-proxy-holds", f"127.0.0.1:{port}",
+                          "sk-only-the-proxy-holds")]
         # A launch not given the stand-in reaches nothing by its name.
         other = Sandbox(key, read_only=(sys.prefix,), destinations=(("127.0.0.1", port),))
         assert fetch(other, inside) == f"403 {refusal_sentence('model.ahp-sandbox.invalid', 80)}"

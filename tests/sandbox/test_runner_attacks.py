@@ -155,3 +155,23 @@ def test_a_sessions_processes_share_one_memory_limit(acme, member, workspace, se
                "shown-1", timeout=60)
     # The kernel ended what passed the session's limit, and only that: one process of the four runs on.
     assert "Killed" in seen and "Running" in seen
+
+
+def test_a_fifo_in_a_folder_is_refused_and_never_holds_the_host(acme, globex, host, member, workspace):
+    (workspace / "pipes").mkdir()
+    folder = tenant_made(workspace / "pipes", acme.tenant)
+    (folder / "a.txt").write_text("a\n")
+    session = member.create_session(workingDirectories=[folder.as_uri()])
+    run(member, open_terminal(member, session), "mkfifo pipe", "made-1")
+    refused = f"{folder / 'pipe'} is not a regular file; this host writes regular files only."
+    started = time.monotonic()
+    with pytest.raises(RpcFailed) as write:
+        member.call("resourceWrite", {"channel": ROOT, "uri": (folder / "pipe").as_uri(), "data": "hi",
+                                      "encoding": "utf-8"})
+    with pytest.raises(RpcFailed) as copy:
+        member.call("resourceCopy", {"channel": ROOT, "source": (folder / "a.txt").as_uri(),
+                                     "destination": (folder / "pipe").as_uri()})
+    assert (write.value.code, write.value.message) == (copy.value.code, copy.value.message) == (-32011, refused)
+    with AhpClient(host.port, globex.tokens["member"], "gus") as gus:  # another tenant is served meanwhile
+        assert gus.call("ping", {"channel": ROOT}) is None
+    assert time.monotonic() - started < 10

@@ -62,5 +62,5 @@ def test_the_claude_clis_mcp_servers_are_a_file_of_its_launch_alone():
 def test_the_clis_http_servers_are_stand_ins_whose_headers_only_the_proxy_holds():
     own = OwnServers({"docs": {"type": "http", "url": "https://mcp.example.com/mcp?x=1",
                                "headers": {"Authorization": f"Bearer {SECRET}"}}}, HOME, None, [])
-    assert own.config == {"docs": {"type": "http", "url": "http://mcp-0.ahp-sandbox.invalid/mcp?x=1", "headers": {}}}
+    assert own.config == {"docs": {"type": "http", "url": "http://mcp-0.ahp-sandbox.invalid/mcp", "headers": {}}}
     assert own.stand_ins == [StandIn("mcp-0", "https://mcp.example.com/mcp?x=1", (("Authorization", f"Bearer {SECRET}"),))]

@@ -206,6 +206,28 @@ def decoded(data, encoding):
         raise Refused("Invalid params: data is not base64.", "invalid") from None
 
 
+def not_a_file(path):
+    return Refused(f"{path} is not a regular file; this host writes regular files only.", "conflict")
+
+
+def open_for_writing(folder, name, path, exclusive):
+    """A descriptor to write `name` in `folder` from its start: never blocking (a FIFO there is
+    refused, not waited on), never through a link, and only a regular file."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | (os.O_EXCL if exclusive else 0)
+    try:
+        fd = os.open(name, flags, 0o664, dir_fd=folder)
+    except OSError as error:
+        if error.errno == errno.ENXIO:  # a FIFO no one reads
+            raise not_a_file(path) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise not_a_file(path)
+    os.set_blocking(fd, True)
+    os.ftruncate(fd, 0)
+    return fd
+
+
 def write_all(fd, content):
     with os.fdopen(fd, "wb") as handle:
         handle.write(content)
@@ -224,19 +246,50 @@ def do_write_file(principal, uri, data, encoding, create_only=False, if_match=No
             raise Refused(f"{path} changed since {if_match}.", "conflict")
         if status is not None and stat.S_ISDIR(status.st_mode):
             raise Refused(f"Invalid params: {path} is a folder.", "invalid")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_EXCL if create_only else os.O_TRUNC)
         with held(hands, path) as (parent, name):
-            write_all(os.open(name, flags, 0o664, dir_fd=parent), content)
+            write_all(open_for_writing(parent, name, path, create_only), content)
     return {}
 
 
-def do_make_folder(principal, uri):
-    place = allowed_place(principal, uri, "session:folders")
-    with place.hands() as hands, held(hands, place.path) as (parent, name):
+FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def step_into(folder, name, path):
+    """The descriptor of the folder `name` in the open `folder` (at `path`), made when missing;
+    a link or anything but a folder there is refused."""
+    for _ in range(2):  # a folder made or removed meanwhile by someone else: look once more
         try:
-            os.mkdir(name, 0o2775, dir_fd=parent)
-        except FileExistsError:
-            raise Refused(f"{place.path} already exists.", "exists") from None
+            return os.open(name, FOLDER_FLAGS, dir_fd=folder)
+        except FileNotFoundError:
+            try:
+                os.mkdir(name, 0o2775, dir_fd=folder)
+            except FileExistsError:
+                pass
+        except OSError as error:
+            if error.errno not in (errno.ENOTDIR, errno.ELOOP):
+                raise
+            if stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode):
+                raise through_link(path) from None
+            raise Refused(f"{path} already exists and is not a folder.", "exists") from None
+    return os.open(name, FOLDER_FLAGS, dir_fd=folder)
+
+
+def do_make_folder(principal, uri):
+    """resourceMkdir, as `mkdir -p`: every missing folder on the way is made, one by one from the
+    session's working directory down by descriptor; a folder already there is a success."""
+    place = allowed_place(principal, uri, "session:folders")
+    with place.hands() as hands:
+        folder, path = hands.open(place.folder, os.O_RDONLY | os.O_DIRECTORY), place.folder
+        try:
+            for name in place.path.relative_to(place.folder).parts:
+                path = path / name
+                inner = step_into(folder, name, path)
+                os.close(folder)
+                folder = inner
+        except OSError as error:
+            raise refusal(error, path) from None
+        finally:
+            os.close(folder)
     return {}
 
 
@@ -290,7 +343,7 @@ def checked_pair(principal, source, destination, move, fail_if_exists):
     return src, dst
 
 
-def copy_entry(source_folder, name, target_folder, target_name, fail_if_exists):
+def copy_entry(source_folder, name, target_folder, target_name, fail_if_exists, shown):
     """Copy `name` into `target_name`, by descriptors: a folder with all in it, a link as a link
     (following one would bring in what lies outside the folders)."""
     status = os.stat(name, dir_fd=source_folder, follow_symlinks=False)
@@ -306,15 +359,17 @@ def copy_entry(source_folder, name, target_folder, target_name, fail_if_exists):
         into = os.open(target_name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=target_folder)
         try:
             for entry in os.scandir(inner):
-                copy_entry(inner, entry.name, into, entry.name, fail_if_exists)
+                copy_entry(inner, entry.name, into, entry.name, fail_if_exists, os.path.join(shown, entry.name))
         finally:
             os.close(inner)
             os.close(into)
     elif stat.S_ISREG(status.st_mode):
         reading = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=source_folder)
-        exclusive = os.O_EXCL if fail_if_exists else os.O_TRUNC
-        writing = os.open(target_name, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | exclusive, 0o664,
-                          dir_fd=target_folder)
+        try:
+            writing = open_for_writing(target_folder, target_name, shown, fail_if_exists)
+        except BaseException:
+            os.close(reading)
+            raise
         try:
             while chunk := os.read(reading, COPY_CHUNK):
                 os.write(writing, chunk)
@@ -336,7 +391,7 @@ def do_copy_file(principal, source, destination, fail_if_exists=False):
                 raise Refused(f"{dst.path} already exists.", "exists")
             with held(hands, dst.path) as (target_folder, target_name):
                 try:
-                    copy_entry(source_folder, name, target_folder, target_name, fail_if_exists)
+                    copy_entry(source_folder, name, target_folder, target_name, fail_if_exists, str(dst.path))
                 except FileExistsError:
                     raise Refused(f"{dst.path} already exists.", "exists") from None
     finally:
