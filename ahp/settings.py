@@ -21,7 +21,7 @@ ENVIRONMENT_KEYS = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "ALLOWED_HOSTS", 
                     "AHP_MAX_SESSIONS_PER_PERSON", "AHP_MAX_CHATS_PER_PERSON", "AHP_MAX_CREATIONS_PER_MINUTE",
                     "AHP_MAX_CONNECTIONS_PER_PERSON", "SECURE_PROXY_SSL_HEADER",
                     "AHP_SANDBOX_IDS", "AHP_SANDBOX_ID_FOLDER", "AHP_SANDBOX_CPU_SECONDS", "AHP_SANDBOX_MEMORY_MB",
-                    "AHP_SANDBOX_SESSION_MEMORY_MB", "AHP_SANDBOX_PROCESSES",
+                    "AHP_SANDBOX_SESSION_MEMORY_MB", "AHP_SANDBOX_PROCESSES", "AHP_MAX_TERMINALS_PER_SESSION",
                     "AHP_SANDBOX_FILE_MB", "AHP_STDIO_MCP_SERVERS", "AHP_MCP_LISTING_WORKERS", "AHP_SERVING_PROCESSES")
 
 
@@ -303,6 +303,7 @@ AHP_SANDBOX_MEMORY_MB = int(os.environ.get("AHP_SANDBOX_MEMORY_MB", "16384"))  #
 # Memory a sandbox's processes hold in all (its control group; 0: none), where the host may make one.
 AHP_SANDBOX_SESSION_MEMORY_MB = int(os.environ.get("AHP_SANDBOX_SESSION_MEMORY_MB", "8192"))
 AHP_SANDBOX_PROCESSES = int(os.environ.get("AHP_SANDBOX_PROCESSES", "1024"))
+AHP_MAX_TERMINALS_PER_SESSION = int(os.environ.get("AHP_MAX_TERMINALS_PER_SESSION", "16"))
 AHP_SANDBOX_FILE_MB = int(os.environ.get("AHP_SANDBOX_FILE_MB", "2048"))
 # Stdio MCP servers tenants may pick by name, beside the superuser's StdioServer rows:
 # {"name": {"command": "/abs/path", "args": [...], "env": {...}, "readOnlyPaths": [...]}}.

@@ -129,3 +129,16 @@ def test_another_tenant_cannot_see_or_type_into_a_terminal(globex, host, member,
             intruder.subscribe(uri)
     member.dispatch(uri, {"type": "terminal/input", "data": "ls; echo fin-$((2+2))\n"})
     assert "pwned" not in output_until(member, uri, "fin-4")
+
+
+def test_a_session_holds_a_bounded_number_of_open_terminals(member, project, settings):
+    settings.AHP_MAX_TERMINALS_PER_SESSION = 2
+    session = member.create_session(workingDirectories=[project.as_uri()])
+    first, _ = open_terminal(member, session), open_terminal(member, session)
+    with pytest.raises(RpcFailed) as refused:
+        member.call("createTerminal", {"channel": f"ahp-terminal:/{uuid.uuid4()}", "session": session})
+    assert (refused.value.code, refused.value.message) == (
+        -32011, "This session has 2 open terminals, the most it may; dispose of one first.")
+    member.dispatch(first, {"type": "terminal/input", "data": "exit 0\n"})
+    member.action("terminal/exited")
+    open_terminal(member, session)  # an exited one no longer counts

@@ -3,6 +3,7 @@ row is the truth; the PTY behind it lives in the process that opened it (`pty.py
 import os
 from pathlib import Path
 
+from django.conf import settings
 from django.db import transaction
 
 from kernel.ids import parse_uuid
@@ -64,6 +65,10 @@ def do_create_terminal(principal, terminal_id, session, client_id, cwd=None, tit
     if Terminal.objects.filter(id=terminal_id).exists():
         raise Refused(f"Terminal {TERMINAL_URI_PREFIX}{terminal_id} already exists.", "exists")
     checked_size(cols, rows)
+    if Terminal.objects.filter(session=session, exit_code__isnull=True).count() >= settings.AHP_MAX_TERMINALS_PER_SESSION:
+        # Each holds a pseudo-terminal of the host's and two root processes of bubblewrap.
+        raise Refused(f"This session has {settings.AHP_MAX_TERMINALS_PER_SESSION} open terminals, the most it may; "
+                      "dispose of one first.", "conflict")
     folder = terminal_folder(session, cwd)
     claim = checked_claim(claim or {"kind": "client", "clientId": client_id}, session, client_id)
     return Terminal.objects.create(id=terminal_id, session=session, creator=principal.person, title=title or "sh",
