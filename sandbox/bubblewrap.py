@@ -38,7 +38,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from . import cgroups, identity
+from . import cgroups, identity, seccomp
 from .beneath import as_identity, open_beneath, open_root
 from .outbound import check_destination
 from .proxy import PROXIES, Destinations
@@ -68,9 +68,10 @@ GROUP_SHARED = 0o2070  # a tenant folder's group may enter and write it; what is
 PROXY_SOCKET = "/.proxy.sock"  # this launch's own proxy socket, seen from inside
 # fd 3: the environment file ($0), removed as bubblewrap reads it; fd 4: the launch's proxy
 # lifeline ($1), held by bubblewrap and everything in the sandbox until it ends; $2: the sandbox's
-# control group's `cgroup.procs` ("-": none), which the launch joins before bubblewrap runs.
-LAUNCH = ('exec 3< "$0" 4<> "$1" && /bin/rm -f -- "$0" && { [ "$2" = - ] || echo $$ > "$2"; } '
-          '&& shift 2 && exec "$@"')
+# control group's `cgroup.procs` ("-": none), which the launch joins before bubblewrap runs; fd 5:
+# the system-call filter ($3, seccomp.py) bubblewrap loads.
+LAUNCH = ('exec 3< "$0" 4<> "$1" 5< "$3" && /bin/rm -f -- "$0" && { [ "$2" = - ] || echo $$ > "$2"; } '
+          '&& shift 3 && exec "$@"')
 
 
 class SandboxUnavailable(RuntimeError):
@@ -229,7 +230,8 @@ class Sandbox:
         """The host command line that runs `command` in this sandbox; `private`, a folder from
         `private_folder`, is bound at PRIVATE in this launch only."""
         self.prepare()
-        args = [bubblewrap(), "--args", "3", "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid",
+        syscalls = seccomp.filter_file()
+        args = [bubblewrap(), "--args", "3", *(("--seccomp", "5") if syscalls else ()), "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid",
                 "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"]
         if not self.privileged:
             args.append("--unshare-user")
@@ -296,8 +298,8 @@ class Sandbox:
         for name, value in {**limits(), **dict(self.limit_overrides)}.items():
             args.extend(["--limit", f"{name}={value}"])
         return ["/bin/sh", "-c", LAUNCH, str(self.environment_file(environment)),
-                str(launch.lifeline if launch else os.devnull), str(cgroups.group_for(self.key) or "-"), *args, "--",
-                *command]
+                str(launch.lifeline if launch else os.devnull), str(cgroups.group_for(self.key) or "-"),
+                str(syscalls or os.devnull), *args, "--", *command]
 
     def private_folder(self, files):
         """A folder of `files` ({name: text}) for one launch (argv's `private`): its command reads

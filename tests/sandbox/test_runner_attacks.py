@@ -175,3 +175,14 @@ def test_a_fifo_in_a_folder_is_refused_and_never_holds_the_host(acme, globex, ho
     with AhpClient(host.port, globex.tokens["member"], "gus") as gus:  # another tenant is served meanwhile
         assert gus.call("ping", {"channel": ROOT}) is None
     assert time.monotonic() - started < 10
+
+
+def test_no_user_namespace_is_made_inside_a_sandbox(acme, member, workspace):
+    (workspace / "ns").mkdir()
+    folder = tenant_made(workspace / "ns", acme.tenant)
+    terminal = open_terminal(member, member.create_session(workingDirectories=[folder.as_uri()]))
+    seen = run(member, terminal, "unshare -Ur id; unshare -Urn true; python3 -c 'import threading, subprocess; "
+                                 "t = threading.Thread(target=print, args=(\"threads-run\",)); t.start(); t.join()'",
+               "tried-1")
+    assert seen.count("unshare: unshare failed: Operation not permitted") == 2 and "uid=0" not in seen
+    assert "threads-run" in seen  # clone3 answers ENOSYS, and threads start through clone
