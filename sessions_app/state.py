@@ -6,7 +6,7 @@ from django.db.models import OuterRef, Q, Subquery
 
 from grants.algebra import holds
 
-from .models import ActiveClient, ChatDraft, PendingMessage, Session, ToolCall, Turn, iso
+from .models import ActiveClient, Chat, ChatDraft, PendingMessage, Session, ToolCall, Turn, iso
 
 
 # A session takes at most this many chats (sessions_app.actions.chats); a snapshot of an older
@@ -59,8 +59,9 @@ def session_channel_status(session, needed):
     return session.wire_status & ~Session.ACTIVITY | (Session.INPUT_NEEDED if awaits_person else Session.IDLE)
 
 
-def session_state(session, config_schema):
-    """`config_schema`: the session's agent's (the caller knows the agents; this app does not)."""
+def listed_chats(session):
+    """The session's chats a client is shown, oldest first, each with its `last_turn_state`, and
+    its default chat (or None): its 1000 most recently modified, and its default chat."""
     last_turn = Turn.objects.filter(chat=OuterRef("pk")).order_by("-started").values("state")[:1]
     listed = session.chats.filter(archived=False).annotate(last_turn_state=Subquery(last_turn))
     chats = list(listed.order_by("-modified")[:MAX_CHATS_PER_SESSION])
@@ -69,6 +70,38 @@ def session_state(session, config_schema):
         default = listed.filter(is_default=True).first()
         chats += [default] if default else []
     chats.sort(key=lambda c: (c.created, str(c.id)))
+    return chats, default
+
+
+def chat_catalogue(session):
+    """The compact chat catalogue of the session's SessionSummary (`chats`, SessionChatSummary:
+    resource, title, origin, status) and its `defaultChat`, as root/sessionSummaryChanged carries
+    them whenever a chat's status changes: `chats` there replaces the client's whole catalogue."""
+    chats, default = listed_chats(session)
+    catalogue = {"chats": [{"resource": c.uri, "title": c.title, "origin": c.origin(),
+                            "status": status_after(c.last_turn_state)} for c in chats]}
+    if default:
+        catalogue["defaultChat"] = default.uri
+    return catalogue
+
+
+def chat_catalogues(sessions):
+    """chat_catalogue of each of `sessions` (a listSessions page), by session id, in one query."""
+    last_turn = Turn.objects.filter(chat=OuterRef("pk")).order_by("-started").values("state")[:1]
+    catalogues = {s.pk: {"chats": []} for s in sessions}
+    for chat in (Chat.objects.filter(session__in=list(catalogues), archived=False)
+                 .annotate(last_turn_state=Subquery(last_turn)).order_by("created", "id")):
+        catalogue = catalogues[chat.session_id]
+        catalogue["chats"].append({"resource": chat.uri, "title": chat.title, "origin": chat.origin(),
+                                   "status": status_after(chat.last_turn_state)})
+        if chat.is_default:
+            catalogue["defaultChat"] = chat.uri
+    return catalogues
+
+
+def session_state(session, config_schema):
+    """`config_schema`: the session's agent's (the caller knows the agents; this app does not)."""
+    chats, default = listed_chats(session)
     needed = input_needed(session)
     state = {
         **{k: v for k, v in session.summary().items() if k not in ("resource", "createdAt", "modifiedAt")},

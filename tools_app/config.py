@@ -174,7 +174,9 @@ KINDS = {
                                                                                 "title": "Agent connection"}}),
     "plugins": Kind(_plugins, lambda key: models.JSONField(null=True, blank=True, help_text=key.help),
                     lambda key: {"type": "object", "additionalProperties": {
-                        "type": "object", "title": "Plugin", "properties": {"hostTools": {"type": "boolean"}}}}),
+                        "type": "object", "title": "Plugin", "properties": {"hostTools": {
+                            "type": "boolean", "title": "Host tools",
+                            "description": "Whether the plugin's sessions take the host's own tools."}}}}),
     "milliseconds": Kind(_milliseconds,
                          lambda key: models.PositiveIntegerField(default=key.default, help_text=key.help),
                          lambda key: {"type": "number"}),

@@ -12,6 +12,7 @@ from sessions_app import actions
 
 from .families.mcp_servers.actions import do_capture_mcp_servers
 from .families.computers.tools import end_session_computers
+from .families.session.listing import session_config_schema
 from .families.mcp_servers.pool import POOL
 from .families.mcp_servers.server_tools import list_in_background
 from .models import AgentDefinition
@@ -36,11 +37,18 @@ def check_definition(tenant, provider, config):
 
 
 @transaction.atomic
-def do_start_session(principal, session_id, provider="echo", working_directories=(), config=None):
-    """createSession: the session, its default chat, and its MCP servers captured."""
+def do_start_session(principal, session_id, provider="echo", working_directories=(), config=None, model=None,
+                     agent=None):
+    """createSession: the session, its default chat, and its MCP servers captured. `model` (a
+    model id, from createSession's ModelSelection) and `agent` (the name of one of the tenant's
+    agent definitions, from its AgentSelection) become the config's `model` and `agentDefinition`;
+    the config is checked against the agent's schema as session/configChanged checks a change."""
     check_agent(provider)
+    config = {**(config or {}), **({"model": model} if model is not None else {}),
+              **({"agentDefinition": agent} if agent is not None else {})}
     check_definition(principal.tenant, provider, config)
-    session = actions.do_create_session(principal, session_id, provider, working_directories, config)
+    session = actions.do_create_session(principal, session_id, provider, working_directories, config,
+                                        schema=session_config_schema(provider))
     capture_servers(session)
     return session
 

@@ -82,7 +82,10 @@ def turn_started_fields(action):
     model = model.get("id") if isinstance(model, dict) else model
     if model is not None and (not isinstance(model, str) or len(model) > 200):
         raise Refused("message.model must be a model id or {id}.", "invalid")
-    return {"turn_id": turn_id, "text": text, "model": model or ""}
+    agent = (action.get("message") or {}).get("agent")
+    if agent is not None and not (isinstance(agent, dict) and isinstance(agent.get("uri"), str)):
+        raise Refused("message.agent must be an AgentSelection {uri}.", "invalid")
+    return {"turn_id": turn_id, "text": text, "model": model or "", "agent": agent and agent["uri"]}
 
 
 def draft_fields(action):
@@ -209,11 +212,11 @@ CLIENT_ACTIONS = {
             p, session, a.get("config"), session_config_schema(session.provider), bool(a.get("replace")), origin)),
     "session/defaultChatChanged": ClientAction(
         "session", "session:read", no_fields,
-        lambda p, client, session, a, f, origin: actions.do_set_default_chat(p, session, a.get("chat"), origin)),
+        lambda p, client, session, a, f, origin: actions.do_set_default_chat(p, session, a.get("defaultChat"), origin)),
     "chat/turnStarted": ClientAction(
         "chat", "session:read", turn_started_fields,
         lambda p, client, chat, a, f, origin: actions.do_start_turn(
-            p, chat, f["turn_id"], f["text"], client, origin, f["model"]),
+            p, chat, f["turn_id"], f["text"], client, origin, f["model"], f["agent"]),
         then=run_the_turn),
     "chat/turnCancelled": ClientAction(
         "chat", "session:read", turn_fields,

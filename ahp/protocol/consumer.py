@@ -3,11 +3,13 @@
 The consumer connects, parses frames, answers and closes; `methods` holds what each method
 does, `client_actions` what each dispatchable action does, `subscriptions` what a connection
 reads. Every state change is a `do_*` function of the owning app, which publishes what
-subscribers see. Nothing a peer sends can close the connection but
-an oversized frame (1009). Revoking the token, deactivating the person or removing their
-membership closes it at once (4401), told through the token's and the person's groups (and
-re-read at the next message when it happened in this process, or in another process of the
-embedded host: grants.liveness); a changed role has it read its grants again the same way.
+subscribers see. Nothing a peer sends can close the connection but an oversized frame (1009)
+and an `initialize` offering no version the host speaks (answered -32005, then closed with
+1000, as the protocol's negotiation asks). Revoking the token, deactivating the person or
+removing their membership closes it at once (4401), told through the token's and the person's
+groups (and re-read at the next message when it happened in this process, or in another
+process of the embedded host: grants.liveness); a changed role has it read its grants again
+the same way.
 """
 import asyncio
 import itertools
@@ -43,6 +45,7 @@ logger = logging.getLogger(__name__)
 MAX_FRAME_BYTES = 1024 * 1024
 TOKEN_REVOKED_CLOSE = 4401  # as a handshake without a live token
 TOO_MANY_CONNECTIONS = 4429  # as 429: the person's connection quota is full
+BAD_ID = "Invalid request: id must be a string, a number or null."
 DATABASE_UNAVAILABLE = "Service unavailable: the host's database did not answer; try again shortly."
 # Close code when the channel layer failed: reconnect and replay. 1012 (service restart) in the
 # private range, as 4401 is 401: daphne lets an application send only 1000 or 3000-4999.
@@ -234,6 +237,9 @@ class AhpConsumer(AsyncWebsocketConsumer):
         if self.is_response(message):
             await self.route_response(message)
             return
+        if isinstance(message, dict) and not errors.valid_id(message.get("id")):
+            await self.send_error(None, errors.INVALID_REQUEST, BAD_ID)
+            return
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str):
             request_id = message.get("id") if isinstance(message, dict) else None
             await self.send_error(request_id, errors.INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message.")
@@ -249,6 +255,8 @@ class AhpConsumer(AsyncWebsocketConsumer):
             result = await methods.call(self, message["method"], params)
         except errors.RpcError as exc:
             await answer(request_id, exc.code, exc.message, exc.data)
+            if exc.closes is not None:
+                await self.close_after_answer(exc.closes, exc.message)
             return
         except Refused as refusal:
             await answer(request_id, refusal.answer.rpc_code, refusal.sentence)
@@ -358,6 +366,14 @@ class AhpConsumer(AsyncWebsocketConsumer):
         """The token was revoked, or the person deactivated or removed from this tenant."""
         if message.get("tenant_id") in (None, self.tenant.pk):
             await self.close_revoked()
+
+    async def close_after_answer(self, code, reason):
+        """End the connection once an answer that ends it was sent (-32005); frames already on
+        their way are not read."""
+        if self.revoked:
+            return
+        self.revoked = True
+        await self.close(code=code, reason=reason)
 
     async def close_revoked(self):
         if self.revoked:

@@ -16,11 +16,21 @@ CONFLICT = -32011
 
 
 class RpcError(Exception):
-    def __init__(self, code, message, data=None):
+    """`closes`: the WebSocket close code the connection ends with once the error is sent (the
+    protocol closes it after -32005), or None to keep it open."""
+
+    def __init__(self, code, message, data=None, closes=None):
         super().__init__(message)
         self.code = code
         self.message = message
         self.data = data
+        self.closes = closes
+
+
+def valid_id(request_id):
+    """JSON-RPC 2.0: an id is a string, a number or null (never an object, an array or a boolean)."""
+    return request_id is None or isinstance(request_id, str) or (
+        isinstance(request_id, (int, float)) and not isinstance(request_id, bool))
 
 
 _TYPE_WORDS = {str: "a string", list: "an array", dict: "an object", int: "a number", bool: "a boolean"}

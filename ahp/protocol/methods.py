@@ -22,6 +22,8 @@ from . import client_actions, errors, resources, session_config, subscriptions, 
 SUPPORTED_VERSIONS = ("1.1.0", "1.0.0")  # newest first; docs/wire.md says what 1.1.0 adds
 SERVER_INFO = {"name": "ahp-host", "version": "0.1.0"}
 DEFAULT_PAGE, MAX_PAGE = 50, 200
+NO_COMMON_VERSION = "No protocol version both sides speak."
+NO_COMMON_VERSION_CLOSE = 1000  # after -32005 the protocol closes the connection: a normal closure, nothing to retry
 
 
 def negotiate(offered):
@@ -67,6 +69,8 @@ def chat_or_not_found(consumer, uri):
 # Lifecycle -------------------------------------------------------------------------------------
 
 async def initialize(consumer, params):
+    if consumer.client_id is not None:  # negotiated already: a second offer ends nothing
+        raise errors.RpcError(errors.INVALID_REQUEST, "This connection is already initialized.")
     versions = errors.require(params, "protocolVersions", list)
     client_id = errors.require(params, "clientId", str)
     initial = params.get("initialSubscriptions", [])
@@ -74,8 +78,8 @@ async def initialize(consumer, params):
         raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: initialSubscriptions must be an array.")
     chosen = negotiate(versions)
     if chosen is None:
-        raise errors.RpcError(errors.UNSUPPORTED_PROTOCOL_VERSION, "No protocol version both sides speak.",
-                              {"supportedVersions": list(SUPPORTED_VERSIONS)})
+        raise errors.RpcError(errors.UNSUPPORTED_PROTOCOL_VERSION, NO_COMMON_VERSION,
+                              {"supportedVersions": list(SUPPORTED_VERSIONS)}, closes=NO_COMMON_VERSION_CLOSE)
     if not client_id:
         raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: clientId must not be empty.")
     seq = await consumer.begin(client_id)
@@ -87,6 +91,14 @@ async def initialize(consumer, params):
     return {"protocolVersion": chosen, "serverSeq": seq, "serverInfo": SERVER_INFO, "snapshots": snapshots}
 
 
+def protected_resource(resource):
+    """The ProtectedResourceMetadata (RFC 9728, as AuthRequiredErrorData carries it) of what
+    `authenticate` named: this host's API tokens, given on the upgrade as a bearer header or
+    `?tkn=`, or pushed with `authenticate`."""
+    return {"resource": resource, "resource_name": f"{SERVER_INFO['name']} API token",
+            "bearer_methods_supported": ["header", "query"], "required": True}
+
+
 async def authenticate(consumer, params):
     """A fresh token pushed on an open connection (one about to lapse replaced): from here on the
     connection lives as long as that token does. A connection keeps the person it opened as."""
@@ -95,7 +107,7 @@ async def authenticate(consumer, params):
     token = await database_sync_to_async(ApiToken.authenticate)(offered)
     if token is None or token.tenant_id != consumer.tenant.pk:
         raise errors.RpcError(errors.AUTH_REQUIRED, "That token does not authenticate with this host.",
-                              {"resources": [params["resource"]]})
+                              {"resources": [protected_resource(params["resource"])]})
     if token.person_id != consumer.principal.person_id:
         raise errors.RpcError(errors.PERMISSION_DENIED,
                               "A connection acts as the person it opened as; open another to act as someone else.")
@@ -153,10 +165,28 @@ def session_page(principal, limit, cursor):
         except Exception:
             raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: cursor is not one this host gave.") from None
     page = list(sessions[: limit + 1])
-    result = {"items": [s.summary() for s in page[:limit]]}
+    catalogues = state.chat_catalogues(page[:limit])  # SessionSummary.chats and defaultChat
+    result = {"items": [{**s.summary(), **catalogues[s.pk]} for s in page[:limit]]}
     if len(page) > limit:
         result["nextCursor"] = encode_cursor(page[limit - 1])
     return result
+
+
+def selected_model(model):
+    """createSession's `model` (a ModelSelection {id}; a bare id is taken too) as its id, or None."""
+    model_id = model.get("id") if isinstance(model, dict) else model
+    if model is not None and not (isinstance(model_id, str) and 0 < len(model_id) <= 200):
+        raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: model must be a ModelSelection {id}.")
+    return model_id
+
+
+def selected_agent(agent):
+    """createSession's `agent` (an AgentSelection {uri}: the name of one of the tenant's agent
+    definitions, the only custom agents this host has) as that name, or None."""
+    uri = agent.get("uri") if isinstance(agent, dict) else None
+    if agent is not None and not (isinstance(uri, str) and uri):
+        raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: agent must be an AgentSelection {uri}.")
+    return uri
 
 
 async def create_session(consumer, params):
@@ -174,10 +204,11 @@ async def create_session(consumer, params):
     if not isinstance(config, dict):
         raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: config must be an object.")
     active_client = params.get("activeClient")
+    model, agent = selected_model(params.get("model")), selected_agent(params.get("agent"))
 
     def create():
         with transaction.atomic():
-            session = do_start_session(consumer.principal, session_id, provider, folders, config)
+            session = do_start_session(consumer.principal, session_id, provider, folders, config, model, agent)
             if active_client is not None:
                 actions.do_set_active_client(consumer.principal, session, consumer.client_id, active_client)
         refresh_server_tools([session])

@@ -41,8 +41,9 @@ def do_send_message(principal, chat, text, sender_chat=None, origin_kind="user",
 @transaction.atomic
 def do_set_pending_message(principal, chat, message_id, kind, text, origin=None):
     """chat/pendingMessageSet from a client: the chat's one steering message is replaced, a queued
-    message updated in place or appended. An idle chat consumes it at once: answers the turn it
-    began (the caller runs it), else None."""
+    message updated in place or appended. An idle chat takes a queued message at once: answers the
+    turn it began (the caller runs it), else None. A steering message waits for a turn ("Steering
+    messages added while idle are silently stored and consumed when a turn becomes active")."""
     require(principal, "chat:send", chat.session)
     if kind not in DELIVERY_OF_KIND:
         raise Refused("chat/pendingMessageSet needs a kind that is steering or queued.", "invalid")
@@ -61,7 +62,7 @@ def do_set_pending_message(principal, chat, message_id, kind, text, origin=None)
     row.text = text
     row.save()
     publish(chat.session.tenant_id, chat.uri, pending_set_action(row), origin)
-    return None if chat_busy(chat) else consume(chat, row)
+    return None if delivery == "steer" or chat_busy(chat) else consume(chat, row)
 
 
 @transaction.atomic

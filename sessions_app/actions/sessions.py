@@ -17,14 +17,27 @@ def session_id_taken(session_id):
     return f"Session id {session_id} is taken; create the session with a new id."
 
 
+def check_session_config(schema, values):
+    """The one check of a session's config against its agent's `schema`, whichever door sets it
+    (createSession, session/configChanged)."""
+    error = next(iter(sorted(Draft202012Validator(schema).iter_errors(values), key=lambda e: list(e.path))), None)
+    if error is not None:
+        raise Refused(f"Invalid config at /{'/'.join(map(str, error.absolute_path))}: {error.message}", "invalid")
+
+
 @transaction.atomic
-def do_create_session(principal, session_id, provider="echo", working_directories=(), config=None, parent=None):
+def do_create_session(principal, session_id, provider="echo", working_directories=(), config=None, parent=None,
+                      schema=None):
+    """`schema`: the session's agent's config schema, when the door knows it (createSession):
+    the config is checked against it as session/configChanged checks a change."""
     require(principal, "session:create")
     if Session.objects.filter(id=session_id).exists():
         raise Refused(session_id_taken(session_id), "exists")
     check_quota(principal, "session")
     for directory in working_directories:
         check_working_directory(principal.tenant, directory)
+    if schema is not None:
+        check_session_config(schema, config or {})
     session = Session.objects.create(
         id=session_id, tenant=principal.tenant, provider=provider, owner=principal.person,
         working_directories=list(working_directories), config=config or {},
@@ -108,9 +121,7 @@ def do_change_session_config(principal, session, changes, schema, replace=False,
             raise Refused(f"{name} is fixed when the session starts.", "invalid")
     kept = {k: v for k, v in session.config.items() if not properties.get(k, {}).get("sessionMutable")}
     values = {**kept, **changes} if replace else {**session.config, **changes}
-    error = next(iter(sorted(Draft202012Validator(schema).iter_errors(values), key=lambda e: list(e.path))), None)
-    if error is not None:
-        raise Refused(f"Invalid config at /{'/'.join(map(str, error.absolute_path))}: {error.message}", "invalid")
+    check_session_config(schema, values)
     session.config = values
     touch(session, "config")
     action = {"type": "session/configChanged", "config": values if replace else changes}
@@ -120,17 +131,24 @@ def do_change_session_config(principal, session, changes, schema, replace=False,
     summary_changed(session)
 
 
+NO_DEFAULT_CHAT = "session/defaultChatChanged needs a defaultChat: every session here keeps a default chat."
+
+
 @transaction.atomic
 def do_set_default_chat(principal, session, chat_uri, origin=None):
-    """session/defaultChatChanged: another of the session's chats becomes the one it opens on."""
+    """session/defaultChatChanged {defaultChat}: another of the session's chats becomes the one it
+    opens on. The protocol lets the hint be cleared (no defaultChat); a session here always has
+    one, so clearing is refused."""
     require(principal, "session:configure", session)
+    if chat_uri is None:
+        raise Refused(NO_DEFAULT_CHAT, "invalid")
     chat = chat_at(chat_uri, session.tenant) if isinstance(chat_uri, str) else None
     if chat is None or chat.session_id != session.id or chat.archived:
         raise Refused(f"{chat_uri} is not a chat of this session.", "invalid")
     session.chats.filter(is_default=True).exclude(pk=chat.pk).update(is_default=False)
     session.chats.filter(pk=chat.pk).update(is_default=True)
     touch(session)
-    publish(session.tenant_id, session.uri, {"type": "session/defaultChatChanged", "chat": chat.uri}, origin)
+    publish(session.tenant_id, session.uri, {"type": "session/defaultChatChanged", "defaultChat": chat.uri}, origin)
 
 
 @transaction.atomic

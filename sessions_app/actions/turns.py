@@ -11,7 +11,7 @@ from kernel.rows import ITS_ROW, Columns, fetch_one, insert, table, update
 
 from ..events.log import PROCESS, publish, publish_many
 from ..models import PUBLISHED_TOOLS, Chat, PendingMessage, Session, Turn, TurnEffect, iso
-from ..state import chat_status
+from ..state import chat_catalogue, chat_status
 from .chats import chat_update, chat_updated
 from .checks import check_message_text, require, summary_changed, touch
 from .tool_calls import cancel_open_calls
@@ -25,11 +25,18 @@ ENDPOINT_TURN_CLIENT_ID = "ahp-mcp"
 
 
 @transaction.atomic
-def do_start_turn(principal, chat, turn_id, text, client_id="", origin=None, model=""):
+def do_start_turn(principal, chat, turn_id, text, client_id="", origin=None, model="", agent=None):
+    """`agent`: the message's AgentSelection uri, which must name the session's agent definition
+    (its `agentDefinition`, fixed when the session starts)."""
     require(principal, "chat:send", chat.session)
     if not isinstance(text, str):
         raise Refused("message.text must be a string.", "invalid")
     check_message_text(text)
+    running = (chat.session.config or {}).get("agentDefinition")
+    if agent is not None and agent != running:
+        raise Refused(f"message.agent names {agent}, but this session runs "
+                      f"{f'agent definition {running}' if running else 'no agent definition'}; "
+                      "its agent is fixed when the session starts.", "invalid")
     if Turn.objects.filter(id=turn_id).exists():
         raise Refused(f"Turn {turn_id} already exists.", "exists")
     if chat_busy(chat):
@@ -63,7 +70,7 @@ def begin_turn(chat, turn_id, text, sender, client_id="", origin=None, origin_ki
         action["queuedMessageId"] = queued_message_id
     publish_many(session.tenant_id, [(chat.uri, action, origin),
                                      chat_update(chat, session.modified, status=Session.IN_PROGRESS)])
-    summary_changed(session, status=session.wire_status)
+    summary_changed(session, status=session.wire_status, **chat_catalogue(session))
     return turn
 
 
@@ -235,7 +242,7 @@ def finish_turn(turn, state, action_type, origin=None, before=(), **fields):
     publish_many(session.tenant_id, [
         *before, (chat.uri, {"type": action_type, "turnId": str(turn.id), "duration": duration, **fields}, origin),
         chat_update(chat, session.modified, status=status)])
-    summary_changed(session, status=session.wire_status)
+    summary_changed(session, status=session.wire_status, **chat_catalogue(session))
 
 
 @transaction.atomic
@@ -262,4 +269,4 @@ def do_truncate_chat(principal, chat, turn_id=None, origin=None):
     touch(session, "status")
     Chat.objects.filter(pk=chat.pk).update(modified=session.modified)
     chat_updated(chat, session.modified, status=chat_status(chat))
-    summary_changed(session, status=session.wire_status)
+    summary_changed(session, status=session.wire_status, **chat_catalogue(session))

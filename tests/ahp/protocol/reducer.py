@@ -80,7 +80,7 @@ def reduce_session(state, action):
         values = action["config"] if action.get("replace") else {**state["config"]["values"], **action["config"]}
         state["config"] = {**state["config"], "values": values}
     elif kind == "session/defaultChatChanged":
-        state["defaultChat"] = action["chat"]
+        state["defaultChat"] = action.get("defaultChat")  # absent clears the hint
     elif kind == "session/workingDirectorySet":
         if action["directory"] not in state["workingDirectories"]:
             state["workingDirectories"] = [*state["workingDirectories"], action["directory"]]

@@ -31,4 +31,8 @@ def test_a_token_of_someone_else_or_nobody_is_refused(acme, globex, host, whose,
         with pytest.raises(RpcFailed) as failed:
             client.call("authenticate", {"channel": ROOT, "resource": "ahp-root://", "token": token})
         assert (failed.value.code, failed.value.message) == (code, message)
+        if code == -32007:  # AuthRequiredErrorData: {resources: ProtectedResourceMetadata[]}
+            assert failed.value.data == {"resources": [{
+                "resource": "ahp-root://", "resource_name": "ahp-host API token",
+                "bearer_methods_supported": ["header", "query"], "required": True}]}
         assert client.call("ping", {"channel": ROOT}) is None

@@ -107,7 +107,7 @@ def test_changing_the_default_chat_reduces_to_the_fresh_snapshot(member, session
     chat = f"ahp-chat:/{uuid.uuid4()}"
     member.call("createChat", {"channel": session, "chat": chat})
     watch = Watch(member, session)
-    member.dispatch(session, {"type": "session/defaultChatChanged", "chat": chat})
+    member.dispatch(session, {"type": "session/defaultChatChanged", "defaultChat": chat})
     member.action("session/defaultChatChanged")
     watch.assert_consistent()
     assert member.subscribe(session)["defaultChat"] == chat

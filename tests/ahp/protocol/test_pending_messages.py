@@ -126,3 +126,24 @@ def test_a_bad_draft_or_a_reader_s_draft_is_rejected_and_changes_nothing(acme, h
         assert guest.action("chat/draftChanged", rejected=True)["rejectionReason"] == (
             "acme-guest may not chat:draft here")
     assert "draft" not in member.subscribe(chat)
+
+
+def test_an_idle_chat_keeps_a_steering_message_until_a_turn_comes(member):
+    """1.1: "Steering messages added while idle are silently stored and consumed when a turn
+    becomes active": no turn starts for it; the next turn's end takes it."""
+    session = member.create_session()
+    chat = default_chat(member, session)
+    member.subscribe(chat)
+    steer = str(uuid.uuid4())
+    member.dispatch(chat, pending("steering", steer, "mind the tests"))
+    assert member.action("chat/pendingMessageSet", id=steer)["action"]["kind"] == "steering"
+    state = member.subscribe(chat)
+    assert "activeTurn" not in state and state["steeringMessage"]["message"]["text"] == "mind the tests"
+    assert not [f for f in member.notifications if f.get("method") == "action"
+                and f["params"]["action"]["type"] in ("chat/turnStarted", "chat/pendingMessageRemoved")]
+    first = member.start_turn(chat, "go")
+    assert member.reply_to(first) == "go"
+    member.action("chat/pendingMessageRemoved", kind="steering", id=steer)
+    started = member.action("chat/turnStarted", queuedMessageId=steer)["action"]
+    assert member.reply_to(started["turnId"]) == "mind the tests"
+    assert "steeringMessage" not in member.subscribe(chat)

@@ -131,3 +131,28 @@ def test_a_client_copies_and_moves_within_the_folders_links_copied_as_links(memb
     assert refused(member, "resourceMove", source=project.as_uri(), destination=(workspace / "moved").as_uri())[0] \
         == -32009
     assert not (secret / "b.py").exists() and project.is_dir()
+
+
+def test_mkdir_makes_every_missing_folder_and_an_existing_folder_is_a_success(member, project):
+    nested = project / "docs" / "guide" / "images"
+    assert member.call("resourceMkdir", {"channel": ROOT, "uri": nested.as_uri()}) == {}
+    assert nested.is_dir()
+    for existing in (nested, project / "src", project):
+        assert member.call("resourceMkdir", {"channel": ROOT, "uri": existing.as_uri()}) == {}
+    assert member.call("resourceList", {"channel": ROOT, "uri": (project / "docs").as_uri()}) == {
+        "entries": [{"name": "guide", "type": "directory"}]}
+
+
+def test_mkdir_refuses_a_file_or_a_link_on_the_way(member, project, workspace):
+    assert refused(member, "resourceMkdir", uri=(project / "README.md").as_uri()) == (
+        -32010, f"{project / 'README.md'} already exists and is not a folder.")
+    assert refused(member, "resourceMkdir", uri=(project / "README.md" / "inner").as_uri()) == (
+        -32010, f"{project / 'README.md'} already exists and is not a folder.")
+    secret = workspace / "other"
+    secret.mkdir()
+    os.symlink(secret, project / "elsewhere")
+    assert refused(member, "resourceMkdir", uri=(project / "elsewhere" / "made").as_uri()) == (
+        -32009, f"{project / 'elsewhere'} is reached through a link; this host follows no link in a session's folders.")
+    assert refused(member, "resourceMkdir", uri=(project / "elsewhere").as_uri()) == (
+        -32009, f"{project / 'elsewhere'} is reached through a link; this host follows no link in a session's folders.")
+    assert list(secret.iterdir()) == [] and (project / "README.md").read_text() == "hello\n"

@@ -93,6 +93,67 @@ def test_the_default_chat_must_be_one_of_the_sessions_chats(member):
     elsewhere = member.subscribe(other)["defaultChat"]
     member.subscribe(session)
     for chat in (elsewhere, f"ahp-chat:/{uuid.uuid4()}"):
-        member.dispatch(session, {"type": "session/defaultChatChanged", "chat": chat})
+        member.dispatch(session, {"type": "session/defaultChatChanged", "defaultChat": chat})
         assert member.action("session/defaultChatChanged", rejected=True)["rejectionReason"] == (
             f"{chat} is not a chat of this session.")
+    member.dispatch(session, {"type": "session/defaultChatChanged"})  # the types' way to clear the hint
+    assert member.action("session/defaultChatChanged", rejected=True)["rejectionReason"] == (
+        "session/defaultChatChanged needs a defaultChat: every session here keeps a default chat.")
+
+
+def test_the_default_chat_changes_in_the_types_shape(member):
+    session = member.create_session()
+    first = member.subscribe(session)["defaultChat"]
+    chat = f"ahp-chat:/{uuid.uuid4()}"
+    member.call("createChat", {"channel": session, "chat": chat})
+    seq = member.dispatch(session, {"type": "session/defaultChatChanged", "defaultChat": chat})
+    envelope = member.action("session/defaultChatChanged")
+    assert envelope["action"] == {"type": "session/defaultChatChanged", "defaultChat": chat}
+    assert envelope["origin"] == {"clientId": member.client_id, "clientSeq": seq}
+    assert member.subscribe(session)["defaultChat"] == chat != first
+
+
+def test_create_session_refuses_a_config_session_config_changed_would_refuse(member):
+    """One check for both doors: createSession's config meets the schema configChanged holds to."""
+    uri = f"ahp-session:/{uuid.uuid4()}"
+    with pytest.raises(RpcFailed) as failed:
+        member.call("createSession", {"channel": uri, "provider": "echo", "config": {"model": "gpt-nope"}})
+    assert (failed.value.code, failed.value.message) == (
+        -32602, "Invalid config at /model: 'gpt-nope' is not one of ['echo-1']")
+    with pytest.raises(RpcFailed) as failed:
+        member.call("createSession", {"channel": uri, "provider": "echo", "model": {"id": "gpt-nope"}})
+    assert failed.value.message == "Invalid config at /model: 'gpt-nope' is not one of ['echo-1']"
+    assert member.call("listSessions", {"channel": ROOT})["items"] == []
+
+
+def test_create_session_applies_its_model_and_agent_selections(acme, member):
+    from tools_app.models import AgentDefinition
+
+    AgentDefinition.objects.create(tenant=acme.tenant, name="reviewer", provider="echo")
+    session = member.create_session(model={"id": "echo-1"}, agent={"uri": "reviewer"})
+    assert member.subscribe(session)["config"]["values"] == {"model": "echo-1", "agentDefinition": "reviewer"}
+    with pytest.raises(RpcFailed) as failed:
+        member.create_session(agent={"uri": "ghost"})
+    assert (failed.value.code, failed.value.message) == (-32602, 'No agent definition "ghost" in this tenant.')
+    with pytest.raises(RpcFailed) as failed:
+        member.create_session(agent="reviewer")
+    assert failed.value.message == "Invalid params: agent must be an AgentSelection {uri}."
+
+
+def test_a_message_s_agent_must_be_the_session_s_agent_definition(acme, member):
+    from tools_app.models import AgentDefinition
+
+    AgentDefinition.objects.create(tenant=acme.tenant, name="reviewer", provider="echo")
+    session = member.create_session(agent={"uri": "reviewer"})
+    chat = member.subscribe(session)["defaultChat"]
+    member.subscribe(chat)
+    for agent, accepted in (({"uri": "writer"}, False), ({"uri": "reviewer"}, True)):
+        turn_id = str(uuid.uuid4())
+        member.dispatch(chat, {"type": "chat/turnStarted", "turnId": turn_id, "message": {
+            "text": "hi", "origin": {"kind": "user"}, "agent": agent}})
+        if accepted:
+            assert member.reply_to(turn_id) == "hi"
+        else:
+            assert member.action("chat/turnStarted", rejected=True)["rejectionReason"] == (
+                "message.agent names writer, but this session runs agent definition reviewer; "
+                "its agent is fixed when the session starts.")
