@@ -187,10 +187,11 @@ def chat_state(chat):
     return state
 
 
-def root_state(principal, agents, config):
-    """RootState: `agents` as the agents registry lists them; `config` ({schema, values},
-    credentials already masked) only for those who may read it."""
-    state = {"agents": list(agents)}
+def root_state(principal, agents, config, terminals=()):
+    """RootState: `agents` as the agents registry lists them; `terminals` (TerminalInfo) those the
+    principal may read; `config` ({schema, values}, credentials already masked) only for those
+    who may read it."""
+    state = {"agents": list(agents), "terminals": list(terminals)}
     if holds(principal.grants, "config:settings"):
         state["config"] = config
     return state

@@ -12,6 +12,8 @@ from sessions_app import actions
 
 from .families.mcp_servers.actions import do_capture_mcp_servers
 from .families.computers.tools import end_session_computers
+from .families.terminals.actions import terminals_changed
+from .families.terminals.models import Terminal
 from .families.session.listing import session_config_schema
 from .families.mcp_servers.pool import POOL
 from .families.mcp_servers.server_tools import list_in_background
@@ -65,7 +67,10 @@ def capture_servers(session):
 def do_end_session(principal, session):
     """disposeSession: the rows go, then (after commit) whatever the host kept for the session."""
     session_id = session.id
+    held_terminals = Terminal.objects.filter(session_id=session_id).exists()
     actions.do_dispose_session(principal, session)
+    if held_terminals:  # they went with it: the root catalogue says so once
+        terminals_changed(session.tenant_id)
     after_commit(f"closing what the host kept for session {session_id}", lambda: forget_session(session_id))
 
 

@@ -267,6 +267,13 @@ CLIENT_ACTIONS = {
         "terminal", "terminal:read", no_fields,
         lambda p, client, terminal, a, f, origin: terminal_actions.do_claim_terminal(
             p, terminal, client, a.get("claim"), origin)),
+    "terminal/titleChanged": ClientAction(
+        "terminal", "terminal:read", no_fields,
+        lambda p, client, terminal, a, f, origin: terminal_actions.do_set_terminal_title(
+            p, terminal, a.get("title"), origin)),
+    "terminal/cleared": ClientAction(
+        "terminal", "terminal:read", no_fields,
+        lambda p, client, terminal, a, f, origin: terminal_actions.do_clear_terminal(p, terminal, origin)),
     # Annotations: a client's writes take the same writers as the comment tools.
     "annotations/set": ClientAction(
         "annotations", "session:read", no_fields,

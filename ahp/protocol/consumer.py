@@ -332,7 +332,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
             heard = self.heard[channel] = process.Heard(seqs[0] - 1)
         for seq, frame in zip(seqs, message["frames"]):
             if heard.take(seq):  # not already sent from the log
-                await self.send_frame(frame)
+                await self.send_frame(await subscriptions.frame_seen(self, channel, frame))
 
     def unheard(self, numbers):
         """The numbers among the logged (channel, seq) of this socket's channels it has not sent."""
@@ -350,7 +350,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
                 continue
             newest[channel] = seq
             if heard.take(seq) and seq in envelopes:
-                await self.send_notification("action", envelopes[seq])
+                await self.send_notification("action", await subscriptions.envelope_seen(self, envelopes[seq]))
         for channel, seq in newest.items():
             self.heard[channel].complete_to(seq)
 

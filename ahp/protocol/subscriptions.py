@@ -1,18 +1,21 @@
 """A connection's subscriptions: who may read a channel, its snapshot, joining and leaving its
 group, and the replay of the log a reconnecting client missed."""
+import json
+
 from django.db import transaction
 
 from agents.registry import agent_infos
 from kernel.orm import database_sync_to_async
 from sessions_app import actions, events, state
-from sessions_app.channels import annotations_session_at, chat_at, parse, session_at
+from grants.algebra import holds
+from sessions_app.channels import ROOT, annotations_session_at, chat_at, parse, session_at
 from sessions_app.events import presence
 from sessions_app.models import ActionLog, ActiveClient
 from tools_app.config import HostConfig, config_schema, wire_values
 from tools_app.live import refresh_server_tools
 from tools_app.families.resources import annotations_state
 from tools_app.families.session.listing import session_config_schema
-from tools_app.families.terminals.actions import terminal_at
+from tools_app.families.terminals.actions import root_terminals, terminal_at, terminals_seen
 
 
 def may_subscribe(consumer, uri):
@@ -44,7 +47,8 @@ def read_snapshot(consumer, uri):
         from_seq = events.snapshot_lock(tenant.pk)
         if kind == "root":
             config = {"schema": config_schema(), "values": wire_values(HostConfig.for_tenant(tenant))}
-            snapshot = state.root_state(consumer.principal, agent_infos(), config)
+            snapshot = state.root_state(consumer.principal, agent_infos(), config,
+                                        root_terminals(consumer.principal, tenant))
         elif kind == "session":
             session = session_at(uri, tenant)
             snapshot = state.session_state(session, session_config_schema(session.provider))
@@ -55,6 +59,23 @@ def read_snapshot(consumer, uri):
         else:
             snapshot = state.chat_state(chat_at(uri, tenant))
     return {"resource": uri, "state": snapshot, "fromSeq": from_seq}
+
+
+async def frame_seen(consumer, channel, frame):
+    """An action frame as this subscriber may see it: a root/terminalsChanged lists only the
+    terminals it may read (the log keeps the tenant's whole catalogue); any other is unchanged."""
+    if channel != ROOT or "root/terminalsChanged" not in frame or holds(consumer.principal.grants, "terminal:read"):
+        return frame
+    payload = json.loads(frame)
+    payload["params"] = await envelope_seen(consumer, payload["params"])
+    return json.dumps(payload)
+
+
+async def envelope_seen(consumer, envelope):
+    """`frame_seen` for an envelope read from the log."""
+    if envelope.get("channel") != ROOT or holds(consumer.principal.grants, "terminal:read"):
+        return envelope
+    return await database_sync_to_async(terminals_seen)(consumer.principal, envelope)
 
 
 def save_subscriptions(consumer):
@@ -124,7 +145,7 @@ def replay_after(consumer, last_seen, channels):
     if oldest is None and last_seen < events.current_seq(consumer.tenant.pk):
         return None
     rows = log.filter(seq__gt=last_seen, channel__in=channels).order_by("seq")
-    return [row.envelope for row in rows]
+    return [terminals_seen(consumer.principal, row.envelope) for row in rows]
 
 
 async def resume(consumer, last_seen, wanted):

@@ -57,10 +57,15 @@ def chat_busy(chat):
 def begin_turn(chat, turn_id, text, sender, client_id="", origin=None, origin_kind="user", queued_message_id=None,
                model=""):
     session = chat.session
+    title = named_after(chat, text)
     # The process that begins a turn runs it: its lease lasts while that process lives.
     turn, = insert(Turn(id=turn_id, chat=chat, sender=sender, text=text, client_id=client_id,
                         origin_kind=origin_kind, model=model, runner=PROCESS))
     session.status = Session.IN_PROGRESS
+    names_session = bool(title) and chat.is_default and Session.objects.filter(pk=session.pk, title="").update(
+        title=title) == 1
+    if names_session:
+        session.title = title
     touch(session, "status")
     chat.modified = session.modified
     update(chat, "modified")
@@ -68,10 +73,37 @@ def begin_turn(chat, turn_id, text, sender, client_id="", origin=None, origin_ki
               "message": turn.message()}
     if queued_message_id:
         action["queuedMessageId"] = queued_message_id
-    publish_many(session.tenant_id, [(chat.uri, action, origin),
-                                     chat_update(chat, session.modified, status=Session.IN_PROGRESS)])
-    summary_changed(session, status=session.wire_status, **chat_catalogue(session))
+    named = {"title": title} if title else {}
+    publish_many(session.tenant_id, [
+        (chat.uri, action, origin),
+        *([(session.uri, {"type": "session/titleChanged", "title": title}, None)] if names_session else []),
+        chat_update(chat, session.modified, status=Session.IN_PROGRESS, **named)])
+    summary_changed(session, status=session.wire_status, **({"title": title} if names_session else {}),
+                    **chat_catalogue(session))
     return turn
+
+
+DEFERRED_TITLE_CHARS = 50
+
+
+def named_after(chat, text):
+    """The deferred title strategy (a session's default, `titleStrategy` unset or `deferred`): a
+    chat with no title is named after the message that starts its first turn, that message's first
+    line cut at 50 characters, as VS Code's chat names a chat (`ChatModel.getDefaultTitle`). The
+    default chat names its session too, unless the session already has a title. A title a client
+    or a tool set is never replaced: the write is conditional on the title still being empty.
+    Answers the title given, or "" when the chat keeps its own."""
+    if chat.title or ((chat.session.config or {}).get("titleStrategy") or "deferred") != "deferred":
+        return ""
+    title = text.strip().split("\n", 1)[0].strip()[:DEFERRED_TITLE_CHARS].strip() if isinstance(text, str) else ""
+    if not title or Turn.objects.filter(chat=chat).exists():
+        return ""
+    if chat.is_default and chat.session.title:
+        return ""
+    if Chat.objects.filter(pk=chat.pk, title="").update(title=title) != 1:
+        return ""
+    chat.title = title
+    return title
 
 
 def reply_part_id(turn):

@@ -51,7 +51,11 @@ class Watch:
                 continue
             fresh, upto = snapshot(self.client, channel)
             reduced = reduce(channel, state, logged_between(channel, from_seq, upto))
-            assert without(reduced, but) == without(fresh, but), channel
+            # A chat's title moves by session/chatUpdated on its session's channel (held below as
+            # the session's `chats`): the protocol has no chat-channel action for it, so the chat
+            # channel's copy is compared without it (a chat is named after its first message).
+            left_out = (*but, "title") if channel.startswith("ahp-chat:") else but
+            assert without(reduced, left_out) == without(fresh, left_out), channel
 
     def assert_session_list_consistent(self, timeout=5):
         """The root channel's session list: its notifications are not logged, so read them off

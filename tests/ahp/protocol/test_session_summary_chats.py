@@ -35,7 +35,7 @@ def test_a_chat_s_status_change_publishes_the_whole_chat_catalogue(member):
     started = summary_change(member, session, 8)
     assert started["chats"] == [
         {"resource": main, "title": "", "origin": {"kind": "user"}, "status": 1},
-        {"resource": side, "title": "", "origin": {"kind": "user"}, "status": 8},
+        {"resource": side, "title": "hello", "origin": {"kind": "user"}, "status": 8},
     ]
     assert started["defaultChat"] == main
     assert member.reply_to(turn) == "hello"

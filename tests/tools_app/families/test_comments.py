@@ -33,13 +33,14 @@ def client_sets(desk, annotation):
 RANGE = {"startLineNumber": 3, "startColumn": 1, "endLineNumber": 5, "endColumn": 7}
 
 
-def listed(desk):
-    return json.loads(desk.call("listComments"))
+def listed(desk, **arguments):
+    return json.loads(desk.call("listComments", arguments))
 
 
-def one_based(comment_id, text, kind="user", resolved=False, **extra):
+def one_based(comment_id, text, kind="user", resolved=False, author="user", **extra):
     """A comment as the tools answer it; `comment()` puts it on lines 3-4."""
-    return {"id": comment_id, "resourceUri": FILE, "text": text, "kind": kind, "resolved": resolved,
+    return {"id": comment_id, "resourceUri": FILE, "text": text, "author": author, "kind": kind,
+            "resolved": resolved,
             "range": {"startLineNumber": 3, "startColumn": 1, "endLineNumber": 4, "endColumn": 1}, **extra}
 
 
@@ -76,16 +77,55 @@ def test_add_comment_offers_the_reference_schema(acme, host):
                                                          "endColumn"]
 
 
-def test_list_comments_shows_accepted_and_resolved_ones_and_notes_those_waiting(acme, host):
+WAITING_NOTE = ("There is 1 code review comment which the user has not reviewed yet. If the user wants you to "
+                "tackle them, call the `viewUnreviewedComments` tool to view them.")
+
+
+def test_list_comments_shows_accepted_ones_resolved_ones_when_asked_and_notes_those_waiting(acme, host):
     with Desk(host, acme) as desk:
         desk.client.subscribe(annotations_of(desk))
         client_sets(desk, comment(desk, "c1", "Rename this"))
         client_sets(desk, comment(desk, "c2", "Done already", resolved=True, state="resolved"))
         desk.call("addComment", {"resourceUri": FILE, "range": RANGE, "text": "A proposal"})
-        assert listed(desk) == {
+        assert listed(desk) == {"comments": [one_based("c1", "Rename this")], "note": WAITING_NOTE}
+        assert listed(desk, includeResolved=False) == listed(desk)
+        assert listed(desk, includeResolved=True) == {
             "comments": [one_based("c1", "Rename this"), one_based("c2", "Done already", resolved=True)],
-            "note": ("There is 1 code review comment which the user has not reviewed yet. If the user wants you to "
-                     "tackle them, call the `viewUnreviewedComments` tool to view them.")}
+            "note": WAITING_NOTE}
+        assert desk.call("listComments", {"includeResolved": "yes"}) == (
+            "Invalid input for listComments at /includeResolved: 'yes' is not of type 'boolean'")
+
+
+def test_list_comments_offers_include_resolved(acme, host):
+    from tools_app.catalog.host_tools import REGISTRY
+
+    assert REGISTRY.get("listComments").input_schema == {"type": "object", "properties": {
+        "includeResolved": {"type": "boolean", "description": "Also list resolved comments. Defaults to false."}}}
+
+
+def test_every_comment_and_reply_names_its_author(acme, host):
+    with Desk(host, acme) as desk:
+        desk.client.subscribe(annotations_of(desk))
+        thread = comment(desk, "c1", "Why a loop here?")
+        thread["entries"] += [
+            {"id": "c1:1", "text": "To keep the order.", "_meta": {FEEDBACK_KEY: {"author": "agent"}}},
+            {"id": "c1:2", "text": {"markdown": "Keep it, then."}},  # no author: a reply is the person's
+        ]
+        client_sets(desk, thread)
+        review = comment(desk, "c2", "Tests are missing", kind="prReview")
+        del review["entries"][0]["_meta"]  # no author: the opening entry is its kind's, a reviewer's
+        review["entries"].append({"id": "c2:1", "text": "Looks fine", "_meta": {FEEDBACK_KEY: {"author": "someone"}}})
+        client_sets(desk, review)
+        accepted_review = comment(desk, "c3", "Off by one", kind="codeReview")
+        del accepted_review["entries"][0]["_meta"]  # a code review's opening entry is an agent's
+        client_sets(desk, accepted_review)
+        assert listed(desk) == {"comments": [
+            one_based("c1", "Why a loop here?", replies=[
+                {"author": "agent", "text": "To keep the order."}, {"author": "user", "text": "Keep it, then."}]),
+            one_based("c2", "Tests are missing", kind="prReview", author="prReviewer",
+                      replies=[{"author": "user", "text": "Looks fine"}]),
+            one_based("c3", "Off by one", kind="codeReview", author="agent"),
+        ]}
 
 
 def test_annotations_without_feedback_meta_are_someone_elses(acme, host):
@@ -113,7 +153,7 @@ def test_reply_adds_an_agent_entry_listed_as_a_reply(acme, host):
             "repliedCommentId": "c1"}
         entry = desk.client.action("annotations/entrySet", annotationId="c1")["action"]["entry"]
         assert entry["text"] == "Because." and entry["_meta"][FEEDBACK_KEY] == {"author": "agent"}
-        assert listed(desk) == {"comments": [one_based("c1", "Why?", replies=["Because."])]}
+        assert listed(desk) == {"comments": [one_based("c1", "Why?", replies=[{"author": "agent", "text": "Because."}])]}
 
 
 def test_resolve_and_submit_again(acme, host):

@@ -1,5 +1,5 @@
 """ahp_resource reads the host's own resources and asks a connected client for one it publishes;
-ahp_terminals lists the host's terminals (it keeps none)."""
+ahp_terminals lists the terminals the host has open."""
 import json
 import time
 
@@ -55,10 +55,22 @@ def test_another_tenants_session_is_not_there(acme, globex, host):
         assert desk.call("ahp_resource", {"uri": theirs.session_uri}) == f"No resource {theirs.session_uri} here."
 
 
-def test_terminals_lists_none_for_a_session_without_terminals(acme, host):
-    # A session's open terminals are listed by tests/ahp/protocol/test_terminals.py.
+def test_terminals_lists_none_on_a_host_without_terminals(acme, host):
     with Desk(host, acme) as desk:
-        assert desk.call("ahp_terminals") == "No terminals are open in this session."
+        assert desk.call("ahp_terminals") == "No terminals are open on this host."
+
+
+def test_terminals_lists_every_open_terminal_of_the_host_one_line_each(acme, globex, host):
+    from tools_app.families.terminals.models import Terminal
+
+    with Desk(host, globex, client_id="g") as theirs, Desk(host, acme) as desk, \
+            Desk(host, acme, client_id="bob") as beside:
+        mine = Terminal.objects.create(session=desk.session, title="build", cwd="file:///w/app", process="p")
+        other = Terminal.objects.create(session=beside.session, title="", cwd="file:///w/api", process="p")
+        Terminal.objects.create(session=desk.session, title="done", cwd="file:///w/app", process="p", exit_code=0)
+        Terminal.objects.create(session=theirs.session, title="theirs", cwd="file:///g", process="p")
+        assert desk.call("ahp_terminals") == (f"{mine.uri}\tbuild\tfile:///w/app\trunning\n"
+                                              f"{other.uri}\t\tfile:///w/api\trunning")
 
 
 def test_a_client_whose_socket_closed_is_not_asked_and_the_model_hears_why_at_once(acme, host):

@@ -1,7 +1,9 @@
 """The comment tools: agent feedback kept as annotations on the session's annotations channel.
 Names, input schemas, answers and refusals follow the reference host's (VS Code's agent host,
 `agentFeedbackServerTools.ts`): ranges are one-based lines and columns here, zero-based on the
-channel; answers are JSON. `replyToComment` is this host's own."""
+channel; answers are JSON. `replyToComment` is this host's own, and so are `listComments`'
+`includeResolved` and the `author` of a comment and of each of its replies (read from each entry's
+`_meta`, as VS Code's agentFeedbackAnnotations.ts stamps and resolves it)."""
 import json
 import time
 import uuid
@@ -62,11 +64,31 @@ def text_of(entry):
     return text.get("markdown", "") if isinstance(text, dict) else str(text)
 
 
+# Who wrote an entry: `_meta["vscode.agentFeedback"].author` on the entry, as VS Code's
+# agentFeedbackAnnotations.ts stamps it. An entry without one falls back as VS Code's
+# resolveFeedbackEntryAuthor does: the opening entry to its comment's kind, a reply to the person.
+AUTHORS = ("user", "agent", "prReviewer", "unknown")
+AUTHOR_OF_KIND = {"user": "user", "codeReview": "agent", "prReview": "prReviewer"}
+
+
+def author_of(entry, index, kind):
+    meta = entry.get("_meta")
+    slot = meta.get(FEEDBACK_KEY) if isinstance(meta, dict) else None
+    author = slot.get("author") if isinstance(slot, dict) else None
+    if author in AUTHORS:
+        return author
+    return AUTHOR_OF_KIND.get(kind, "unknown") if index == 0 else "user"
+
+
 def serialized(row, resolved=None):
+    """A comment as the tools answer it: its opening entry's text and `author`, and each reply as
+    {author, text}, so the model tells the person's words from an agent's or a reviewer's."""
+    kind = row.feedback["kind"]
     comment = {"id": row.annotation_id, "resourceUri": row.resource, "range": from_channel_range(row.range),
-               "text": text_of(row.entries[0]), "kind": row.feedback["kind"],
+               "text": text_of(row.entries[0]), "author": author_of(row.entries[0], 0, kind), "kind": kind,
                "resolved": row.resolved if resolved is None else resolved}
-    replies = [text_of(entry) for entry in row.entries[1:]]
+    replies = [{"author": author_of(entry, i, kind), "text": text_of(entry)}
+               for i, entry in enumerate(row.entries[1:], start=1)]
     if replies:
         comment["replies"] = replies
     return comment
@@ -131,7 +153,12 @@ def add_comment(context, arguments):
 
 
 def list_comments(context, arguments):
-    payload = {"comments": [serialized(row) for row in listable(context.session)]}
+    """Accepted comments; resolved ones only when `includeResolved` is true."""
+    include_resolved = arguments.get("includeResolved", False)
+    if not isinstance(include_resolved, bool):
+        raise invalid("listComments", "includeResolved must be a boolean.")
+    payload = {"comments": [serialized(row) for row in listable(context.session)
+                            if include_resolved or not row.resolved]}
     note = unreviewed_note(context.session)
     if note:
         payload["note"] = note
@@ -230,7 +257,10 @@ COMMENT_TOOLS = (
          executor=add_comment, defer_loading=True, annotations={"readOnlyHint": False},
          effects=frozenset({"writes"})),
     Tool("listComments", title="List Comments (Agent Feedback)", description="List comments for this session.",
-         input_schema=NO_INPUT, executor=list_comments, defer_loading=True, annotations={"readOnlyHint": True},
+         input_schema={"type": "object", "properties": {
+             "includeResolved": {"type": "boolean",
+                                 "description": "Also list resolved comments. Defaults to false."}}},
+         executor=list_comments, defer_loading=True, annotations={"readOnlyHint": True},
          effects=frozenset({"reads"})),
     Tool("replyToComment", title="Reply to Comment (Agent Feedback)", description="Reply to a comment as the agent.",
          input_schema={"type": "object", "properties": {

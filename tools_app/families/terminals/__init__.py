@@ -1,22 +1,21 @@
-"""Terminals (`ahp-terminal:` channels) and `ahp_terminals`, which lists a session's."""
+"""Terminals (`ahp-terminal:` channels) and `ahp_terminals`, which lists the host's open ones."""
 from tools_app.catalog.registry import Tool
 
 
 def ahp_terminals(context, arguments):
-    """One line per terminal of the calling session: uri, title, cwd, running."""
-    from sessions_app.actions import require
-
+    """One line per terminal the host has open (every session's, in the calling session's tenant:
+    the host a tenant sees), oldest first: uri, title, cwd, running. Read-only and no grant, as the
+    Tools page has it; a terminal that exited is no longer open and is not listed."""
     from .models import Terminal
 
-    require(context.principal, "terminal:read", context.session)
-    rows = Terminal.objects.filter(session=context.session).order_by("created")
-    lines = [f"{t.uri}\t{t.title}\t{t.cwd}\t{'running' if t.exit_code is None else f'exited {t.exit_code}'}"
-             for t in rows]
-    return "\n".join(lines) or "No terminals are open in this session."
+    rows = Terminal.objects.for_tenant(context.session.tenant_id).filter(exit_code__isnull=True).order_by(
+        "created", "id")
+    lines = [f"{t.uri}\t{t.title}\t{t.cwd}\trunning" for t in rows]
+    return "\n".join(lines) or "No terminals are open on this host."
 
 
 TERMINAL_TOOLS = (
     Tool("ahp_terminals", title="List Terminals",
-         description="List the session's terminals, one line each: uri, title, cwd, running.",
+         description="List the terminals this host has open, one line each: uri, title, cwd, running.",
          executor=ahp_terminals, annotations={"readOnlyHint": True}, effects=frozenset({"reads"})),
 )

@@ -6,16 +6,27 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
+from grants.algebra import holds
 from kernel.ids import parse_uuid
 from kernel.refusals import Refused
 from kernel.rows import ITS_ROW
-from sandbox.workspaces import OutsideWorkspace, checked_folder, folder_path, is_folder, is_within
+from sandbox.beneath import open_beneath, open_root
+from sandbox.bubblewrap import Sandbox
+from sandbox.workspaces import (OutsideWorkspace, checked_folder, folder_path, host_root, is_folder, is_within,
+                                prepared_root, relative_to_host_root)
 from sessions_app import events
 from sessions_app.actions import require
+from sessions_app.channels import ROOT
 
 from .models import MAX_KEPT_OUTPUT, TERMINAL_URI_PREFIX, Terminal
 
 MAX_SIDE = 1000  # columns or rows
+MAX_TITLE = 200  # characters, as the row keeps
+# The root state's catalogue (`terminals`, root/terminalsChanged) lists the tenant's newest this
+# many, so it always fits in one message.
+MAX_LISTED_TERMINALS = 1000
+# Under the tenant's root, the folders of sessions that have no working directory of their own.
+SESSIONS_FOLDER = ".sessions"
 
 
 def terminal_at(uri, tenant):
@@ -24,17 +35,55 @@ def terminal_at(uri, tenant):
     return key and Terminal.objects.for_tenant(tenant).select_related("session").filter(id=key).first()
 
 
-def terminal_folder(session, cwd):
-    """The real path a terminal opens in: `cwd` (default the session's first working directory),
-    which must lie in one of the session's working directories."""
+def session_folders(session):
+    """The folders a terminal of `session` may open in: its working directories, or, for a session
+    without any, a folder of its own in the tenant's root (`own_folder`)."""
     folders = []
     for directory in session.working_directories:
         try:
             folders.append(checked_folder(session.tenant, directory))
         except OutsideWorkspace:
             continue
-    if not folders:
-        raise Refused("The session has no working directory for a terminal to open in.", "conflict")
+    return folders or [own_folder(session)]
+
+
+def own_folder(session):
+    """`<tenant root>/.sessions/<session id>`: made by the host beneath the root through no link,
+    as the session's sandbox user (`.sessions` first, then shared with the tenant's group so each
+    of its sessions can make its own there); its sandbox then binds it like a working directory."""
+    root = prepared_root(session.tenant)
+    parent, folder = root / SESSIONS_FOLDER, root / SESSIONS_FOLDER / str(session.id)
+    sandbox = Sandbox(str(session.id), tenant_id=session.tenant_id)
+    try:
+        sandbox.make_folder(str(parent))
+        share_with_tenant(sandbox, parent)
+        sandbox.make_folder(str(folder))
+    except OSError as error:
+        raise Refused(f"The session's own folder {folder.as_uri()} could not be made: {error.strerror}.",
+                      "conflict") from None
+    if not is_folder(folder):
+        raise Refused(f"The session's own folder {folder.as_uri()} could not be made: it is not a folder.",
+                      "conflict")
+    return folder
+
+
+def share_with_tenant(sandbox, path):
+    """`path`, opened beneath the host's root through no link, made its tenant's group's."""
+    root = open_root(str(host_root()))
+    try:
+        fd = open_beneath(root, relative_to_host_root(str(path)), os.O_RDONLY | os.O_DIRECTORY)
+    finally:
+        os.close(root)
+    try:
+        sandbox.share_with_tenant(fd)
+    finally:
+        os.close(fd)
+
+
+def terminal_folder(session, cwd):
+    """The real path a terminal opens in: `cwd` (default the session's first folder), which must
+    lie in one of the session's folders (`session_folders`)."""
+    folders = session_folders(session)
     if cwd is None:
         return folders[0]
     path = folder_path(cwd) if isinstance(cwd, str) else None
@@ -59,20 +108,81 @@ def checked_claim(claim, terminal_session, client_id):
     raise Refused(f"A terminal's claim is this client ({client_id}) or its session ({terminal_session.uri}).", "invalid")
 
 
+# The root state's terminal catalogue -----------------------------------------------------------
+
+def terminal_info(terminal):
+    """The AHP TerminalInfo: what the root state lists of a terminal."""
+    info = {"resource": terminal.uri, "title": terminal.title, "claim": terminal.claim}
+    if terminal.exit_code is not None:
+        info["exitCode"] = terminal.exit_code
+    return info
+
+
+def listed_terminals(tenant_id):
+    """The tenant's terminals the catalogue lists, oldest first: its newest MAX_LISTED_TERMINALS."""
+    rows = Terminal.objects.filter(session__tenant_id=tenant_id).select_related("session")
+    return list(rows.order_by("-created", "-id")[:MAX_LISTED_TERMINALS])[::-1]
+
+
+def readable(principal, terminals):
+    """Those of `terminals` whose session `principal` may terminal:read."""
+    if holds(principal.grants, "terminal:read"):
+        return list(terminals)
+    may = {}
+    for terminal in terminals:
+        if terminal.session_id not in may:
+            may[terminal.session_id] = principal.may("terminal:read", terminal.session)
+    return [t for t in terminals if may[t.session_id]]
+
+
+def root_terminals(principal, tenant):
+    """RootState.terminals as `principal` sees it: the tenant's terminals it may read."""
+    return [terminal_info(t) for t in readable(principal, listed_terminals(tenant.pk))]
+
+
+def terminals_changed(tenant_id):
+    """Publish root/terminalsChanged, the tenant's whole catalogue (each subscriber is sent the
+    part it may read: `terminals_seen`). Read under the tenant's counter lock, so the catalogue
+    a later action carries includes every change numbered before it."""
+    events.snapshot_lock(tenant_id)
+    events.publish(tenant_id, ROOT, {"type": "root/terminalsChanged",
+                                     "terminals": [terminal_info(t) for t in listed_terminals(tenant_id)]})
+
+
+def is_terminals_changed(envelope):
+    return envelope.get("channel") == ROOT and (envelope.get("action") or {}).get("type") == "root/terminalsChanged"
+
+
+def terminals_seen(principal, envelope):
+    """`envelope` as `principal` may see it: a root/terminalsChanged keeps only the terminals whose
+    session it may terminal:read (one gone since is left out); any other envelope is unchanged."""
+    if not is_terminals_changed(envelope) or holds(principal.grants, "terminal:read"):
+        return envelope
+    listed = envelope["action"].get("terminals") or []
+    keys = [key for info in listed if (key := parse_uuid(str(info.get("resource", ""))[len(TERMINAL_URI_PREFIX):]))]
+    rows = Terminal.objects.for_tenant(principal.tenant).select_related("session").filter(id__in=keys)
+    kept = {t.uri for t in readable(principal, rows)}
+    return {**envelope, "action": {**envelope["action"], "terminals": [i for i in listed if i.get("resource") in kept]}}
+
+
 @transaction.atomic
 def do_create_terminal(principal, terminal_id, session, client_id, cwd=None, title="", cols=80, rows=24, claim=None):
     require(principal, "terminal:write", session)
     if Terminal.objects.filter(id=terminal_id).exists():
         raise Refused(f"Terminal {TERMINAL_URI_PREFIX}{terminal_id} already exists.", "exists")
     checked_size(cols, rows)
+    if not isinstance(title, str) or len(title) > MAX_TITLE:
+        raise Refused(f"A terminal's name is a string of at most {MAX_TITLE} characters.", "invalid")
     if Terminal.objects.filter(session=session, exit_code__isnull=True).count() >= settings.AHP_MAX_TERMINALS_PER_SESSION:
         # Each holds a pseudo-terminal of the host's and two root processes of bubblewrap.
         raise Refused(f"This session has {settings.AHP_MAX_TERMINALS_PER_SESSION} open terminals, the most it may; "
                       "dispose of one first.", "conflict")
-    folder = terminal_folder(session, cwd)
     claim = checked_claim(claim or {"kind": "client", "clientId": client_id}, session, client_id)
-    return Terminal.objects.create(id=terminal_id, session=session, creator=principal.person, title=title or "sh",
-                                   cwd=folder.as_uri(), cols=cols, rows=rows, claim=claim, process=events.PROCESS)
+    folder = terminal_folder(session, cwd)
+    terminal = Terminal.objects.create(id=terminal_id, session=session, creator=principal.person, title=title or "sh",
+                                       cwd=folder.as_uri(), cols=cols, rows=rows, claim=claim, process=events.PROCESS)
+    terminals_changed(session.tenant_id)
+    return terminal
 
 
 def running_here(terminal):
@@ -111,6 +221,29 @@ def do_claim_terminal(principal, terminal, client_id, claim, origin=None):
     claim = checked_claim(claim, terminal.session, client_id)
     Terminal.objects.filter(pk=terminal.pk).update(claim=claim)
     events.publish(terminal.session.tenant_id, terminal.uri, {"type": "terminal/claimed", "claim": claim}, origin)
+    terminals_changed(terminal.session.tenant_id)
+
+
+@transaction.atomic
+def do_set_terminal_title(principal, terminal, title, origin=None):
+    """terminal/titleChanged from a client: the terminal is renamed."""
+    require(principal, "terminal:write", terminal.session)
+    if not isinstance(title, str) or len(title) > MAX_TITLE:
+        raise Refused(f"terminal/titleChanged needs a title that is a string of at most {MAX_TITLE} characters.",
+                      "invalid")
+    Terminal.objects.filter(pk=terminal.pk).update(title=title)
+    events.publish(terminal.session.tenant_id, terminal.uri, {"type": "terminal/titleChanged", "title": title},
+                   origin)
+    terminals_changed(terminal.session.tenant_id)
+
+
+@transaction.atomic
+def do_clear_terminal(principal, terminal, origin=None):
+    """terminal/cleared from a client: the kept output goes (a fresh snapshot's content is empty);
+    the shell runs on."""
+    require(principal, "terminal:write", terminal.session)
+    Terminal.objects.filter(pk=terminal.pk).update(output="")
+    events.publish(terminal.session.tenant_id, terminal.uri, {"type": "terminal/cleared"}, origin)
 
 
 @transaction.atomic
@@ -132,6 +265,7 @@ def do_terminal_exited(terminal_id, exit_code):
     terminal.exit_code = exit_code
     terminal.save(update_fields=["exit_code"])
     events.publish(terminal.session.tenant_id, terminal.uri, {"type": "terminal/exited", "exitCode": exit_code})
+    terminals_changed(terminal.session.tenant_id)
 
 
 @transaction.atomic
@@ -139,6 +273,7 @@ def do_dispose_terminal(principal, terminal):
     """disposeTerminal: the row goes; the caller ends its shell."""
     require(principal, "terminal:write", terminal.session)
     Terminal.objects.filter(pk=terminal.pk).delete()
+    terminals_changed(terminal.session.tenant_id)
 
 
 # What a terminal whose PTY died with its process exits with (no shell told its real code).

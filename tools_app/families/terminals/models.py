@@ -43,3 +43,4 @@ class Terminal(models.Model):
         if self.exit_code is not None:
             state["exitCode"] = self.exit_code
         return state
+

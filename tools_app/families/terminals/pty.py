@@ -3,16 +3,19 @@ sandbox on a pseudo-terminal, its output turned into terminal/data in order, its
 terminal/exited."""
 import asyncio
 import codecs
+import dataclasses
 import fcntl
 import logging
 import os
 import struct
 import subprocess
 import termios
+from pathlib import Path
 
 from channels.db import database_sync_to_async
 
 from sandbox.bubblewrap import session_sandbox
+from sandbox.workspaces import is_within
 
 from . import actions
 
@@ -66,8 +69,11 @@ class Pty:
 def open_pty(terminal):
     """Start `terminal`'s shell in its session's sandbox: nothing of the tenant's runs on the
     host as the host."""
-    sandbox = session_sandbox(terminal.session)
-    argv = sandbox.argv(list(SHELL), env={"TERM": "xterm-256color"}, cwd=actions.folder_path(terminal.cwd))
+    sandbox, cwd = session_sandbox(terminal.session), os.path.normpath(actions.folder_path(terminal.cwd))
+    if not any(is_within(Path(cwd), Path(folder)) for folder in sandbox.writable):
+        # The session's own folder (it has no working directory): bound like one.
+        sandbox = dataclasses.replace(sandbox, writable=(*sandbox.writable, cwd))
+    argv = sandbox.argv(list(SHELL), env={"TERM": "xterm-256color"}, cwd=cwd)
     master, slave = os.openpty()
     set_size(master, terminal.cols, terminal.rows)
     try:

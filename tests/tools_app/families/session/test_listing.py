@@ -30,7 +30,8 @@ def test_it_lists_chats_main_first_without_worker_or_hidden_ones(place, worktree
     Chat.objects.create(session=place.session, title="hidden", archived=True)
     row = place.call("list_sessions", session=place.session.uri)["sessions"][0]
     assert row["chats"] == [
-        {"title": "", "openLink": open_link(place.session), "status": "inProgress", "main": True},
+        # The main chat is named after its first message ("working"): the deferred title strategy.
+        {"title": "working", "openLink": open_link(place.session), "status": "inProgress", "main": True},
         {"title": "Side", "openLink": f"{open_link(place.session)}?chat={side.id}", "status": "idle",
          "harness": worktree_agent},
     ]
