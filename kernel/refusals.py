@@ -16,6 +16,7 @@ KINDS = {
     "exists": Answer(-32010, 409),
     "invalid": Answer(-32602, 400),
     "no_agent": Answer(-32002, 400),
+    "turn_in_progress": Answer(-32004, 409),
 }
 
 

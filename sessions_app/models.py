@@ -513,6 +513,24 @@ class TurnEffect(models.Model):
     objects = TenantScopedManager()
 
 
+class ChatMove(models.Model):
+    """A moveChat done, under the client's `requestId`: a retry of the same request answers the
+    same result, and the id reused for another move is refused (AHP's idempotency key)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    request_id = models.CharField(max_length=200)
+    chat_id = models.UUIDField(help_text="The chat moved (it may be disposed since).")
+    destination_chat_id = models.UUIDField(help_text="The chat whose session it moved into.")
+    result = models.JSONField(help_text="The MoveChatResult answered.")
+    created = models.DateTimeField(default=timezone.now)
+
+    tenant_path = "tenant"
+    objects = TenantScopedManager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "request_id"], name="one_chat_move_per_request")]
+
+
 class SessionPlacement(models.Model):
     """Where a nested session sits among its siblings (move_session reorders them)."""
 

@@ -23,9 +23,11 @@ class ToolsAppConfig(AppConfig):
         from .families.wakeups.tasks import fire_wakeups_at_start_in_background
         from .families.wakeups.tools import WAKEUP_TOOLS
 
-        # The host's own tools, in the order the model sees them.
-        build_host_tools((*SESSION_TOOLS, *ARTIFACT_TOOLS, *COMMENT_TOOLS, *RESOURCE_TOOLS, *TERMINAL_TOOLS,
-                          *WAKEUP_TOOLS, *AGENT_MERGE_TOOLS))
+        # The host's own tools, in the order the model sees them (the Tools page's): the families,
+        # Agent Merge's among them, then the host's own three (ahp_resource, ahp_terminals,
+        # schedule_wakeup).
+        build_host_tools((*SESSION_TOOLS, *ARTIFACT_TOOLS, *COMMENT_TOOLS, *AGENT_MERGE_TOOLS, *RESOURCE_TOOLS,
+                          *TERMINAL_TOOLS, *WAKEUP_TOOLS))
         register_computer_plugin(REGISTRY)
         # Only changes after start reach running sessions: while apps load there is no session
         # to tell, and the database must not be touched (it may not even have its tables yet).

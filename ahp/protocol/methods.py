@@ -14,6 +14,7 @@ from kernel.refusals import Refused
 from sessions_app import actions, events, state
 from sessions_app.channels import chat_at, parse, session_at
 from sessions_app.models import Session, Turn
+from tools_app.config import HostConfig
 from tools_app.live import refresh_server_tools
 from tools_app.sessions import do_end_session, do_start_session
 
@@ -274,6 +275,32 @@ async def dispose_chat(consumer, params):
     return None
 
 
+MOVE_TO_NEW_SESSION = ("moveChat to a new session is not offered here: create the session, then move the chat to "
+                       "its default chat.")
+
+
+async def move_chat(consumer, params):
+    """moveChat {channel (the chat), destination: {kind: "chat", chat}, requestId}: the chat moves
+    into the destination chat's session (docs/wire.md says what of the types' move is kept)."""
+    uri = errors.require(params, "channel", str)
+    destination = errors.require(params, "destination", dict)
+    request_id = errors.require(params, "requestId", str)
+    if not 0 < len(request_id) <= 200:
+        raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: requestId must be 1 to 200 characters.")
+    if destination.get("kind") == "newSession":
+        raise errors.RpcError(errors.INVALID_PARAMS, MOVE_TO_NEW_SESSION)
+    if destination.get("kind") != "chat" or not isinstance(destination.get("chat"), str):
+        raise errors.RpcError(errors.INVALID_PARAMS,
+                              'Invalid params: destination must be {kind: "chat", chat} or {kind: "newSession"}.')
+
+    def move():
+        chat = chat_or_not_found(consumer, uri)
+        return actions.do_move_chat(consumer.principal, chat, chat_or_not_found(consumer, destination["chat"]),
+                                    request_id, HostConfig.for_tenant(consumer.tenant).chat_moves_enabled)
+
+    return await database_sync_to_async(move)()
+
+
 async def fetch_turns(consumer, params):
     """Older turns of a chat (a session's channel means its default chat), `before` a turn id."""
     uri = errors.require(params, "channel", str)
@@ -343,6 +370,7 @@ METHODS = {
     "disposeSession": dispose_session,
     "createChat": create_chat,
     "disposeChat": dispose_chat,
+    "moveChat": move_chat,
     "dispatchAction": dispatch_action,
     "fetchTurns": fetch_turns,
     "resolveSessionConfig": session_config.resolve_session_config,

@@ -1,7 +1,9 @@
 """Every change to sessions, chats, turns, tool calls and clients: one `do_*` function each, in
 the module of its noun, which checks the grant, writes in one transaction and publishes the AHP
 action(s) clients see. Callers outside sessions_app use the names here."""
-from .chats import do_archive_chat, do_create_chat, do_dispose_chat, do_rename_chat, do_set_chat_draft
+from .chats import (
+    do_archive_chat, do_create_chat, do_dispose_chat, do_move_chat, do_rename_chat, do_set_chat_draft,
+)
 from .checks import MAX_MESSAGE_CHARS, check_message_text, check_working_directory, require
 from .clients import (
     do_close_connections, do_open_connections, do_release_client, do_remove_active_client, do_set_active_client,
@@ -37,7 +39,7 @@ __all__ = [
     "do_ask_about_tool_call", "do_begin_tool_call", "do_cancel_turn", "do_change_session_config",
     "do_client_complete_tool_call", "do_close_connections", "do_complete_tool_call", "do_confirm_tool_call",
     "do_create_chat", "do_create_session", "do_dispose_chat", "do_dispose_session", "do_end_subagent",
-    "do_end_turn", "do_expire_tool_call", "do_move_session", "do_notify_turn", "do_open_connections",
+    "do_end_turn", "do_expire_tool_call", "do_move_chat", "do_move_session", "do_notify_turn", "do_open_connections",
     "do_open_tools_endpoint", "do_refuse_tool_call", "do_release_client", "do_remove_active_client",
     "do_remove_pending_message",
     "do_rename_chat", "do_reorder_queued_messages", "do_send_message", "do_set_active_client",

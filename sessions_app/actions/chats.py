@@ -1,13 +1,18 @@
 """Chats of a session: created, renamed, archived, disposed; the draft a person composes in one."""
+import uuid
+
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
+from kernel.ids import parse_uuid
 from kernel.refusals import Refused
 
+from ..events.delivery import notify
 from ..events.log import publish, publish_many
-from ..models import Chat, ChatDraft, iso
-from ..state import MAX_CHATS_PER_SESSION, chat_summary
-from .checks import MAX_TITLE_CHARS, check_quota, check_title, require, touch
+from ..models import Chat, ChatBackend, ChatDraft, ChatMove, ToolCall, Turn, iso
+from ..state import MAX_CHATS_PER_SESSION, chat_catalogue, chat_summary
+from .checks import MAX_TITLE_CHARS, check_quota, check_title, require, summary_changed, touch
 from .sessions import do_set_title
 
 TOO_MANY_CHATS = f"A session holds at most {MAX_CHATS_PER_SESSION} chats; delete one before making another."
@@ -34,15 +39,57 @@ def do_create_chat(principal, session, chat_id, title="", origin=None):
     if Chat.objects.filter(session=session).count() >= MAX_CHATS_PER_SESSION:
         raise Refused(TOO_MANY_CHATS, "conflict")
     origin = origin or {}
+    forked = fork_point(principal, session, origin) if origin.get("kind") == "fork" else None
     chat = Chat.objects.create(
         id=chat_id, session=session, creator=principal.person, title=title[:MAX_TITLE_CHARS],
         origin_kind=origin.get("kind", "user"),
         origin_chat_id=origin.get("chat_id"), origin_turn_id=origin.get("turn_id", ""),
         origin_tool_call_id=origin.get("tool_call_id", ""),
     )
+    if forked is not None:
+        copy_turns_through(forked, chat)
     touch(session)
     publish(session.tenant_id, session.uri, {"type": "session/chatAdded", "summary": chat_summary(chat)})
     return chat
+
+
+def fork_point(principal, session, origin):
+    """The ended turn of the source chat a fork copies through (ForkChatSource.turnId: "content
+    through this turn is copied into the new chat's visible turns")."""
+    require(principal, "chat:fork", session)
+    turn_id = parse_uuid(origin.get("turn_id") or "")
+    turn = turn_id and Turn.objects.filter(chat_id=origin.get("chat_id"), id=turn_id).exclude(state="active").first()
+    if not turn:
+        raise Refused(f"Invalid params: source.turnId {origin.get('turn_id') or '(none)'} is not an ended turn of "
+                      f"ahp-chat:/{origin.get('chat_id')}.", "invalid")
+    return turn
+
+
+def copy_turns_through(last, chat):
+    """Copies of the ended turns of `last`'s chat up to and including `last`, oldest first, into
+    `chat`, each with copies of its tool calls (new ids, so each chat's calls stay its own)."""
+    turns = list(Turn.objects.filter(chat_id=last.chat_id).exclude(state="active")
+                 .filter(Q(started__lt=last.started) | Q(started=last.started, id__lte=last.id))
+                 .order_by("started", "id"))
+    calls = {}
+    for call in ToolCall.objects.filter(turn__in=turns):
+        calls.setdefault(call.turn_id, []).append(call)
+    for turn in turns:
+        copy = Turn(chat=chat, sender_id=turn.sender_id, text=turn.text, origin_kind=turn.origin_kind,
+                    client_id=turn.client_id, model=turn.model, state=turn.state, error=turn.error,
+                    started=turn.started, ended=turn.ended)
+        renamed = {}
+        copied_calls = []
+        for call in calls.get(turn.id, []):
+            renamed[str(call.id)] = new_id = uuid.uuid4()
+            call.pk, call.id, call.turn = new_id, new_id, copy
+            call.waker, call.deadline = "", None
+            copied_calls.append(call)
+        copy.response_parts = [{**part, "toolCallId": str(renamed[part["toolCallId"]])}
+                               if part.get("kind") == "toolCall" and part.get("toolCallId") in renamed else part
+                               for part in turn.response_parts]
+        copy.save(force_insert=True)
+        ToolCall.objects.bulk_create(copied_calls)
 
 
 @transaction.atomic
@@ -102,3 +149,67 @@ def draft_model(draft):
     """A draft's model id (the draft names it as an id or {id}), or None."""
     model = draft.get("model")
     return model.get("id") if isinstance(model, dict) else model
+
+
+MOVES_OFF = "Moving chats and sessions is turned off (chatMoves.enabled is false)."
+MOVE_DEFAULT_CHAT = "A session's default chat moves only with its session; move the session instead."
+MOVE_INTO_ITSELF = "A chat cannot move under itself."
+MOVE_SAME_SESSION = "The chat is already in that session; this host keeps no chat hierarchy to move it in."
+MOVE_REQUEST_REUSED = "requestId {request_id} already names another move; send a new requestId."
+
+
+def effective_provider(chat):
+    backend = ChatBackend.objects.filter(chat=chat).values_list("provider", flat=True).first()
+    return backend or chat.session.provider
+
+
+@transaction.atomic
+def do_move_chat(principal, chat, destination, request_id, moves_enabled=True):
+    """moveChat with a `chat` destination: `chat` (not a session's default chat, no turn running)
+    leaves its session for `destination`'s, a session of the same tenant on the same agent. Chat
+    URIs here do not name their session, so the chat keeps its URI, turns, pending messages and
+    draft. The source session's subscribers hear session/chatRemoved, the destination's
+    session/chatAdded, the session list both catalogues, and the chat's own subscribers
+    chat/moved. A retry with the same requestId answers the first result."""
+    if not moves_enabled:
+        raise Refused(MOVES_OFF, "conflict")
+    source, target = chat.session, destination.session
+    require(principal, "chat:move", source)
+    require(principal, "chat:move", target)
+    done = ChatMove.objects.filter(tenant_id=source.tenant_id, request_id=request_id).first()
+    if done is not None:
+        if (done.chat_id, done.destination_chat_id) != (chat.id, destination.id):
+            raise Refused(MOVE_REQUEST_REUSED.format(request_id=request_id), "invalid")
+        return done.result
+    if chat.is_default:
+        raise Refused(MOVE_DEFAULT_CHAT, "invalid")
+    if destination.pk == chat.pk:
+        raise Refused(MOVE_INTO_ITSELF, "invalid")
+    if source.pk == target.pk:
+        raise Refused(MOVE_SAME_SESSION, "invalid")
+    if chat.archived:
+        raise Refused(f"{chat.uri} is archived; an archived chat stays in its session.", "invalid")
+    provider, target_provider = effective_provider(chat), effective_provider(destination)
+    if provider != target_provider:
+        raise Refused(f"{chat.uri} runs on {provider} and {destination.uri} on {target_provider}; a chat moves only "
+                      "to a chat of the same agent.", "invalid")
+    if Turn.objects.filter(chat=chat, state="active").exists():
+        raise Refused(f"A turn is running in {chat.uri}; move the chat once it ends.", "turn_in_progress")
+    if Chat.objects.filter(session=target).count() >= MAX_CHATS_PER_SESSION:
+        raise Refused(TOO_MANY_CHATS, "conflict")
+    chat.session, chat.modified = target, timezone.now()
+    Chat.objects.filter(pk=chat.pk).update(session=target, modified=chat.modified)
+    touch(source)
+    touch(target)
+    publish_many(source.tenant_id, [
+        (source.uri, {"type": "session/chatRemoved", "chat": chat.uri}, None),
+        (target.uri, {"type": "session/chatAdded", "summary": chat_summary(chat)}, None),
+    ])
+    summary_changed(source, **chat_catalogue(source))
+    summary_changed(target, **chat_catalogue(target))
+    result = {"previousSession": source.uri, "previousChat": chat.uri, "session": target.uri, "chat": chat.uri,
+              "movedChats": [{"previousChat": chat.uri, "chat": chat.uri}]}
+    notify(source.tenant_id, "chat/moved", {"channel": chat.uri, **result})
+    ChatMove.objects.create(tenant_id=source.tenant_id, request_id=request_id, chat_id=chat.id,
+                            destination_chat_id=destination.id, result=result)
+    return result

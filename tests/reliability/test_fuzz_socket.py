@@ -106,6 +106,8 @@ def action_fields(places, client_id):
         "terminal/input": {"data": texts},
         "terminal/resized": {"cols": json_values, "rows": json_values},
         "terminal/claimed": {"claim": json_values},
+        "terminal/titleChanged": {"title": json_values},
+        "terminal/cleared": {},
     }
 
 

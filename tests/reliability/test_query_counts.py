@@ -161,7 +161,9 @@ def test_a_turns_end_tells_its_runner_whether_effects_or_a_queued_message_follow
     ended = []
     statements_of_end = queries(lambda: ended.append(actions.do_end_turn(place.turn.pk, response_text="done")))
     assert ended == [(False, False)] and Turn.objects.get(pk=place.turn.pk).state == "complete"
-    assert statements_of_end <= 10  # its actions numbered and logged together: one UPDATE, one INSERT
+    # Its actions numbered and logged together (one UPDATE, one INSERT); the session's chats read
+    # once for the catalogue its status change publishes (root/sessionSummaryChanged).
+    assert statements_of_end <= 11
     turn = actions.do_start_turn(place.principal, place.chat, uuid.uuid4(), "next")
     actions.do_add_turn_effect(place.principal, turn, "set_workspace", {"folder": "/nowhere"})
     assert actions.do_send_message(place.principal, place.chat, "after it")[0] is None  # queued

@@ -6,8 +6,8 @@ from tools_app.models import HostConfig
 
 WORKBENCH = ["add_artifact_or_reference", "remove_artifact_or_reference", "list_artifacts_and_references",
              "addComment", "listComments", "replyToComment", "deleteComments", "resolveComments",
-             "viewUnreviewedComments", "ahp_resource", "ahp_terminals", "schedule_wakeup",
-             "setAgentMergeEnabled", "readAgentMergeCI", "replyToAgentMergeReviewThread", "rerunAgentMergeWorkflow"]
+             "viewUnreviewedComments", "setAgentMergeEnabled", "readAgentMergeCI", "replyToAgentMergeReviewThread",
+             "rerunAgentMergeWorkflow", "ahp_resource", "ahp_terminals", "schedule_wakeup"]  # the host's own three last
 DEFERRED = {"remove_artifact_or_reference", "list_artifacts_and_references", "addComment", "listComments",
             "replyToComment", "deleteComments", "resolveComments", "viewUnreviewedComments", "setAgentMergeEnabled",
             "readAgentMergeCI", "replyToAgentMergeReviewThread", "rerunAgentMergeWorkflow"}
