@@ -362,8 +362,8 @@ class ToolCall(models.Model):
             return {**state, "status": "pending-confirmation", "confirmationTitle": self.confirmation_title}
         if self.confirmation in ("not-needed", "user-action"):
             state["confirmed"] = self.confirmation
-        if self.status == "running":
-            return {**state, "status": "running"}
+        if self.status == "running":  # with what its client has shown so far (chat/toolCallContentChanged)
+            return {**state, "status": "running", **({"content": self.result["content"]} if self.result else {})}
         return {**state, "status": "completed", **(self.result or {})}
 
 

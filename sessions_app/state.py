@@ -6,7 +6,7 @@ from django.db.models import OuterRef, Q, Subquery
 
 from grants.algebra import holds
 
-from .models import ActiveClient, Chat, ChatDraft, PendingMessage, Session, ToolCall, Turn, iso
+from .models import ActiveClient, Chat, ChatBackend, ChatDraft, PendingMessage, Session, ToolCall, Turn, iso
 
 
 # A session takes at most this many chats (sessions_app.actions.chats); a snapshot of an older
@@ -181,6 +181,10 @@ def chat_state(chat):
     queued = [p.to_wire() for p in pending if p.delivery == "queue"]
     if queued:
         state["queuedMessages"] = queued
+    folder = ChatBackend.objects.filter(chat=chat).exclude(working_directory="").values_list(
+        "working_directory", flat=True).first()
+    if folder:  # the chat's own folder (chat/workingDirectorySet); otherwise it works in its session's
+        state["workingDirectories"] = [folder]
     draft = ChatDraft.objects.filter(chat=chat).values_list("message", flat=True).first()
     if draft is not None:
         state["draft"] = draft

@@ -139,6 +139,23 @@ def no_fields(action):
     return {}
 
 
+def directory_fields(action):
+    directory = action.get("directory")
+    if not isinstance(directory, str) or not directory or len(directory) > 1000:
+        raise Refused(f"{action.get('type')} needs a directory: a URI of at most 1000 characters.", "invalid")
+    return {"directory": directory}
+
+
+def tool_content_fields(action):
+    return {**tool_call_fields(action), "content": action.get("content")}
+
+
+def customization_fields(action):
+    if not isinstance(action.get("id"), str):
+        raise Refused("session/customizationToggled needs an id that is a string.", "invalid")
+    return {"id": action["id"]}
+
+
 # The do_* calls: (principal, client_id, target, action, fields, origin) -> outcome. --------------
 
 def complete_tool_call(principal, client_id, chat, action, fields, origin):
@@ -161,6 +178,15 @@ def no_input_request(p, client, chat, a, f, origin):
     # Neither the host's tools nor its agents raise chat/inputRequested; their questions are
     # toolConfirmation entries answered with chat/toolCallConfirmed.
     raise Refused(f"No input request {a.get('requestId')} is open in this chat.", "not_found")
+
+
+NO_CUSTOMIZATIONS = ("This host keeps no session customizations to toggle; a client's own customizations "
+                     "change with session/activeClientSet.")
+
+
+def no_customizations(p, client, session, a, f, origin):
+    # The session's state carries no `customizations`: plugins and rules here are the clients' own.
+    raise Refused(NO_CUSTOMIZATIONS, "not_found")
 
 
 def run_the_turn(consumer, turn):
@@ -213,6 +239,25 @@ CLIENT_ACTIONS = {
     "session/defaultChatChanged": ClientAction(
         "session", "session:read", no_fields,
         lambda p, client, session, a, f, origin: actions.do_set_default_chat(p, session, a.get("defaultChat"), origin)),
+    "session/workingDirectorySet": ClientAction(
+        "session", "session:read", directory_fields,
+        lambda p, client, session, a, f, origin: actions.do_add_working_directory(p, session, f["directory"], origin)),
+    "session/workingDirectoryRemoved": ClientAction(
+        "session", "session:read", directory_fields,
+        lambda p, client, session, a, f, origin: actions.do_remove_working_directory(
+            p, session, f["directory"], origin)),
+    "session/customizationToggled": ClientAction("session", "session:read", customization_fields, no_customizations),
+    "chat/workingDirectorySet": ClientAction(
+        "chat", "session:read", directory_fields,
+        lambda p, client, chat, a, f, origin: actions.do_set_chat_working_directory(p, chat, f["directory"], origin)),
+    "chat/workingDirectoryRemoved": ClientAction(
+        "chat", "session:read", directory_fields,
+        lambda p, client, chat, a, f, origin: actions.do_remove_chat_working_directory(
+            p, chat, f["directory"], origin)),
+    "chat/toolCallContentChanged": ClientAction(
+        "chat", "session:read", tool_content_fields,
+        lambda p, client, chat, a, f, origin: actions.do_client_tool_call_content(
+            p, client, chat, f["turn_id"], f["call_id"], f["content"], origin)),
     "chat/turnStarted": ClientAction(
         "chat", "session:read", turn_started_fields,
         lambda p, client, chat, a, f, origin: actions.do_start_turn(

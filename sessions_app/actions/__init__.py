@@ -2,7 +2,8 @@
 the module of its noun, which checks the grant, writes in one transaction and publishes the AHP
 action(s) clients see. Callers outside sessions_app use the names here."""
 from .chats import (
-    do_archive_chat, do_create_chat, do_dispose_chat, do_move_chat, do_rename_chat, do_set_chat_draft,
+    do_archive_chat, do_create_chat, do_dispose_chat, do_move_chat, do_remove_chat_working_directory, do_rename_chat,
+    do_set_chat_draft, do_set_chat_working_directory,
 )
 from .checks import MAX_MESSAGE_CHARS, check_message_text, check_working_directory, require
 from .clients import (
@@ -21,11 +22,11 @@ from .pending import (
     do_start_queued_turn,
 )
 from .sessions import (
-    do_change_session_config, do_create_session, do_dispose_session, do_move_session, do_set_default_chat, do_set_flag,
-    do_set_server_tools, do_set_title,
+    do_add_working_directory, do_change_session_config, do_create_session, do_dispose_session, do_move_session, do_set_default_chat, do_set_flag,
+    do_remove_working_directory, do_set_server_tools, do_set_title,
 )
 from .tool_calls import (
-    do_ask_about_tool_call, do_begin_tool_call, do_client_complete_tool_call, do_complete_tool_call,
+    do_ask_about_tool_call, do_begin_tool_call, do_client_complete_tool_call, do_client_tool_call_content, do_complete_tool_call,
     do_confirm_tool_call, do_expire_tool_call, do_refuse_tool_call, failure,
 )
 from .subagents import do_end_subagent, do_start_subagent
@@ -35,7 +36,9 @@ from .turns import do_cancel_turn, do_end_turn, do_notify_turn, do_start_turn, d
 __all__ = [
     "ENDPOINT_TURN_CLIENT_ID", "do_end_quiet_endpoint_turn",
     "MAX_MESSAGE_CHARS", "MAX_SPAWN_DEPTH", "ORCHESTRATION_LIMITS", "ORCHESTRATION_WINDOW", "Orchestration",
-    "check_message_text", "check_working_directory", "do_add_turn_effect", "do_archive_chat",
+    "check_message_text", "check_working_directory", "do_add_turn_effect", "do_add_working_directory",
+    "do_client_tool_call_content", "do_remove_chat_working_directory", "do_remove_working_directory",
+    "do_set_chat_working_directory", "do_archive_chat",
     "do_ask_about_tool_call", "do_begin_tool_call", "do_cancel_turn", "do_change_session_config",
     "do_client_complete_tool_call", "do_close_connections", "do_complete_tool_call", "do_confirm_tool_call",
     "do_create_chat", "do_create_session", "do_dispose_chat", "do_dispose_session", "do_end_subagent",

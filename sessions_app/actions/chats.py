@@ -13,7 +13,7 @@ from ..events.log import publish, publish_many
 from ..models import Chat, ChatBackend, ChatDraft, ChatMove, ToolCall, Turn, iso
 from ..state import MAX_CHATS_PER_SESSION, chat_catalogue, chat_summary
 from .checks import MAX_TITLE_CHARS, check_quota, check_title, require, summary_changed, touch
-from .sessions import do_set_title
+from .sessions import set_session_title
 
 TOO_MANY_CHATS = f"A session holds at most {MAX_CHATS_PER_SESSION} chats; delete one before making another."
 
@@ -106,15 +106,18 @@ def do_dispose_chat(principal, chat):
 
 @transaction.atomic
 def do_rename_chat(principal, chat, title):
-    """A chat's title; the default chat's is also its session's."""
-    require(principal, "session:rename", chat.session)
+    """A chat's title; the default chat's is also its session's. The session list hears the new
+    title in the session's whole `chats` catalogue (root/sessionSummaryChanged, one per rename,
+    with the session's `title` too when it is the default chat)."""
+    session = chat.session
+    require(principal, "session:rename", session)
+    check_title(title)
     if chat.is_default:
-        do_set_title(principal, chat.session, title)
-    else:
-        check_title(title)
+        set_session_title(session, title)
     chat.title, chat.modified = title, timezone.now()
     Chat.objects.filter(pk=chat.pk).update(title=title, modified=chat.modified)
     chat_updated(chat, chat.modified, title=title)
+    summary_changed(session, **({"title": title} if chat.is_default else {}), **chat_catalogue(session))
 
 
 @transaction.atomic
@@ -213,3 +216,33 @@ def do_move_chat(principal, chat, destination, request_id, moves_enabled=True):
     ChatMove.objects.create(tenant_id=source.tenant_id, request_id=request_id, chat_id=chat.id,
                             destination_chat_id=destination.id, result=result)
     return result
+
+
+@transaction.atomic
+def do_set_chat_working_directory(principal, chat, directory, origin=None):
+    """chat/workingDirectorySet: the chat's agent works in `directory`, one of its session's. A chat
+    here keeps one folder, so a folder it had before leaves its set first."""
+    from .checks import check_working_directory
+
+    session = chat.session
+    require(principal, "session:folders", session)
+    check_working_directory(session.tenant, directory)
+    if directory not in session.working_directories:
+        raise Refused(f"{directory} is not a working directory of this session; add it with "
+                      "session/workingDirectorySet first.", "invalid")
+    backend = ChatBackend.objects.select_for_update().filter(chat=chat).first()
+    items = []
+    if backend is not None and backend.working_directory not in ("", directory):
+        items.append((chat.uri, {"type": "chat/workingDirectoryRemoved", "directory": backend.working_directory}, None))
+    ChatBackend.objects.update_or_create(chat=chat, defaults={"working_directory": directory})
+    items.append((chat.uri, {"type": "chat/workingDirectorySet", "directory": directory}, origin))
+    publish_many(session.tenant_id, items)
+
+
+@transaction.atomic
+def do_remove_chat_working_directory(principal, chat, directory, origin=None):
+    """chat/workingDirectoryRemoved: the chat no longer keeps `directory` (a no-op when it did not);
+    it works in its session's first folder again, which stays the session's."""
+    require(principal, "session:folders", chat.session)
+    ChatBackend.objects.filter(chat=chat, working_directory=directory).update(working_directory="")
+    publish(chat.session.tenant_id, chat.uri, {"type": "chat/workingDirectoryRemoved", "directory": directory}, origin)

@@ -8,6 +8,7 @@ from ..events.delivery import notify
 from ..events.log import publish
 from ..channels import ROOT, chat_at
 from ..models import Chat, Session, SessionPlacement
+from ..state import chat_catalogue
 from .checks import check_quota, check_title, check_working_directory, require, summary_changed, touch
 
 
@@ -44,7 +45,9 @@ def do_create_session(principal, session_id, provider="echo", working_directorie
         parent=parent, depth=parent.depth + 1 if parent else 0, root_id=parent.root_id if parent else None,
     )
     Chat.objects.create(session=session, is_default=True, creator=principal.person)
-    notify(session.tenant_id, "root/sessionAdded", {"channel": ROOT, "summary": session.summary()})
+    # The summary as listSessions shows it: with its chats catalogue (the default chat) and defaultChat.
+    notify(session.tenant_id, "root/sessionAdded", {"channel": ROOT,
+                                                     "summary": {**session.summary(), **chat_catalogue(session)}})
     publish(session.tenant_id, session.uri, {"type": "session/ready"})
     return session
 
@@ -62,10 +65,16 @@ def do_dispose_session(principal, session):
 def do_set_title(principal, session, title, origin=None):
     require(principal, "session:rename", session)
     check_title(title)
+    set_session_title(session, title, origin)
+    summary_changed(session, title=title)
+
+
+def set_session_title(session, title, origin=None):
+    """The session's title written and session/titleChanged published; the caller tells the
+    session list (root/sessionSummaryChanged) with whatever else changed with it."""
     session.title = title
     touch(session, "title")
     publish(session.tenant_id, session.uri, {"type": "session/titleChanged", "title": title}, origin)
-    summary_changed(session, title=title)
 
 
 @transaction.atomic
@@ -190,3 +199,36 @@ def do_move_session(principal, session, into=None, after=None, independent=False
     touch(session)
     summary_changed(session)
     return session
+
+
+@transaction.atomic
+def do_add_working_directory(principal, session, directory, origin=None):
+    """session/workingDirectorySet: the session's agent may work in `directory` too (a no-op when it
+    already may); it must lie in the tenant's workspace root."""
+    require(principal, "session:folders", session)
+    check_working_directory(session.tenant, directory)
+    session = Session.objects.select_for_update().get(pk=session.pk)
+    if directory not in session.working_directories:
+        session.working_directories = [*session.working_directories, directory]
+    touch(session, "working_directories")
+    publish(session.tenant_id, session.uri, {"type": "session/workingDirectorySet", "directory": directory}, origin)
+    summary_changed(session, workingDirectories=list(session.working_directories))
+
+
+@transaction.atomic
+def do_remove_working_directory(principal, session, directory, origin=None):
+    """session/workingDirectoryRemoved: the session's agent no longer works in `directory` (a no-op
+    when it did not); a chat kept in that folder goes back to the session's first."""
+    from ..models import ChatBackend
+
+    require(principal, "session:folders", session)
+    session = Session.objects.select_for_update().get(pk=session.pk)
+    session.working_directories = [d for d in session.working_directories if d != directory]
+    touch(session, "working_directories")
+    moved = list(ChatBackend.objects.filter(chat__session=session, working_directory=directory).select_related("chat"))
+    ChatBackend.objects.filter(pk__in=[b.pk for b in moved]).update(working_directory="")
+    for backend in moved:
+        backend.chat.session = session
+        publish(session.tenant_id, backend.chat.uri, {"type": "chat/workingDirectoryRemoved", "directory": directory})
+    publish(session.tenant_id, session.uri, {"type": "session/workingDirectoryRemoved", "directory": directory}, origin)
+    summary_changed(session, workingDirectories=list(session.working_directories))

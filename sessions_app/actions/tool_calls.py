@@ -272,3 +272,32 @@ def do_confirm_tool_call(call_id, approved, origin=None):
         _call_action(call, "chat/toolCallConfirmed", origin, **answer),
         (call.turn.chat.session.uri, {"type": "session/inputNeededRemoved", "id": str(call.id)}, None),
     ])
+
+
+def _check_partial_content(content):
+    if not isinstance(content, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("type"), str) and (c["type"] != "text" or isinstance(c.get("text"), str))
+            for c in content):
+        raise Refused("chat/toolCallContentChanged needs content: an array of content items; a text item's text "
+                      "is a string.", "invalid")
+
+
+def do_client_tool_call_content(principal, client_id, chat, turn_id, tool_call_id, content, origin=None):
+    """chat/toolCallContentChanged: what the client running its call has so far, shown on the running
+    call (`content` replaces the last); kept in the call's result until the real result replaces it."""
+    with transaction.atomic():
+        require(principal, "chat:tool", chat.session)
+        _check_partial_content(content)
+        call, announced = _locked_call_in(chat, turn_id, tool_call_id, client_id, principal.person_id)
+        if call is None:
+            raise Refused(f"No tool call {tool_call_id} in turn {turn_id} of this chat.", "not_found")
+        if call.contributor_client_id != client_id:
+            raise Refused(f"Tool call {tool_call_id} belongs to {call.contributor_client_id or 'the host'}, "
+                          f"not {client_id}.")
+        if call.status != "running" or call.confirmation == "asked":
+            raise Refused(f"Tool call {tool_call_id} is not running.", "conflict")
+        if not announced:
+            raise Refused(client_taken(client_id))
+        call.result = {"content": content}
+        publish_many(chat.session.tenant_id, [_call_action(call, "chat/toolCallContentChanged", origin, content=content)],
+                     updating(call, "result"))

@@ -102,6 +102,12 @@ def action_fields(places, client_id):
         "chat/toolCallResultConfirmed": {**turn, "approved": json_values},
         "chat/inputAnswerChanged": {"requestId": texts, "questionId": texts, "answer": json_values},
         "chat/inputCompleted": {"requestId": texts, "response": texts, "answers": json_values},
+        "session/workingDirectorySet": {"directory": fuzzed(texts)},
+        "session/workingDirectoryRemoved": {"directory": fuzzed(texts)},
+        "session/customizationToggled": {"id": fuzzed(texts), "enabled": fuzzed(st.booleans())},
+        "chat/workingDirectorySet": {"directory": fuzzed(texts)},
+        "chat/workingDirectoryRemoved": {"directory": fuzzed(texts)},
+        "chat/toolCallContentChanged": {**turn, "content": fuzzed(st.lists(json_values, max_size=3))},
         # No terminal is open while fuzzing (a shell needs the sandbox): these reach only absent channels.
         "terminal/input": {"data": texts},
         "terminal/resized": {"cols": json_values, "rows": json_values},

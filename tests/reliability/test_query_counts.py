@@ -129,7 +129,7 @@ def test_it_reads_a_chat_snapshot_in_queries_that_do_not_grow_with_its_turns(pla
 
     more_turns(2)
     small, large = counted_at_two_sizes(lambda: state.chat_state(place.chat), lambda: more_turns(15))
-    assert small == large <= 5
+    assert small == large <= 6  # 6: the chat's own folder (its backend row), which its snapshot shows
 
 
 def test_it_loads_a_chats_catalog_in_queries_that_do_not_grow_with_sessions_or_chats(place, acme):

@@ -203,22 +203,76 @@ def reduce_chat(state, action):
 def reduce_root(state, action):
     state, kind = copy.deepcopy(state), action["type"]
     if kind == "root/configChanged":
-        values = action["config"] if action.get("replace") else {**state["config"]["values"], **action["config"]}
-        state["config"] = {**state["config"], "values": values}
+        if "config" in state:  # as the protocol's reducer: a root state without config stays without
+            values = action["config"] if action.get("replace") else {**state["config"]["values"], **action["config"]}
+            state["config"] = {**state["config"], "values": values}
+    elif kind == "root/terminalsChanged":
+        state["terminals"] = action["terminals"]  # the whole list, replaced
+    elif kind == "root/agentsChanged":
+        state["agents"] = action["agents"]
     else:
         raise AssertionError(f"the root reducer does not know {kind}")
     return state
 
 
+SESSION_CHAT_SUMMARY_KEYS = {"resource", "title", "origin", "status"}
+IDENTITY_KEYS = ("resource", "provider", "createdAt")
+
+
+def check_catalogue(summary):
+    """A summary's `chats` (SessionChatSummary[]) and `defaultChat`, as the 1.1 types shape them:
+    each chat exactly its four fields, the default chat one of them."""
+    if "chats" in summary:
+        assert all(set(c) == SESSION_CHAT_SUMMARY_KEYS for c in summary["chats"]), summary["chats"]
+        assert len({c["resource"] for c in summary["chats"]}) == len(summary["chats"]), summary["chats"]
+    if summary.get("defaultChat") is not None and "chats" in summary:
+        assert summary["defaultChat"] in {c["resource"] for c in summary["chats"]}, summary
+
+
 def reduce_session_list(sessions, method, params):
-    """The root channel's session list (listSessions' items) under root/session* notifications."""
+    """The root channel's session list (listSessions' items) under root/session* notifications.
+    root/sessionSummaryChanged's `changes` is a Partial<SessionSummary>: each field present
+    replaces the cached one whole (so `chats` replaces the whole catalogue and `defaultChat` the
+    hint), identity fields are ignored, an unknown session is ignored."""
     if method == "root/sessionAdded":
+        check_catalogue(params["summary"])
         return [params["summary"], *sessions]
     if method == "root/sessionRemoved":
         return [s for s in sessions if s["resource"] != params["session"]]
     if method == "root/sessionSummaryChanged":
-        return [{**s, **params["changes"]} if s["resource"] == params["session"] else s for s in sessions]
+        changes = {k: v for k, v in params["changes"].items() if k not in IDENTITY_KEYS}
+        check_catalogue(changes)
+        reduced = []
+        for s in sessions:
+            if s["resource"] == params["session"]:
+                s = {**s, **changes}
+                if "chats" in changes:
+                    s["chats"] = [dict(c) for c in changes["chats"]]
+                check_catalogue(s)
+            reduced.append(s)
+        return reduced
     raise AssertionError(f"the session list does not know {method}")
+
+
+def reduce_chat_moved(sessions, params):
+    """chat/moved (a notification on each moved chat's old channel, not logged nor replayed): a
+    client applies the whole `movedChats` mapping to its routing (which session owns which chat)
+    and reconciles from the catalogues, which root/sessionSummaryChanged brings here. `sessions`
+    maps a chat URI to its session's URI; the mapping moves every listed chat to `session`.
+    Duplicate notifications of one move are idempotent."""
+    assert params["channel"] in {m["previousChat"] for m in params["movedChats"]}, params
+    assert any(m["previousChat"] == params["previousChat"] and m["chat"] == params["chat"]
+               for m in params["movedChats"]), params
+    routes = dict(sessions)
+    for moved in params["movedChats"]:
+        routes.pop(moved["previousChat"], None)
+        routes[moved["chat"]] = params["session"]
+    return routes
+
+
+def chat_routes(sessions):
+    """chat URI -> session URI, read off a session list's catalogues (reduce_chat_moved's input)."""
+    return {c["resource"]: s["resource"] for s in sessions for c in s.get("chats", [])}
 
 
 def reduce_annotations(state, action):
@@ -258,6 +312,12 @@ def reduce_terminal(state, action):
         state["claim"] = action["claim"]
     elif kind == "terminal/exited":
         state["exitCode"] = action["exitCode"]
+    elif kind == "terminal/titleChanged":
+        state["title"] = action["title"]
+    elif kind == "terminal/cwdChanged":
+        state["cwd"] = action["cwd"]
+    elif kind == "terminal/cleared":
+        state["content"] = []
     else:
         raise AssertionError(f"the terminal reducer does not know {kind}")
     return state

@@ -14,7 +14,7 @@ from tools_app.families.comments.models import FEEDBACK_KEY
 from tools_app.families.mcp_servers import actions as mcp_actions
 
 from .harness import AhpClient, default_chat
-from .reducer import reduce, reduce_session_list
+from .reducer import chat_routes, reduce, reduce_chat_moved, reduce_root, reduce_session_list
 
 ROOT = "ahp-root://"
 
@@ -366,6 +366,8 @@ TERMINAL_ACTIONS = [
     ("typed", {"type": "terminal/input", "data": "echo hi-$((40+2))\n"}, "terminal/data"),
     ("resized", {"type": "terminal/resized", "cols": 90, "rows": 20}, None),
     ("claimed", {"type": "terminal/claimed", "claim": {"kind": "session", "session": "SESSION"}}, None),
+    ("renamed", {"type": "terminal/titleChanged", "title": "logs"}, None),
+    ("cleared", {"type": "terminal/cleared"}, None),
     ("exited", {"type": "terminal/input", "data": "exit 5\n"}, "terminal/exited"),
 ]
 
@@ -389,3 +391,64 @@ def test_a_terminal_action_reduces_to_the_fresh_snapshot(member, workspace, name
         member.action(answer)
         time.sleep(0.3)  # the rest of the shell's output
     watch.assert_consistent()
+
+
+def root_frames(client, after):
+    """The root channel's action envelopes this socket heard numbered after `after`, as sent to it."""
+    return [f["params"] for f in client.notifications
+            if f.get("method") == "action" and f["params"]["channel"] == ROOT and f["params"]["serverSeq"] > after]
+
+
+@pytest.mark.e2e
+def test_a_terminals_life_reduces_to_the_fresh_root_snapshot(member, workspace):
+    """Created, renamed, cleared, exited, disposed: the root's `terminals` kept by
+    root/terminalsChanged, both as logged and as this subscriber heard it."""
+    folder = workspace / "term"
+    folder.mkdir()
+    session = member.create_session(workingDirectories=[folder.as_uri()])
+    watch = Watch(member, ROOT)
+    root, from_seq = watch.before[ROOT]
+    terminal = f"ahp-terminal:/{uuid.uuid4()}"
+    member.call("createTerminal", {"channel": terminal, "session": session, "name": "build"})
+    member.subscribe(terminal)
+    steps = [({"type": "terminal/titleChanged", "title": "logs"}, "terminal/titleChanged"),
+             ({"type": "terminal/cleared"}, "terminal/cleared"),
+             ({"type": "terminal/input", "data": "exit 5\n"}, "terminal/exited")]
+    lists = [member.action("root/terminalsChanged")["action"]["terminals"]]
+    for action, heard in steps:
+        member.dispatch(terminal, action)
+        member.action(heard)
+        if heard != "terminal/cleared":  # the kept output is not in the root's list
+            lists.append(member.action("root/terminalsChanged")["action"]["terminals"])
+        watch.assert_consistent()
+    mine = {"kind": "client", "clientId": "member-client"}
+    assert lists == [[{"resource": terminal, "title": "build", "claim": mine}],
+                     [{"resource": terminal, "title": "logs", "claim": mine}],
+                     [{"resource": terminal, "title": "logs", "claim": mine, "exitCode": 5}]]
+    assert member.call("disposeTerminal", {"channel": terminal}) is None
+    member.action("root/terminalsChanged", terminals=[])
+    watch.assert_consistent()
+    heard = root
+    for envelope in sorted(root_frames(member, from_seq), key=lambda e: e["serverSeq"]):
+        heard = reduce_root(heard, envelope["action"])
+    assert heard == snapshot(member, ROOT)[0] and heard["terminals"] == []
+
+
+def test_a_moved_chat_reduces_to_the_fresh_session_list_and_routes(member):
+    source, target = member.create_session(), member.create_session()
+    chat = f"ahp-chat:/{uuid.uuid4()}"
+    member.call("createChat", {"channel": source, "chat": chat})
+    member.subscribe(chat)
+    watch = Watch(member, source, target)
+    routes = chat_routes(watch.sessions.values())
+    assert routes[chat] == source
+    result = member.call("moveChat", {"channel": chat, "destination": {"kind": "chat", "chat": default_chat(member,
+                                      target)}, "requestId": str(uuid.uuid4())})
+    moved = member.notification("chat/moved")
+    assert moved == {"channel": chat, **result}
+    for _ in range(2):  # the duplicate of a notification is idempotent
+        routes = reduce_chat_moved(routes, moved)
+    member.action("session/chatAdded")
+    watch.assert_consistent()
+    watch.assert_session_list_consistent()
+    assert routes == chat_routes(watch.session_list().values()) and routes[chat] == target

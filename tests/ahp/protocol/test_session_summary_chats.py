@@ -44,3 +44,82 @@ def test_a_chat_s_status_change_publishes_the_whole_chat_catalogue(member):
     # The catalogue is the session channel's, cut to SessionChatSummary's fields.
     snapshot = member.subscribe(session)
     assert ended["chats"] == [{k: c[k] for k in ("resource", "title", "origin", "status")} for c in snapshot["chats"]]
+
+
+def summary_changes(client, session):
+    """Every root/sessionSummaryChanged of `session` up to the one saying its turn ended (all
+    consumed), oldest first."""
+    ended = client.wait_for(lambda f: f.get("method") == "root/sessionSummaryChanged"
+                            and f["params"]["session"] == session
+                            and f["params"]["changes"].get("status", 0) & 31 == 1, describe="the turn's end")
+    frames = [f for f in client.notifications
+              if f.get("method") == "root/sessionSummaryChanged" and f["params"]["session"] == session]
+    for frame in frames:
+        client.notifications.remove(frame)
+    return [f["params"] for f in (*frames, ended)]
+
+
+def test_renaming_a_chat_by_the_tool_publishes_the_whole_chat_catalogue(member):
+    session = member.create_session()
+    main = default_chat(member, session)
+    side = f"ahp-chat:/{uuid.uuid4()}"
+    member.call("createChat", {"channel": session, "chat": side})
+    member.subscribe(ROOT)
+    member.subscribe(main)
+    # A first turn names the main chat (and the session) "hello"; the rename comes in a second.
+    member.reply_to(member.start_turn(main, "hello"))
+    summary_changes(member, session)
+    command = f'/call rename_chat {{"chat": "{side}", "title": "Side work"}}'
+    reply = member.reply_to(member.start_turn(main, command))
+    assert '"title": "Side work"' in reply, reply
+    frames = summary_changes(member, session)
+    modified = [f["changes"].pop("modifiedAt") for f in frames]
+    assert all(isinstance(m, str) for m in modified)
+    catalogue = lambda side_title, status: {  # noqa: E731
+        "chats": [{"resource": main, "title": "hello", "origin": {"kind": "user"}, "status": status},
+                  {"resource": side, "title": side_title, "origin": {"kind": "user"}, "status": 1}],
+        "defaultChat": main}
+    assert frames == [
+        {"channel": ROOT, "session": session, "changes": {"status": 8 | 32, **catalogue("", 8)}},  # 32: read
+        {"channel": ROOT, "session": session, "changes": catalogue("Side work", 8)},
+        {"channel": ROOT, "session": session, "changes": {"status": 1 | 32, **catalogue("Side work", 1)}},
+    ]
+    listed = next(s for s in member.call("listSessions", {"channel": ROOT})["items"] if s["resource"] == session)
+    assert {k: listed[k] for k in ("chats", "defaultChat")} == catalogue("Side work", 1)
+
+
+def test_renaming_the_default_chat_publishes_its_session_title_and_catalogue_in_one_change(member):
+    session = member.create_session()
+    main = default_chat(member, session)
+    member.subscribe(ROOT)
+    member.subscribe(main)
+    reply = member.reply_to(member.start_turn(main, '/call rename_chat {"title": "Main work"}'))
+    assert '"title": "Main work"' in reply, reply
+    frames = summary_changes(member, session)
+    for frame in frames:
+        frame["changes"].pop("modifiedAt")
+    first = '/call rename_chat {"title": "Main work"}'
+    assert frames == [
+        {"channel": ROOT, "session": session, "changes": {
+            "status": 8 | 32, "title": first, "defaultChat": main,
+            "chats": [{"resource": main, "title": first, "origin": {"kind": "user"}, "status": 8}]}},
+        {"channel": ROOT, "session": session, "changes": {
+            "title": "Main work", "defaultChat": main,
+            "chats": [{"resource": main, "title": "Main work", "origin": {"kind": "user"}, "status": 8}]}},
+        {"channel": ROOT, "session": session, "changes": {
+            "status": 1 | 32, "defaultChat": main,
+            "chats": [{"resource": main, "title": "Main work", "origin": {"kind": "user"}, "status": 1}]}},
+    ]
+
+
+def test_a_new_session_s_summary_carries_its_chat_catalogue_as_listed(member):
+    member.subscribe(ROOT)
+    session = member.create_session()
+    added = member.notification("root/sessionAdded")
+    main = default_chat(member, session)
+    assert added == {"channel": ROOT, "summary": {
+        "resource": session, "provider": "echo", "title": "", "status": 1 | 32, "createdAt": added["summary"]["createdAt"],
+        "modifiedAt": added["summary"]["modifiedAt"], "workingDirectories": [],
+        "chats": [{"resource": main, "title": "", "origin": {"kind": "user"}, "status": 1}], "defaultChat": main}}
+    listed = next(s for s in member.call("listSessions", {"channel": ROOT})["items"] if s["resource"] == session)
+    assert added["summary"] == listed
