@@ -1,6 +1,7 @@
 """Child processes started again when they die: runhost's (the serving tier, the Celery worker,
 beat) and the front's serving processes. A child that dies is started again after a pause that
 grows while it keeps dying, and the event logged."""
+import os
 import signal
 import subprocess
 import time
@@ -59,8 +60,24 @@ def stop_children(running, signum=signal.SIGTERM):
         process.send_signal(signum)
     deadline = time.monotonic() + STOP_GRACE_SECONDS
     for process in running:
-        try:
-            process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
+        if not reaped(process, deadline):
             process.kill()
-            process.wait()
+            reaped(process, float("inf"))
+
+
+def reaped(process, deadline):
+    """Whether `process` exited by `deadline` (monotonic), waited for with waitpid itself: the
+    interrupt that stops a supervisor may be raised inside Popen.poll between its lock's acquire
+    and release, and Popen.wait would then wait on that lock for ever."""
+    while process.returncode is None:
+        try:
+            pid, status = os.waitpid(process.pid, os.WNOHANG)
+        except ChildProcessError:
+            return True  # reaped already
+        if pid:
+            process.returncode = os.waitstatus_to_exitcode(status)
+        elif time.monotonic() >= deadline:
+            return False
+        else:
+            time.sleep(0.05)
+    return True

@@ -13,6 +13,7 @@ import pytest
 from websockets.sync.client import connect
 
 from ahp import settings as host_settings
+from ahp.supervision import stop_children
 
 from .conftest import PROCESS_DEADLINE_SECONDS, ROOT, free_port, wait_for_port
 
@@ -212,3 +213,13 @@ def test_runhost_starts_a_dead_child_again_and_never_runs_a_second_beat(tmp_path
     finally:
         rest = interrupt(host)
     assert "Traceback" not in "".join(lines) + rest
+
+
+def test_children_stop_although_an_interrupt_left_popens_lock_held():
+    """The interrupt that stops runhost can land inside Popen.poll while it holds its lock; the
+    stop must not then wait on that lock for ever (it did: runhost hung with its children gone)."""
+    child = subprocess.Popen(["sleep", "30"])
+    child._waitpid_lock.acquire()  # as a KeyboardInterrupt between poll's acquire and its release leaves it
+    started = time.monotonic()
+    stop_children([child], signal.SIGINT)
+    assert time.monotonic() - started < 5 and child.returncode == -signal.SIGINT
