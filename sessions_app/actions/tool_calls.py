@@ -178,12 +178,7 @@ def do_client_complete_tool_call(principal, client_id, chat, turn_id, tool_call_
     with transaction.atomic():
         require(principal, "chat:tool", chat.session)
         _check_result(result)
-        call, announced = _locked_call_in(chat, turn_id, tool_call_id, client_id, principal.person_id)
-        if call is None:
-            raise Refused(f"No tool call {tool_call_id} in turn {turn_id} of this chat.", "not_found")
-        if call.contributor_client_id != client_id:
-            raise Refused(f"Tool call {tool_call_id} belongs to {call.contributor_client_id or 'the host'}, "
-                          f"not {client_id}.")
+        call, announced = _clients_call(chat, turn_id, tool_call_id, client_id, principal.person_id)
         if call.completed is not None:
             raise Refused(f"Tool call {tool_call_id} is already complete.", "conflict")
         # Only the connection of the person who announced the client in this session answers for it.
@@ -213,6 +208,16 @@ def _call_reading(by_root):
                  f"AND {owner})")
     return columns, (f"SELECT {columns.sql}, {announced} FROM {table(ToolCall)} c "
                      f"JOIN {table(Turn)} t ON t.id = c.turn_id WHERE c.id = %s AND c.turn_id = %s AND t.chat_id = %s{lock}")
+
+
+def _clients_call(chat, turn_id, tool_call_id, client_id, person_id):
+    """(call, announced) as _locked_call_in, refused unless the call is there and `client_id` runs it."""
+    call, announced = _locked_call_in(chat, turn_id, tool_call_id, client_id, person_id)
+    if call is None:
+        raise Refused(f"No tool call {tool_call_id} in turn {turn_id} of this chat.", "not_found")
+    if call.contributor_client_id != client_id:
+        raise Refused(f"Tool call {tool_call_id} belongs to {call.contributor_client_id or 'the host'}, not {client_id}.")
+    return call, announced
 
 
 def _locked_call_in(chat, turn_id, tool_call_id, client_id, person_id):
@@ -288,12 +293,7 @@ def do_client_tool_call_content(principal, client_id, chat, turn_id, tool_call_i
     with transaction.atomic():
         require(principal, "chat:tool", chat.session)
         _check_partial_content(content)
-        call, announced = _locked_call_in(chat, turn_id, tool_call_id, client_id, principal.person_id)
-        if call is None:
-            raise Refused(f"No tool call {tool_call_id} in turn {turn_id} of this chat.", "not_found")
-        if call.contributor_client_id != client_id:
-            raise Refused(f"Tool call {tool_call_id} belongs to {call.contributor_client_id or 'the host'}, "
-                          f"not {client_id}.")
+        call, announced = _clients_call(chat, turn_id, tool_call_id, client_id, principal.person_id)
         if call.status != "running" or call.confirmation == "asked":
             raise Refused(f"Tool call {tool_call_id} is not running.", "conflict")
         if not announced:
