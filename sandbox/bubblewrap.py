@@ -231,7 +231,8 @@ class Sandbox:
         `private_folder`, is bound at PRIVATE in this launch only."""
         self.prepare()
         syscalls = seccomp.filter_file()
-        args = [bubblewrap(), "--args", "3", *(("--seccomp", "5") if syscalls else ()), "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid",
+        args = [bubblewrap(), "--args", "3", *(("--seccomp", "5") if syscalls else ()), "--die-with-parent",
+                "--new-session", "--unshare-net", "--unshare-pid",
                 "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"]
         if not self.privileged:
             args.append("--unshare-user")

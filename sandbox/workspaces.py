@@ -57,11 +57,17 @@ def relative_to_host_root(path):
     return os.path.relpath(path, host_root())
 
 
+PREPARED = set()  # (tenant id, root) of the roots this process has prepared
+
+
 def prepared_root(tenant):
     """The tenant's root (real path), made if missing, where its sessions may work: the host's
     root lets every sandbox user pass (not list), the tenant's belongs to its group (setgid, so
-    what any of its sessions makes there stays the group's) and is closed to everyone else."""
+    what any of its sessions makes there stays the group's) and is closed to everyone else.
+    Prepared once per process: every file command and folder check asks for it."""
     root = tenant_root(tenant)
+    if (tenant.id, root) in PREPARED:
+        return root
     if os.geteuid() != 0:
         root.mkdir(parents=True, exist_ok=True)
         return root
@@ -82,6 +88,7 @@ def prepared_root(tenant):
             os.fchmod(fd, 0o2770)
     finally:
         os.close(fd)
+    PREPARED.add((tenant.id, root))
     return root
 
 

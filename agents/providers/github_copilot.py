@@ -263,7 +263,8 @@ class GitHubCopilotProvider:
             raise Refused(NO_MODEL, "no_agent")
         definition = await toolbox.agent_definition()
         mode = definition.builtin_tool_policy().client_mode if definition else "copilot-cli"
-        sandbox = replace(session_sandbox(toolbox.session, destinations=reached), stand_ins=(stand_in,) if stand_in else ())
+        sandbox = replace(session_sandbox(toolbox.session, destinations=reached),
+                          stand_ins=(stand_in,) if stand_in else ())
         storage = self.tenant_storage(toolbox.session.tenant_id) if mode == "empty" else None
         if storage is not None:
             # An empty-mode client keeps its state in its tenant's base directory (the sandbox

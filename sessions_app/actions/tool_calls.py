@@ -216,7 +216,8 @@ def _clients_call(chat, turn_id, tool_call_id, client_id, person_id):
     if call is None:
         raise Refused(f"No tool call {tool_call_id} in turn {turn_id} of this chat.", "not_found")
     if call.contributor_client_id != client_id:
-        raise Refused(f"Tool call {tool_call_id} belongs to {call.contributor_client_id or 'the host'}, not {client_id}.")
+        raise Refused(f"Tool call {tool_call_id} belongs to {call.contributor_client_id or 'the host'}, "
+                      f"not {client_id}.")
     return call, announced
 
 
@@ -281,7 +282,8 @@ def do_confirm_tool_call(call_id, approved, origin=None):
 
 def _check_partial_content(content):
     if not isinstance(content, list) or not all(
-            isinstance(c, dict) and isinstance(c.get("type"), str) and (c["type"] != "text" or isinstance(c.get("text"), str))
+            isinstance(c, dict) and isinstance(c.get("type"), str)
+            and (c["type"] != "text" or isinstance(c.get("text"), str))
             for c in content):
         raise Refused("chat/toolCallContentChanged needs content: an array of content items; a text item's text "
                       "is a string.", "invalid")
@@ -299,5 +301,6 @@ def do_client_tool_call_content(principal, client_id, chat, turn_id, tool_call_i
         if not announced:
             raise Refused(client_taken(client_id))
         call.result = {"content": content}
-        publish_many(chat.session.tenant_id, [_call_action(call, "chat/toolCallContentChanged", origin, content=content)],
+        changed = _call_action(call, "chat/toolCallContentChanged", origin, content=content)
+        publish_many(chat.session.tenant_id, [changed],
                      updating(call, "result"))
