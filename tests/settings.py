@@ -15,13 +15,15 @@ if WORKER and "AHP_VAR_DIR" not in os.environ:
 from ahp.settings import *  # noqa: E402,F401,F403
 from ahp.settings import CHANNEL_LAYERS, REDIS_URL  # noqa: E402
 
-if WORKER and REDIS_URL:
-    CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = f"asgi-{WORKER}"
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": f"{WORKER}-"}
-
-# Sandbox ids: claimed in this checkout's var/ (tests/conftest.py empties it as a run starts), from
-# a range of its own, so two checkouts' runs on one machine never share an id.
+# Two checkouts' runs on one machine share no sandbox id, Redis key or pub/sub channel.
 CHECKOUT = Path(__file__).resolve().parent.parent
 _SLOT = int(hashlib.sha256(str(CHECKOUT).encode()).hexdigest(), 16) % 80
+
+if WORKER and REDIS_URL:
+    CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = f"asgi-{_SLOT}-{WORKER}"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": f"{_SLOT}-{WORKER}-"}
+
+# Sandbox ids: claimed in this checkout's var/ (tests/conftest.py empties it as a run starts), from
+# a range of its own.
 AHP_SANDBOX_IDS = f"{200000 + _SLOT * 10000}-{200000 + _SLOT * 10000 + 9999}"
 AHP_SANDBOX_ID_FOLDER = str(CHECKOUT / "var" / "xdist" / "sandbox-ids")
