@@ -30,7 +30,7 @@ SECONDS = 30  # how long the client waits for any one frame
 
 
 class RequestFailed(Exception):
-    """The host answered a request with a JSON-RPC error."""
+    """The host answered a request with an error, rejected an action, or the turn did not complete."""
 
 
 class Connection:
@@ -117,6 +117,8 @@ def run_turn(connection: Connection, chat: str, text: str) -> str:
             return "".join(reply.values())
         elif kind == "chat/error":
             raise RequestFailed(f"The turn failed: {action['error']['message']}")
+        elif kind == "chat/turnCancelled":
+            raise RequestFailed("The turn was cancelled.")
 
 
 def main() -> int:
