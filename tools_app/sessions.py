@@ -55,6 +55,17 @@ def do_start_session(principal, session_id, provider="echo", working_directories
     return session
 
 
+@transaction.atomic
+def do_fork_session(principal, session_id, source, turn_id, config=None, model=None, agent=None):
+    """createSession with `fork` {session, turnId}: a session of the source's agent and working
+    directories, its config the source's with `config` over it, whose default chat starts with
+    copies of the source chat's turns through `turn_id`."""
+    session = do_start_session(principal, session_id, source.provider, source.working_directories,
+                               {**source.config, **(config or {})}, model, agent)
+    actions.do_copy_session_fork(principal, source, turn_id, session)
+    return session
+
+
 def capture_servers(session):
     """Inside the transaction that created `session`: keep its servers, list them after commit."""
     row = do_capture_mcp_servers(session)

@@ -65,6 +65,18 @@ def fork_point(principal, session, origin):
     return turn
 
 
+def do_copy_session_fork(principal, source, turn_id, session):
+    """A forked session's default chat gets copies of the turns of `turn_id`'s chat (a chat of
+    `source`) through that turn (SessionForkSource: "populated with the source session's content up
+    to and including the specified turn's response")."""
+    require(principal, "chat:fork", source)
+    parsed = parse_uuid(turn_id) if isinstance(turn_id, str) else None
+    turn = parsed and Turn.objects.filter(chat__session=source, id=parsed).exclude(state="active").first()
+    if not turn:
+        raise Refused(f"Invalid params: fork.turnId {turn_id} is not an ended turn of {source.uri}.", "invalid")
+    copy_turns_through(turn, Chat.objects.get(session=session, is_default=True))
+
+
 def copy_turns_through(last, chat):
     """Copies of the ended turns of `last`'s chat up to and including `last`, oldest first, into
     `chat`, each with copies of its tool calls (new ids, so each chat's calls stay its own)."""

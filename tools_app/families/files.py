@@ -412,3 +412,12 @@ def do_move_file(principal, source, destination, fail_if_exists=False):
         with held(hands, src.path) as (source_folder, name), held(hands, dst.path) as (target_folder, target_name):
             os.rename(name, target_name, src_dir_fd=source_folder, dst_dir_fd=target_folder)
     return {}
+
+
+def request_access(principal, uri, read, write):
+    """resourceRequest: granted ({}) only when the caller already holds what it asks (a request
+    with neither flag asks to read); this host prompts no one, so access is never widened."""
+    grants = (["session:read"] if read or not write else []) + (["session:folders"] if write else [])
+    for grant in grants:
+        allowed_place(principal, uri, grant)
+    return {}
