@@ -50,6 +50,7 @@ def do_create_chat(principal, session, chat_id, title="", origin=None):
         copy_turns_through(forked, chat)
     touch(session)
     publish(session.tenant_id, session.uri, {"type": "session/chatAdded", "summary": chat_summary(chat)})
+    summary_changed(session, **chat_catalogue(session))
     return chat
 
 
@@ -114,6 +115,7 @@ def do_dispose_chat(principal, chat):
     chat.delete()
     touch(session)
     publish(session.tenant_id, session.uri, {"type": "session/chatRemoved", "chat": uri})
+    summary_changed(session, **chat_catalogue(session))
 
 
 @transaction.atomic
@@ -143,6 +145,7 @@ def do_archive_chat(principal, chat):
     session = chat.session
     touch(session)
     publish(session.tenant_id, session.uri, {"type": "session/chatRemoved", "chat": chat.uri})
+    summary_changed(session, **chat_catalogue(session))
 
 
 @transaction.atomic
