@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from kernel.refusals import Refused
-from sandbox.beneath import as_identity, open_beneath, open_root
+from sandbox.beneath import as_identity, open_beneath, open_root, remove_tree
 from sandbox.bubblewrap import Sandbox
 from sandbox.workspaces import OutsideWorkspace, checked_folder, folder_path, host_root, is_within, \
     relative_to_host_root
@@ -291,20 +291,6 @@ def do_make_folder(principal, uri):
         finally:
             os.close(folder)
     return {}
-
-
-def remove_tree(folder, name):
-    """`name` in the open `folder` and all in it, by descriptor: links are removed, not followed."""
-    inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
-    try:
-        for entry in os.scandir(inner):
-            if entry.is_dir(follow_symlinks=False):
-                remove_tree(inner, entry.name)
-            else:
-                os.unlink(entry.name, dir_fd=inner)
-    finally:
-        os.close(inner)
-    os.rmdir(name, dir_fd=folder)
 
 
 def do_delete_file(principal, uri, recursive=False):
