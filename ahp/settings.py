@@ -22,7 +22,8 @@ ENVIRONMENT_KEYS = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "ALLOWED_HOSTS", 
                     "AHP_MAX_CONNECTIONS_PER_PERSON", "SECURE_PROXY_SSL_HEADER",
                     "AHP_SANDBOX_IDS", "AHP_SANDBOX_ID_FOLDER", "AHP_SANDBOX_CPU_SECONDS", "AHP_SANDBOX_MEMORY_MB",
                     "AHP_SANDBOX_SESSION_MEMORY_MB", "AHP_SANDBOX_PROCESSES", "AHP_MAX_TERMINALS_PER_SESSION",
-                    "AHP_SANDBOX_FILE_MB", "AHP_STDIO_MCP_SERVERS", "AHP_MCP_LISTING_WORKERS", "AHP_SERVING_PROCESSES")
+                    "AHP_SANDBOX_FILE_MB", "AHP_STDIO_MCP_SERVERS", "AHP_MCP_LISTING_WORKERS", "AHP_SERVING_PROCESSES",
+                    "AHP_RESOURCE_WATCH_SECONDS")
 
 
 def _env_bool(name, default):
@@ -109,6 +110,8 @@ AHP_TRUSTED_PROXIES = _env_networks("AHP_TRUSTED_PROXIES")
 AHP_AGENT_MERGE_POLL_SECONDS = _env_count("AHP_AGENT_MERGE_POLL_SECONDS", 60)
 # How long a pooled MCP client may sit unused before it is closed (a stdio server's process ends).
 AHP_MCP_IDLE_SECONDS = _env_count("AHP_MCP_IDLE_SECONDS", 300)
+# How often a subscribed resource watch lists its place (createResourceWatch).
+AHP_RESOURCE_WATCH_SECONDS = float(os.environ.get("AHP_RESOURCE_WATCH_SECONDS") or 1)
 
 INSTALLED_APPS = [
     "daphne",

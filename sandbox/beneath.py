@@ -60,6 +60,20 @@ def open_root(path):
     return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
 
 
+def remove_tree(folder, name):
+    """`name` in the open `folder` and all in it, by descriptor: links are removed, not followed."""
+    inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
+    try:
+        for entry in os.scandir(inner):
+            if entry.is_dir(follow_symlinks=False):
+                remove_tree(inner, entry.name)
+            else:
+                os.unlink(entry.name, dir_fd=inner)
+    finally:
+        os.close(inner)
+    os.rmdir(name, dir_fd=folder)
+
+
 def _set_fs_ids(uid, gid):
     # setfsuid/setfsgid change the calling thread alone (glibc does not broadcast them to the
     # process's other threads, as it does setuid): other threads keep acting as the host.

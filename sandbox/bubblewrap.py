@@ -39,7 +39,7 @@ from pathlib import Path
 from django.conf import settings
 
 from . import cgroups, identity, seccomp
-from .beneath import as_identity, open_beneath, open_root
+from .beneath import as_identity, open_beneath, open_root, remove_tree
 from .outbound import check_destination
 from .proxy import PROXIES, Destinations
 from .workspaces import folder_path, host_root, relative_to_host_root
@@ -383,9 +383,10 @@ def kill_user(uid):
     return False
 
 
-def end_sandbox(key):
+def end_sandbox(key, own_folder=None, tenant_id=None):
     """The session is gone: everything still running in its sandbox ends, its proxy stops, its
-    user id is free again."""
+    own folder (`own_folder`, a path beneath the host's root, the session's `tenant_id`) is
+    removed as its user once nothing of it runs, and its user id is free again."""
     folder = sandbox_root() / str(key)
     PROXIES.stop_under(folder / "proxies")
     release_held(str(key))
@@ -394,10 +395,32 @@ def end_sandbox(key):
         (folder / "control" / "alive").unlink()
     except FileNotFoundError:
         pass
-    if uid is not None and kill_user(uid):
+    ended = uid is None or kill_user(uid)
+    if ended and own_folder is not None and (uid is not None or os.geteuid() != 0):
+        remove_own_folder(Sandbox(str(key), tenant_id=tenant_id).owner(), Path(own_folder))
+    if uid is not None and ended:
         identity.free_sandbox_user(str(key))
     cgroups.remove_group(str(key))
     shutil.rmtree(folder, ignore_errors=True)  # its home goes with it; the bridge sees no marker either way
+
+
+def remove_own_folder(owner, path):
+    """`path` and all in it removed as `owner` (uid, gid), by descriptor beneath the host's root:
+    a link on the way is never followed, a link inside is removed, not followed."""
+    root = open_root(str(host_root()))
+    try:
+        with as_identity(*owner):
+            parent = open_beneath(root, relative_to_host_root(str(path.parent)), os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                remove_tree(parent, path.name)
+            finally:
+                os.close(parent)
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        logger.warning("The session's own folder %s was not removed: %s", path, error.strerror)
+    finally:
+        os.close(root)
 
 
 def session_folders(session):

@@ -12,6 +12,7 @@ from .models import CHAT_URI_PREFIX, PUBLISHED_TOOLS, SESSION_URI_PREFIX, Chat, 
 ROOT = "ahp-root://"
 ANNOTATIONS_SUFFIX = "/annotations"
 TERMINAL_URI_PREFIX = "ahp-terminal:/"  # its rows are tools_app's (families/terminals)
+RESOURCE_WATCH_PREFIX = "ahp-resource-watch:/"  # a connection's own channel (ahp/protocol/watches.py), no row
 
 
 def parse(uri):

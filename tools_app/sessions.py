@@ -8,11 +8,12 @@ from agents.registry import PROVIDERS, get_provider
 from kernel.after_commit import after_commit
 from kernel.refusals import Refused
 from sandbox.bubblewrap import end_sandbox
+from sandbox.workspaces import OutsideWorkspace, tenant_root
 from sessions_app import actions
 
 from .families.mcp_servers.actions import do_capture_mcp_servers
 from .families.computers.tools import end_session_computers
-from .families.terminals.actions import terminals_changed
+from .families.terminals.actions import SESSIONS_FOLDER, terminals_changed
 from .families.terminals.models import Terminal
 from .families.session.listing import session_config_schema
 from .families.mcp_servers.pool import POOL
@@ -55,6 +56,17 @@ def do_start_session(principal, session_id, provider="echo", working_directories
     return session
 
 
+@transaction.atomic
+def do_fork_session(principal, session_id, source, turn_id, config=None, model=None, agent=None):
+    """createSession with `fork` {session, turnId}: a session of the source's agent and working
+    directories, its config the source's with `config` over it, whose default chat starts with
+    copies of the source chat's turns through `turn_id`."""
+    session = do_start_session(principal, session_id, source.provider, source.working_directories,
+                               {**source.config, **(config or {})}, model, agent)
+    actions.do_copy_session_fork(principal, source, turn_id, session)
+    return session
+
+
 def capture_servers(session):
     """Inside the transaction that created `session`: keep its servers, list them after commit."""
     row = do_capture_mcp_servers(session)
@@ -66,17 +78,28 @@ def capture_servers(session):
 @transaction.atomic
 def do_end_session(principal, session):
     """disposeSession: the rows go, then (after commit) whatever the host kept for the session."""
-    session_id = session.id
+    session_id, tenant_id = session.id, session.tenant_id
     held_terminals = Terminal.objects.filter(session_id=session_id).exists()
+    own = own_folder_path(session)
     actions.do_dispose_session(principal, session)
     if held_terminals:  # they went with it: the root catalogue says so once
-        terminals_changed(session.tenant_id)
-    after_commit(f"closing what the host kept for session {session_id}", lambda: forget_session(session_id))
+        terminals_changed(tenant_id)
+    after_commit(f"closing what the host kept for session {session_id}",
+                 lambda: forget_session(session_id, own, tenant_id))
 
 
-def forget_session(session_id):
+def own_folder_path(session):
+    """Where the session's own folder is, if it has one (`<tenant root>/.sessions/<id>`, made for a
+    session without a working directory), or None for a tenant whose root is misplaced."""
+    try:
+        return tenant_root(session.tenant) / SESSIONS_FOLDER / str(session.id)
+    except OutsideWorkspace:
+        return None
+
+
+def forget_session(session_id, own_folder=None, tenant_id=None):
     POOL.close_session(session_id)
-    end_sandbox(session_id)
+    end_sandbox(session_id, own_folder, tenant_id)
     end_session_computers(session_id)
     for provider in PROVIDERS.values():
         forget = getattr(provider, "forget", None)

@@ -47,6 +47,7 @@ from tools_app.definitions.agent_definitions import is_builtin_tools, tool_entri
 
 from ..conversations import do_keep_conversation, resumed_conversation
 from ..harness import RunningTurns, builtin_permission, claude_cli, host_connection, not_installed
+from ..instructions import session_instructions
 
 logger = logging.getLogger(__name__)
 # The host's own servers are allowed whole on purpose: the host checks their calls, not the CLI.
@@ -370,8 +371,7 @@ class ClaudeProvider:
         def offered(name):
             return run_by_cli.get(name) or f"mcp__{CLIENT_SERVER if snapshot.bindings[name].client_id else HOST_SERVER}__{name}"
 
-        instructions = "\n\n".join([f"You are the agent of AHP session {toolbox.session.uri}, run by an AHP host.",
-                                    *snapshot.instructions, *([definition.instructions] if definition else [])])
+        instructions = session_instructions(toolbox.session, snapshot, definition)
         worker = AgentDefinition(
             description="Works on a task you hand it, with the session's tools, in a chat of its own; answers what it found.",
             prompt=f"You are a sub-agent in AHP session {toolbox.session.uri}: do the task you are given with your "

@@ -38,6 +38,7 @@ from sandbox.proxy import PLACEHOLDER_KEY, StandIn
 
 from ..conversations import do_keep_conversation, resumed_conversation
 from ..harness import RunningTurns, builtin_permission, copilot_cli, host_connection, not_installed
+from ..instructions import session_instructions
 
 logger = logging.getLogger(__name__)
 
@@ -284,6 +285,8 @@ class GitHubCopilotProvider:
                   "description": "Works on a task you hand it, with the session's tools, in a chat of its own.",
                   "tools": [name for name in await toolbox.tool_origin_names() if name in held]}
         options = {"model": connection.get("model") or DEFAULT_MODEL, **policy, "tools": tools, "streaming": True,
+                   "system_message": {"mode": "append",
+                                      "content": session_instructions(toolbox.session, snapshot, definition)},
                    "custom_agents": [worker],
                    "on_permission_request": permission_handler(toolbox, connection),
                    "working_directory": sandbox.working_directory}

@@ -38,7 +38,7 @@ from tools_app.runtime import interrupt_turn, run_turn
 from sessions_app.events import presence as process  # this process's sockets
 from sessions_app.events.presence import ensure_started
 
-from . import bookkeeping, errors, frames, methods, subscriptions, throttle
+from . import bookkeeping, errors, frames, methods, subscriptions, throttle, watches
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +99,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
         self.client_id = None
         self.connection_id = None
         self.subscriptions = set()
+        self.watches = {}  # channel -> watches.Watch: the resource watches this connection made
         self.heard = {}  # channel -> process.Heard: what this socket has sent of it
         self.turn_tasks = set()
         self.background = set()  # tasks that must not block this consumer's own messages
@@ -178,6 +179,8 @@ class AhpConsumer(AsyncWebsocketConsumer):
             return
         self.left = True
         process.untrack(self)
+        for channel in list(getattr(self, "watches", ())):
+            watches.release(self, channel)
         try:
             for channel in list(getattr(self, "subscriptions", ())) if layer_up else ():
                 await self.channel_layer.group_discard(events.group_for(channel, self.tenant.pk), self.channel_name)

@@ -16,9 +16,9 @@ from sessions_app.channels import chat_at, parse, session_at
 from sessions_app.models import Session, Turn
 from tools_app.config import HostConfig
 from tools_app.live import refresh_server_tools
-from tools_app.sessions import do_end_session, do_start_session
+from tools_app.sessions import do_end_session, do_fork_session, do_start_session
 
-from . import client_actions, errors, resources, session_config, subscriptions, terminals
+from . import client_actions, completions, errors, resources, session_config, subscriptions, terminals, watches
 
 SUPPORTED_VERSIONS = ("1.1.0", "1.0.0")  # newest first; docs/wire.md says what 1.1.0 adds
 SERVER_INFO = {"name": "ahp-host", "version": "0.1.0"}
@@ -133,6 +133,8 @@ async def reconnect(consumer, params):
 
 async def subscribe(consumer, params):
     uri = errors.require(params, "channel", str)
+    if uri.startswith(watches.PREFIX):
+        return {"snapshot": await watches.subscribe(consumer, uri)}
     if parse(uri)[0] is None:
         raise errors.RpcError(errors.NOT_FOUND, f"No channel {uri} here.")
     if not await database_sync_to_async(subscriptions.may_subscribe)(consumer, uri):
@@ -141,7 +143,9 @@ async def subscribe(consumer, params):
 
 
 async def unsubscribe(consumer, params):
-    await subscriptions.unsubscribe(consumer, errors.require(params, "channel", str))
+    uri = errors.require(params, "channel", str)
+    await subscriptions.unsubscribe(consumer, uri)
+    watches.release(consumer, uri)
     return None
 
 
@@ -206,10 +210,18 @@ async def create_session(consumer, params):
         raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: config must be an object.")
     active_client = params.get("activeClient")
     model, agent = selected_model(params.get("model")), selected_agent(params.get("agent"))
+    fork = params.get("fork")
+    if fork is not None and not (isinstance(fork, dict) and isinstance(fork.get("session"), str)
+                                 and isinstance(fork.get("turnId"), str)):
+        raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: fork must be a SessionForkSource {session, turnId}.")
 
     def create():
         with transaction.atomic():
-            session = do_start_session(consumer.principal, session_id, provider, folders, config, model, agent)
+            if fork is None:
+                session = do_start_session(consumer.principal, session_id, provider, folders, config, model, agent)
+            else:  # the source's agent and folders: the fork's provider and workingDirectories are ignored
+                session = do_fork_session(consumer.principal, session_id, session_or_not_found(consumer, fork["session"]),
+                                          fork["turnId"], config, model, agent)
             if active_client is not None:
                 actions.do_set_active_client(consumer.principal, session, consumer.client_id, active_client)
         refresh_server_tools([session])
@@ -375,7 +387,9 @@ METHODS = {
     "fetchTurns": fetch_turns,
     "resolveSessionConfig": session_config.resolve_session_config,
     "sessionConfigCompletions": session_config.session_config_completions,
+    **completions.COMMANDS,
     **resources.COMMANDS,
+    **watches.COMMANDS,
     **terminals.COMMANDS,
 }
 BEFORE_INITIALIZE = {"initialize", "reconnect", "ping"}

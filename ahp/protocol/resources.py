@@ -76,7 +76,14 @@ async def resource_move(consumer, params):
     return await answered(lambda: files.do_move_file(consumer.principal, source, destination, fail_if_exists))
 
 
+async def resource_request(consumer, params):
+    uri = errors.require(params, "uri", str)
+    read, write = flag(params, "read"), flag(params, "write")
+    return await answered(lambda: files.request_access(consumer.principal, uri, read, write))
+
+
 COMMANDS = {
+    "resourceRequest": resource_request,
     "resourceCopy": resource_copy,
     "resourceMove": resource_move,
     "resourceResolve": resource_resolve,

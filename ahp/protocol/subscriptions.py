@@ -8,7 +8,7 @@ from agents.registry import agent_infos
 from kernel.orm import database_sync_to_async
 from sessions_app import actions, events, state
 from grants.algebra import holds
-from sessions_app.channels import ROOT, annotations_session_at, chat_at, parse, session_at
+from sessions_app.channels import RESOURCE_WATCH_PREFIX, ROOT, annotations_session_at, chat_at, parse, session_at
 from sessions_app.events import presence
 from sessions_app.models import ActionLog, ActiveClient
 from tools_app.config import HostConfig, config_schema, wire_values
@@ -127,9 +127,11 @@ def leave_session(consumer, uri):
 
 
 async def drop_unreadable(consumer):
-    """Leave the channels the connection's (changed) grants no longer let it read."""
+    """Leave the channels the connection's (changed) grants no longer let it read (a resource
+    watch checks the caller's access at each listing)."""
     unreadable = await database_sync_to_async(
-        lambda: [uri for uri in consumer.subscriptions if not may_subscribe(consumer, uri)])()
+        lambda: [uri for uri in consumer.subscriptions
+                 if not uri.startswith(RESOURCE_WATCH_PREFIX) and not may_subscribe(consumer, uri)])()
     for uri in unreadable:
         await leave(consumer, uri)
     if unreadable:

@@ -2,7 +2,7 @@
 the module of its noun, which checks the grant, writes in one transaction and publishes the AHP
 action(s) clients see. Callers outside sessions_app use the names here."""
 from .chats import (
-    do_archive_chat, do_create_chat, do_dispose_chat, do_move_chat, do_remove_chat_working_directory, do_rename_chat,
+    do_archive_chat, do_copy_session_fork, do_create_chat, do_dispose_chat, do_move_chat, do_remove_chat_working_directory, do_rename_chat,
     do_set_chat_draft, do_set_chat_working_directory,
 )
 from .checks import MAX_MESSAGE_CHARS, check_message_text, check_working_directory, require
@@ -41,7 +41,7 @@ __all__ = [
     "do_set_chat_working_directory", "do_archive_chat",
     "do_ask_about_tool_call", "do_begin_tool_call", "do_cancel_turn", "do_change_session_config",
     "do_client_complete_tool_call", "do_close_connections", "do_complete_tool_call", "do_confirm_tool_call",
-    "do_create_chat", "do_create_session", "do_dispose_chat", "do_dispose_session", "do_end_subagent",
+    "do_copy_session_fork", "do_create_chat", "do_create_session", "do_dispose_chat", "do_dispose_session", "do_end_subagent",
     "do_end_turn", "do_expire_tool_call", "do_move_chat", "do_move_session", "do_notify_turn", "do_open_connections",
     "do_open_tools_endpoint", "do_refuse_tool_call", "do_release_client", "do_remove_active_client",
     "do_remove_pending_message",

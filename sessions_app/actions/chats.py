@@ -50,6 +50,7 @@ def do_create_chat(principal, session, chat_id, title="", origin=None):
         copy_turns_through(forked, chat)
     touch(session)
     publish(session.tenant_id, session.uri, {"type": "session/chatAdded", "summary": chat_summary(chat)})
+    summary_changed(session, **chat_catalogue(session))
     return chat
 
 
@@ -63,6 +64,18 @@ def fork_point(principal, session, origin):
         raise Refused(f"Invalid params: source.turnId {origin.get('turn_id') or '(none)'} is not an ended turn of "
                       f"ahp-chat:/{origin.get('chat_id')}.", "invalid")
     return turn
+
+
+def do_copy_session_fork(principal, source, turn_id, session):
+    """A forked session's default chat gets copies of the turns of `turn_id`'s chat (a chat of
+    `source`) through that turn (SessionForkSource: "populated with the source session's content up
+    to and including the specified turn's response")."""
+    require(principal, "chat:fork", source)
+    parsed = parse_uuid(turn_id) if isinstance(turn_id, str) else None
+    turn = parsed and Turn.objects.filter(chat__session=source, id=parsed).exclude(state="active").first()
+    if not turn:
+        raise Refused(f"Invalid params: fork.turnId {turn_id} is not an ended turn of {source.uri}.", "invalid")
+    copy_turns_through(turn, Chat.objects.get(session=session, is_default=True))
 
 
 def copy_turns_through(last, chat):
@@ -102,6 +115,7 @@ def do_dispose_chat(principal, chat):
     chat.delete()
     touch(session)
     publish(session.tenant_id, session.uri, {"type": "session/chatRemoved", "chat": uri})
+    summary_changed(session, **chat_catalogue(session))
 
 
 @transaction.atomic
@@ -131,6 +145,7 @@ def do_archive_chat(principal, chat):
     session = chat.session
     touch(session)
     publish(session.tenant_id, session.uri, {"type": "session/chatRemoved", "chat": chat.uri})
+    summary_changed(session, **chat_catalogue(session))
 
 
 @transaction.atomic

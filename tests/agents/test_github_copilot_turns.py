@@ -11,6 +11,7 @@ from sessions_app.models import ToolCall
 from ..ahp.protocol.harness import AhpClient, default_chat
 from ..ahp.protocol.test_client_tools import OPEN_FILE, announce, complete
 from ..ahp.protocol.test_worker_chats import PICK
+from ..tools_app.catalog.test_catalog_inputs import data_uri
 from .model_server import ModelServer, ToolUse, tool_result_text, use_tool
 from .test_claude_provider import (
     cancel_a_turn_waiting_on_a_client_tool, offered, the_reply_streams_as_a_part_then_deltas,
@@ -90,3 +91,24 @@ def test_copilots_sub_agent_works_in_a_tool_origin_chat_without_user_chat_tools(
     worker_calls = ToolCall.objects.filter(turn__chat_id=worker["resource"].split("/")[-1])
     assert [(c.tool_name, c.status, c.result["success"]) for c in worker_calls] == [("add", "completed", True)]
     assert [(c.tool_name, c.status) for c in ToolCall.objects.filter(turn_id=turn)] == [("task", "completed")]
+
+
+def test_copilot_is_told_the_tools_instructions_and_the_clients_rules(acme, host, model):
+    rule = "---\nalwaysApply: true\n---\nAnswer in British English.\n"
+    plugin = {"type": "plugin", "id": "style", "uri": "file:///home/dev/plugins/style", "name": "style",
+              "enabled": True, "children": [{"type": "rule", "id": "r1", "name": "style.mdc", "uri": data_uri(rule),
+                                             "alwaysApply": True}]}
+    model.add(tool_result_text("Done: "))
+    with AhpClient(host.port, acme.tokens["member"], "alice") as alice:
+        session = alice.create_session(provider="github-copilot")
+        chat = default_chat(alice, session)
+        alice.subscribe(session)
+        alice.subscribe(chat)
+        alice.dispatch(session, {"type": "session/activeClientSet", "activeClient": {
+            "clientId": alice.client_id, "tools": [], "customizations": [plugin]}})
+        alice.action("session/activeClientSet")
+        alice.reply_to(alice.start_turn(chat, "hello"), timeout=90)
+    system = "\n".join(m["content"] if isinstance(m["content"], str) else "".join(c.get("text", "") for c in m["content"])
+                       for m in model.agent_requests()[0].body["messages"] if m["role"] == "system")
+    assert f"You are the agent of AHP session {session}, run by an AHP host." in system
+    assert "Answer in British English." in system

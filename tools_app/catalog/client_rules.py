@@ -4,10 +4,12 @@
 A published plugin lists its rules as `rule` children (AHP RuleCustomization: uri, name,
 alwaysApply, globs); the text is not part of the customization. Only a rule whose `uri` is a
 `data:` URI carries its text inline; any other rule would have to be read from the client
-(resourceRead), a round trip per model request the catalog does not make, so it is left out.
+(resourceRead), a round trip per model request the catalog does not make, so it is left out,
+with one log line per rule and process (the catalog is read at every model request).
 """
 import base64
 import binascii
+import functools
 import logging
 from urllib.parse import unquote_to_bytes
 
@@ -26,6 +28,12 @@ def data_uri_text(uri):
         return None
 
 
+@functools.lru_cache(maxsize=1024)
+def left_out_by_reference(name, uri):
+    logger.warning("Left out rule %s: it is published by reference (%s), and this host reads only rules "
+                   "whose text a data: URI carries", name, uri[:200])
+
+
 def published_rules(customizations):
     """(file name, text) of each inline rule in the enabled containers a client published."""
     rules = []
@@ -36,7 +44,10 @@ def published_rules(customizations):
             if not isinstance(child, dict) or child.get("type") != "rule" or child.get("enabled") is False:
                 continue
             uri, name = child.get("uri"), child.get("name")
-            if not (isinstance(uri, str) and uri.startswith("data:") and isinstance(name, str)):
+            if not (isinstance(uri, str) and isinstance(name, str)):
+                continue
+            if not uri.startswith("data:"):
+                left_out_by_reference(name, uri)
                 continue
             text = data_uri_text(uri)
             if text is None:

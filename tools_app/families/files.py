@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from kernel.refusals import Refused
-from sandbox.beneath import as_identity, open_beneath, open_root
+from sandbox.beneath import as_identity, open_beneath, open_root, remove_tree
 from sandbox.bubblewrap import Sandbox
 from sandbox.workspaces import OutsideWorkspace, checked_folder, folder_path, host_root, is_within, \
     relative_to_host_root
@@ -293,20 +293,6 @@ def do_make_folder(principal, uri):
     return {}
 
 
-def remove_tree(folder, name):
-    """`name` in the open `folder` and all in it, by descriptor: links are removed, not followed."""
-    inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
-    try:
-        for entry in os.scandir(inner):
-            if entry.is_dir(follow_symlinks=False):
-                remove_tree(inner, entry.name)
-            else:
-                os.unlink(entry.name, dir_fd=inner)
-    finally:
-        os.close(inner)
-    os.rmdir(name, dir_fd=folder)
-
-
 def do_delete_file(principal, uri, recursive=False):
     place = allowed_place(principal, uri, "session:folders")
     if place.path == place.folder:
@@ -411,4 +397,13 @@ def do_move_file(principal, source, destination, fail_if_exists=False):
             raise Refused(f"{dst.path} is a folder; this host moves onto a file or a new name only.", "conflict")
         with held(hands, src.path) as (source_folder, name), held(hands, dst.path) as (target_folder, target_name):
             os.rename(name, target_name, src_dir_fd=source_folder, dst_dir_fd=target_folder)
+    return {}
+
+
+def request_access(principal, uri, read, write):
+    """resourceRequest: granted ({}) only when the caller already holds what it asks (a request
+    with neither flag asks to read); this host prompts no one, so access is never widened."""
+    grants = (["session:read"] if read or not write else []) + (["session:folders"] if write else [])
+    for grant in grants:
+        allowed_place(principal, uri, grant)
     return {}

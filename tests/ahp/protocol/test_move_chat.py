@@ -168,3 +168,25 @@ def test_a_fork_needs_an_ended_turn_of_its_source(member):
         "kind": "fork", "chat": source, "turnId": bogus}})) == (
         -32602, f"Invalid params: source.turnId {bogus} is not an ended turn of {source}.")
     assert fork not in [c["resource"] for c in member.subscribe(session)["chats"]]
+
+
+def test_a_forked_session_starts_with_its_sources_turns_through_the_fork_point(acme, globex, host, member):
+    source = member.create_session(config={"model": "echo-1"})
+    source_chat = new_chat(member, source)
+    first, _ = talk(member, source_chat, "one", "two")
+    forked = f"ahp-session:/{uuid.uuid4()}"
+    assert member.call("createSession", {"channel": forked, "provider": "ignored",
+                                         "fork": {"session": source, "turnId": first}}) is None
+    state = member.subscribe(forked)
+    assert (state["provider"], state["config"]["values"]["model"]) == ("echo", "echo-1")
+    turns = member.subscribe(state["defaultChat"])["turns"]
+    assert [t["message"]["text"] for t in turns] == ["one"] and turns[0]["id"] != first
+    bogus = str(uuid.uuid4())
+    again = f"ahp-session:/{uuid.uuid4()}"
+    assert refusal(lambda: member.call("createSession", {"channel": again, "fork": {"session": source,
+                                                                                    "turnId": bogus}})) == (
+        -32602, f"Invalid params: fork.turnId {bogus} is not an ended turn of {source}.")
+    assert again not in [s["resource"] for s in member.call("listSessions", {"channel": "ahp-root://"})["items"]]
+    with AhpClient(host.port, globex.tokens["admin"], "outsider") as outsider:
+        assert refusal(lambda: outsider.call("createSession", {"channel": again, "fork": {
+            "session": source, "turnId": first}})) == (-32008, f"No session {source} here.")

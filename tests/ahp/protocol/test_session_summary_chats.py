@@ -123,3 +123,31 @@ def test_a_new_session_s_summary_carries_its_chat_catalogue_as_listed(member):
         "chats": [{"resource": main, "title": "", "origin": {"kind": "user"}, "status": 1}], "defaultChat": main}}
     listed = next(s for s in member.call("listSessions", {"channel": ROOT})["items"] if s["resource"] == session)
     assert added["summary"] == listed
+
+
+def catalogue_change(client, session):
+    def matches(frame):
+        params = frame.get("params", {})
+        return (frame.get("method") == "root/sessionSummaryChanged" and params.get("session") == session
+                and "chats" in params["changes"])
+    return client.wait_for(matches, describe=f"the chats of {session}")["params"]["changes"]
+
+
+def test_creating_archiving_or_disposing_a_chat_publishes_the_chat_catalogue(acme, member):
+    from sessions_app import actions
+    from sessions_app.models import Chat
+
+    session = member.create_session()
+    main = default_chat(member, session)
+    member.subscribe(ROOT)
+    side, other = f"ahp-chat:/{uuid.uuid4()}", f"ahp-chat:/{uuid.uuid4()}"
+    member.call("createChat", {"channel": session, "chat": side})
+    assert [c["resource"] for c in catalogue_change(member, session)["chats"]] == [main, side]
+    member.call("createChat", {"channel": session, "chat": other})
+    assert [c["resource"] for c in catalogue_change(member, session)["chats"]] == [main, side, other]
+    member.call("disposeChat", {"channel": side})
+    changes = catalogue_change(member, session)
+    assert [c["resource"] for c in changes["chats"]] == [main, other] and changes["defaultChat"] == main
+    # archive_chat (a tool) archives through the same action
+    actions.do_archive_chat(acme.principal("member"), Chat.objects.get(id=other.removeprefix("ahp-chat:/")))
+    assert [c["resource"] for c in catalogue_change(member, session)["chats"]] == [main]

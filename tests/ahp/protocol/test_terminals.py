@@ -233,6 +233,25 @@ def test_a_session_without_a_working_directory_opens_a_terminal_in_a_folder_of_i
     assert failed.value.message == f"{workspace.as_uri()} is not a folder in the session's working directories."
 
 
+def test_a_sessions_own_folder_goes_with_it_and_a_link_there_is_not_followed(member, workspace):
+    bare = member.create_session()
+    uri = open_terminal(member, bare)
+    folder = Path(os.path.realpath(workspace)) / ".sessions" / bare.removeprefix("ahp-session:/")
+    kept = workspace / "kept"
+    kept.mkdir()
+    (kept / "precious.txt").write_text("keep me")
+    member.dispatch(uri, {"type": "terminal/input", "data": f"mkdir -p a/b; touch a/b/c; ln -s {kept} out; "
+                                                            f"ln -s {kept}/precious.txt a/file; echo done-$((2+2))\n"})
+    output_until(member, uri, "done-4")
+    assert (folder / "out").is_symlink() and (folder / "a" / "b" / "c").is_file()
+    assert member.call("disposeSession", {"channel": bare}) is None
+    deadline = time.monotonic() + 15
+    while folder.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not folder.exists() and folder.parent.is_dir()
+    assert (kept / "precious.txt").read_text() == "keep me"
+
+
 def test_a_disposed_sessions_terminals_leave_the_root_list(member, project):
     member.subscribe(ROOT)
     session = member.create_session(workingDirectories=[project.as_uri()])

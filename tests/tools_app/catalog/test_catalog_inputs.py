@@ -4,6 +4,7 @@ instructions."""
 import base64
 
 from sessions_app.models import Chat
+from tools_app.catalog.client_rules import left_out_by_reference
 from tools_app.catalog.loader import catalog_for_chat
 from tools_app.models import AgentDefinition
 
@@ -62,7 +63,8 @@ def data_uri(text):
     return "data:text/markdown;base64," + base64.b64encode(text.encode()).decode()
 
 
-def test_an_always_applied_rule_a_client_publishes_joins_the_instructions(acme, host):
+def test_an_always_applied_rule_a_client_publishes_joins_the_instructions(acme, host, caplog):
+    left_out_by_reference.cache_clear()
     plugin = {"type": "plugin", "id": "style", "uri": "file:///home/dev/plugins/style", "name": "style",
               "enabled": True, "children": [
                   {"type": "rule", "id": "r1", "name": "style.mdc", "uri": data_uri(RULE), "alwaysApply": True},
@@ -79,6 +81,10 @@ def test_an_always_applied_rule_a_client_publishes_joins_the_instructions(acme, 
         snapshot = catalog_for_chat(Chat.objects.get(id=chat.split("/")[-1]))
     assert snapshot.instructions[-1] == "Answer in British English."
     assert not any("Only when asked" in text for text in snapshot.instructions)
+    # A rule published by reference is left out, and the log says which and why (once).
+    assert [r.getMessage() for r in caplog.records if "by reference" in r.getMessage()] == [
+        "Left out rule remote.mdc: it is published by reference (file:///home/dev/remote.mdc), and this host reads "
+        "only rules whose text a data: URI carries"]
 
 
 def test_an_mcp_entry_names_its_servers_tools_or_only_its_allowed_ones():
