@@ -148,7 +148,7 @@ def test_the_live_view_shows_an_echo_turns_tool_calls_as_they_happen_and_answers
     browser.find_element(By.CSS_SELECTOR, "#live-compose input[type=submit]").click()
     listing = '.live-tool-call[data-tool="list_sessions"]'
     until(browser, lambda: "completed (succeeded)" in text(listing))
-    assert "source host" in text(listing) and '"sessions": [{"session": "ahp-session:/' in text(listing)
+    assert text(f"{listing} .source") == "host" and '"sessions": [{"session": "ahp-session:/' in text(listing)
     until(browser, lambda: last_turn_state() == "complete")
 
     # The page's own client tool: the agent's call waits, running, until the operator answers it.
@@ -157,7 +157,7 @@ def test_the_live_view_shows_an_echo_turns_tool_calls_as_they_happen_and_answers
     browser.find_element(By.CSS_SELECTOR, "#live-compose input[type=submit]").click()
     asking = '.live-tool-call[data-tool="ask_operator"]'  # drawn under the name the page announced
     until(browser, lambda: "running" in text(asking))
-    assert f"source client {ask.split('__')[0]}" in text(asking) and 'input: {"question": "Ship it?"}' in text(asking)
+    assert text(f"{asking} .source") == f"client {ask.split('__')[0]}" and 'input: {"question": "Ship it?"}' in text(asking)
     screenshot(browser, "live-session.png")
     browser.find_element(By.CSS_SELECTOR, f"{asking} input[name=answer]").send_keys("yes, ship it")
     browser.find_element(By.CSS_SELECTOR, f"{asking} .live-answer input[type=submit]").click()
