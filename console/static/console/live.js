@@ -126,7 +126,9 @@
     const url = root.dataset.catalogUrl.replace("00000000-0000-0000-0000-000000000000", session.split("/").pop())
       + "?chat=" + chat.split("/").pop();
     const answer = await fetch(url, {headers: {Authorization: "Bearer " + root.dataset.token}});
-    if (answer.ok) catalog = Object.fromEntries((await answer.json()).tools.map((t) => [t.name, t.label]));
+    if (!answer.ok) return;
+    const explained = await answer.json();
+    catalog = Object.fromEntries([...explained.builtins, ...explained.tools].map((t) => [t.name, t.label]));
   }
 
   // Who provides the tool: a client that announced it, the chat's catalog (the host, a plugin,
