@@ -134,3 +134,18 @@ def test_it_says_which_mcp_server_failed_and_why_and_which_entry_was_left_out(ac
                                  "none of its tools are offered.", "failed": True},
         {"name": "wiki", "state": "Listed 1 tool(s); they are in the catalog above.", "failed": False}]
     assert tool(explained, "wiki_search")["label"] == "MCP server wiki"
+
+
+def test_a_disconnected_clients_tools_are_shown_with_the_time_they_stay_until(acme, session):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from console.explainer import explain_chat
+    from sessions_app.models import ActiveClient
+
+    release = timezone.now().replace(microsecond=0) + timedelta(seconds=30)
+    ActiveClient.objects.create(session=session, client_id="ide", owner=acme.member, release_at=release, tools=[
+        {"name": "pick", "description": "Pick a file", "inputSchema": {"type": "object", "properties": {}}}])
+    explained = explain_chat(session.chats.get(is_default=True))
+    assert tool(explained, "ide__pick")["label"] == f"client ide (disconnected; its tools stay until {release:%H:%M:%S})"
