@@ -216,6 +216,7 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+FORMAT_MODULE_PATH = ["ahp.formats"]  # times to the second
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"

@@ -5,18 +5,25 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.http import HttpResponse
+from django.db.models import Count
 from django.urls import path, reverse
+from django.utils import formats
 from django.utils.html import format_html, format_html_join
+from django.utils.text import Truncator
 
 from grants.admin import TenantScopedAdmin, admin_principal
 from kernel.refusals import Refused
 from sessions_app.admin import SessionAdmin
-from sessions_app.models import Session
+from sessions_app.models import Session, Turn
 
 from . import budget
 from .actions import SESSION_GRANTS, do_grant_on_session, do_revoke_on_session, session_grants
-from .audit import OUTCOMES, REFUSAL_REASONS, duration_ms, refusal_sentence, who, write_csv
+from .audit import OUTCOMES, REFUSAL_REASONS, arguments_text, duration_ms, refusal_sentence, who, write_csv
 from .models import AuditEntry
+from .running import activity, with_activity
+
+
+SENTENCE_SHOWN = 90  # characters; the whole sentence is the cell's tooltip and in the CSV
 
 
 class OutcomeFilter(admin.SimpleListFilter):
@@ -43,7 +50,7 @@ class RefusalReasonFilter(admin.SimpleListFilter):
 
 @admin.register(AuditEntry)
 class AuditAdmin(TenantScopedAdmin):
-    list_display = ("created", "person", "session_link", "chat_id", "tool_name", "source", "outcome_label",
+    list_display = ("created", "person", "session_link", "tool_name", "arguments", "source", "outcome_label",
                     "reason_label", "sentence", "duration")
     list_filter = ("tenant", OutcomeFilter, RefusalReasonFilter, "source",
                    ("tool_name", admin.AllValuesFieldListFilter),
@@ -52,6 +59,7 @@ class AuditAdmin(TenantScopedAdmin):
     date_hierarchy = "created"
     change_list_template = "admin/console/auditentry/change_list.html"
     list_per_page = 50
+    ordering = ("-created", "-id")
 
     def get_queryset(self, request):
         return (super().get_queryset(request).with_outcome()
@@ -75,12 +83,12 @@ class AuditAdmin(TenantScopedAdmin):
         if not call.turn_id:
             return "none (sessionless)"
         session = call.turn.chat.session
-        return format_html('<a href="{}">{}</a>', reverse("admin:sessions_app_session_change", args=[session.pk]),
-                           str(session))
+        return format_html('<a href="{}" title="{}">{}</a>', reverse("admin:sessions_app_session_change", args=[session.pk]),
+                           session.pk, session.title or str(session.pk)[:8])
 
-    @admin.display(description="chat")
-    def chat_id(self, call):
-        return str(call.turn.chat_id) if call.turn_id else "—"
+    @admin.display(description="arguments")
+    def arguments(self, call):
+        return format_html("<code>{}</code>", arguments_text(call))
 
     @admin.display(description="outcome", ordering="outcome")
     def outcome_label(self, call):
@@ -92,7 +100,8 @@ class AuditAdmin(TenantScopedAdmin):
 
     @admin.display(description="sentence")
     def sentence(self, call):
-        return refusal_sentence(call)
+        sentence = refusal_sentence(call)
+        return format_html('<span title="{}">{}</span>', sentence, Truncator(sentence).chars(SENTENCE_SHOWN))
 
     @admin.display(description="duration")
     def duration(self, call):
@@ -151,20 +160,63 @@ admin.site.unregister(Session)
 @admin.register(Session)
 class ConsoleSessionAdmin(SessionAdmin):
     form = SessionGrantsForm
-    list_display = (*SessionAdmin.list_display, "budget_used")
+    list_display = ("__str__", "activity_words", "provider", "owner", "tenant", "parent_link", "tree_link", "depth",
+                    "modified", "budget_used")
     fieldsets = (
-        (None, {"fields": [f.name for f in Session._meta.fields]}),
+        (None, {"fields": ("title", "activity_words", "provider", "owner", "tenant", "parent_link", "tree_link",
+                           "depth", "created", "modified", "archived", "working_directory_list")}),
+        ("Chats", {"fields": ("chat_table",)}),
+        ("Turns", {"fields": ("turn_table",)}),
         ("Tools", {"fields": ("catalog",)}),
         ("Per-session grants", {"fields": ("per_session_grants", "grant_person", "grant", "revoke")}),
+        ("As stored", {"classes": ("collapse",), "fields": ("id", "config", "meta")}),
     )
+    TURNS_SHOWN = 20
+
+    def get_queryset(self, request):
+        return with_activity(super().get_queryset(request))
 
     def get_readonly_fields(self, request, obj=None):
-        return [*super().get_readonly_fields(request, obj), "per_session_grants", "catalog"]
+        return [*super().get_readonly_fields(request, obj), "per_session_grants", "catalog", "activity_words",
+                "parent_link", "tree_link", "working_directory_list", "chat_table", "turn_table"]
+
+    @admin.display(description="now")
+    def activity_words(self, session):
+        return activity(session)
+
+    @admin.display(description="working directories")
+    def working_directory_list(self, session):
+        return format_html_join("", "<div><code>{}</code></div>", ((d,) for d in session.working_directories)) or "none"
+
+    @admin.display(description="chats")
+    def chat_table(self, session):
+        chats = session.chats.annotate(turn_count=Count("turns")).order_by("-created")
+        rows = format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", (
+            (format_html('<a href="{}">{}</a>', reverse("admin:sessions_app_chat_change", args=[c.pk]),
+                         c.title or str(c.pk)[:8]), "main" if c.is_default else c.get_origin_kind_display(),
+             c.turn_count, formats.localize(c.created)) for c in chats))
+        return format_html("<table><thead><tr><th>chat</th><th>origin</th><th>turns</th><th>created</th></tr></thead>"
+                           "<tbody>{}</tbody></table>", rows)
+
+    @admin.display(description="latest turns")
+    def turn_table(self, session):
+        turns = (Turn.objects.filter(chat__session=session).select_related("sender").defer("response_parts")
+                 .order_by("-started")[:self.TURNS_SHOWN])
+        rows = format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", (
+            (formats.localize(t.started), format_html('<a href="{}">{}</a>', reverse(
+                "admin:sessions_app_turn_change", args=[t.pk]), Truncator(t.text).chars(80) or "(empty)"),
+             t.sender.username if t.sender else "the tenant's root token", t.state,
+             (t.error or {}).get("message", "")) for t in turns))
+        if not rows:
+            return "none yet"
+        return format_html("<table><thead><tr><th>started</th><th>message</th><th>sent by</th><th>state</th>"
+                           "<th>error</th></tr></thead><tbody>{}</tbody></table>", rows)
 
     @admin.display(description="catalog")
     def catalog(self, session):
-        return format_html('<a href="{}">Why each tool is (not) offered, per chat</a>',
-                           reverse("console:session-catalog", args=[session.pk]))
+        return format_html('<a href="{}">Why each tool is (not) offered, per chat</a> · <a href="{}">Watch it live</a>',
+                           reverse("console:session-catalog", args=[session.pk]),
+                           reverse("console:live", args=[session.tenant.slug]) + f"?session={session.pk}")
 
     def has_change_permission(self, request, obj=None):
         # The page changes the session's grants (through do_*), never the session's own fields.

@@ -2,10 +2,14 @@
 (a refused call is completed with success false and the refusal sentence as its error). A
 refusal's reason is told by its sentence, whose wording the catalog and the grants fix."""
 import csv
+import json
+import re
+from typing import Any
 
 from django.db.models import Case, CharField, Q, Value, When
 
 from grants.models import TenantScopedQuerySet
+from tools_app.credentials import CREDENTIAL_NAME, MASK, masked_url
 
 MESSAGE = "result__error__message"
 
@@ -59,7 +63,7 @@ class AuditQuerySet(TenantScopedQuerySet):
     def for_audit(self):
         return (self.with_outcome()
                 .select_related("tenant", "caller", "turn__sender", "turn__chat__session")
-                .order_by("-created"))
+                .order_by("-created", "-id"))
 
 
 def refusal_sentence(call):
@@ -74,13 +78,41 @@ def duration_ms(call):
     return round((call.completed - call.created).total_seconds() * 1000)
 
 
+# In a string argument (a shell command): `Bearer <token>` and `NAME_TOKEN=<value>`, `--api-key=<value>`.
+BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[^\s'\"]+")
+NAMED_VALUE = re.compile(r"([\w-]*(?:token|key|secret|passw|pwd|credential)[\w-]*)(=|:\s*)([^\s'\"&]+)", re.IGNORECASE)
+ARGUMENTS_SHOWN = 120  # characters of a call's arguments the audit shows
+ARGUMENTS_EXPORTED = 2000  # and the CSV carries
+
+
+def masked(value: Any) -> Any:
+    """A call's arguments with what looks like a credential reading `<set>`: a value under a
+    credential-like key, a URL's userinfo and query, a bearer token or `KEY=value` in a string."""
+    if isinstance(value, dict):
+        return {k: (MASK if value[k] and isinstance(k, str) and CREDENTIAL_NAME.search(k) else masked(value[k]))
+                for k in value}
+    if isinstance(value, list):
+        return [masked(item) for item in value]
+    if isinstance(value, str):
+        value = BEARER.sub(lambda m: f"{m.group(1)} {MASK}", value)
+        value = NAMED_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", value)
+        return re.sub(r"\w+://\S+", lambda m: masked_url(m.group(0)), value)
+    return value
+
+
+def arguments_text(call, limit: int = ARGUMENTS_SHOWN) -> str:
+    """The call's arguments as JSON, credentials masked, cut to `limit` characters."""
+    text = json.dumps(masked(call.input), sort_keys=True, ensure_ascii=False) if call.input else ""
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def who(call):
     """The turn's sender, or for a sessionless call its caller."""
     person = call.turn.sender if call.turn_id else call.caller
     return person.username if person else "nobody"
 
 
-CSV_COLUMNS = ("time", "tenant", "who", "session", "chat", "tool", "source", "contributor", "status",
+CSV_COLUMNS = ("time", "tenant", "who", "session", "chat", "tool", "arguments", "source", "contributor", "status",
                "outcome", "refusal reason", "sentence", "duration ms")
 
 
@@ -88,7 +120,7 @@ def csv_row(call):
     chat = call.turn.chat if call.turn_id else None
     return (call.created.isoformat(), call.tenant.slug, who(call), str(chat.session_id) if chat else "",
             str(chat.id) if chat else "",
-            call.tool_name, call.source, call.contributor_client_id, call.status, call.outcome,
+            call.tool_name, arguments_text(call, ARGUMENTS_EXPORTED), call.source, call.contributor_client_id, call.status, call.outcome,
             call.refusal_reason, refusal_sentence(call), "" if duration_ms(call) is None else duration_ms(call))
 
 

@@ -11,10 +11,12 @@ from . import budget
 from .audit import REFUSAL_REASONS
 from .charts import bars, stacked_columns
 from .models import AuditEntry
+from .running import running_turns, waiting_for_a_person
 
 SOURCES = (("host", "host", "#417690"), ("plugin", "plugin", "#79aec8"), ("client", "client", "#e6a23c"),
            ("mcp", "MCP", "#8e44ad"), ("", "refused before running", "#c0392b"))
 HOURS = 24
+REFRESH_SECONDS = 15
 
 
 def calls_per_hour(tenant, now):
@@ -53,6 +55,8 @@ def busiest_trees(tenant, now, limit=8):
     trees = []
     for root, calls in sorted(roots.items(), key=lambda item: -item[1]):
         spent = None if used is None else used.get(root, {})
+        if not calls and not any((spent or {}).values()):
+            continue  # a tree with no work in the hour is not busy
         trees.append({"root": sessions.get(root), "root_id": root, "tool_calls": calls,
                       "depth": depths.get(root, 0), "spent": spent,
                       "budget": None if spent is None else budget.describe(spent)})
@@ -79,8 +83,8 @@ def dashboard(tenant, now=None):
     tree_rows = []
     for tree in trees:
         name = str(tree["root"] or tree["root_id"])
-        if tree["spent"] is None:
-            tree_rows.append((name, tree["tool_calls"], None))
+        if not any((tree["spent"] or {}).values()):
+            tree_rows.append((f"{name} (tool calls)", tree["tool_calls"], None))
         else:  # the kind closest to its limit is the one that will refuse first
             kind = max(budget.LIMITS, key=lambda k: tree["spent"].get(k, 0) / budget.LIMITS[k])
             tree_rows.append((f"{name} ({kind}s)", tree["spent"].get(kind, 0), budget.LIMITS[kind]))
@@ -100,4 +104,7 @@ def dashboard(tenant, now=None):
         "limits": budget.LIMITS,
         "max_depth": budget.MAX_SPAWN_DEPTH,
         "clients": client_calls(tenant, now),
+        "running_turns": list(running_turns(tenant)),
+        "waiting_for_a_person": list(waiting_for_a_person(tenant)),
+        "refresh_seconds": REFRESH_SECONDS,
     }

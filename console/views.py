@@ -1,7 +1,7 @@
 from django import forms
 from django.contrib import admin
 from django.contrib.admin.views.decorators import staff_member_required
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 
@@ -14,6 +14,7 @@ from tools_app.models import AgentDefinition, HostConfig
 
 from .dashboard import dashboard
 from .explainer import ORIGIN_KINDS, explain_chat, explain_preview
+from .running import running_index
 
 
 def administered_tenant(user, slug):
@@ -97,3 +98,15 @@ def live_sessions(request, slug):
                    websocket_url=f"{sockets}://{request.get_host()}/ahp", providers=provider_choices(),
                    token_minutes=int(PAGE_TOKEN_LIFETIME.total_seconds() // 60), session_id=request.GET.get("session", ""))
     return render(request, "console/live.html", context)
+
+
+@never_cache
+@staff_member_required
+def live_index(request, slug):
+    """The live page's index of the tenant's sessions, as JSON: what runs now and who waits."""
+    try:
+        tenant = administered_tenant(request.user, slug)
+    except Http404 as missing:
+        return JsonResponse({"error": str(missing)}, status=404)
+    page_number = request.GET.get("page", "1")
+    return JsonResponse(running_index(tenant, request.GET.get("q", ""), int(page_number) if page_number.isdigit() else 1))

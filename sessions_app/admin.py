@@ -3,6 +3,7 @@ turns, and tool calls with who ran them, how long they took and what came of the
 from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
+from django.utils.text import Truncator
 
 from grants.admin import TenantScopedAdmin
 
@@ -53,6 +54,7 @@ class SessionAdmin(ReadOnlyBrowser):
     list_filter = ("tenant", TreeFilter, "depth", "provider", "archived")
     search_fields = ("title", "id")
     list_select_related = ("tenant", "owner", "parent", "root")
+    ordering = ("-modified",)
 
     @admin.display(description="parent")
     def parent_link(self, session):
@@ -68,10 +70,11 @@ class SessionAdmin(ReadOnlyBrowser):
 
 @admin.register(Chat)
 class ChatAdmin(ReadOnlyBrowser):
-    list_display = ("__str__", "session_link", "origin", "is_default", "archived", "created")
+    list_display = ("created", "__str__", "session_link", "origin", "is_default", "archived")
     list_filter = ("session__tenant", "origin_kind", "is_default", "archived")
     list_select_related = ("session", "origin_chat")
     search_fields = ("title", "id", "session__id")
+    ordering = ("-created",)
 
     @admin.display(description="session")
     def session_link(self, chat):
@@ -87,9 +90,23 @@ class ChatAdmin(ReadOnlyBrowser):
 
 @admin.register(Turn)
 class TurnAdmin(ReadOnlyBrowser):
-    list_display = ("id", "chat", "sender", "client_id", "state", "started", "ended")
+    list_display = ("started", "session_link", "message", "sender", "client_id", "state", "duration")
     list_filter = ("chat__session__tenant", "state")
-    list_select_related = ("chat", "sender")
+    list_select_related = ("chat__session", "sender")
+    ordering = ("-started",)
+
+    @admin.display(description="session")
+    def session_link(self, turn):
+        return _link(turn.chat.session)
+
+    @admin.display(description="message")
+    def message(self, turn):
+        return format_html('<a href="{}">{}</a>', reverse("admin:sessions_app_turn_change", args=[turn.pk]),
+                           Truncator(turn.text).chars(60) or "(empty)")
+
+    @admin.display(description="duration")
+    def duration(self, turn):
+        return "running" if turn.ended is None else f"{(turn.ended - turn.started).total_seconds():.1f} s"
 
 
 def outcome(call):
@@ -100,17 +117,18 @@ def outcome(call):
         return "cancelled"
     if (call.result or {}).get("success"):
         return "ok"
-    return f"failed: {((call.result or {}).get('error') or {}).get('message', '')}"
+    return Truncator(f"failed: {((call.result or {}).get('error') or {}).get('message', '')}").chars(90)
 
 
 @admin.register(ToolCall)
 class ToolCallAdmin(ReadOnlyBrowser):
-    list_display = ("tool_name", "source", "status", "contributor_client_id", "duration", "call_outcome", "created",
+    list_display = ("created", "tool_name", "source", "status", "contributor_client_id", "duration", "call_outcome",
                     "chat_link")
     list_filter = ("tenant", "status", "source", "created")
     search_fields = ("tool_name", "contributor_client_id")
     list_select_related = ("turn__chat",)
     date_hierarchy = "created"
+    ordering = ("-created",)
 
     @admin.display(description="duration")
     def duration(self, call):
@@ -124,7 +142,10 @@ class ToolCallAdmin(ReadOnlyBrowser):
 
     @admin.display(description="chat")
     def chat_link(self, call):
-        return _link(call.turn.chat) if call.turn_id else "no session"  # POST /api/v1/tools/<name>
+        if not call.turn_id:
+            return "no session"  # POST /api/v1/tools/<name>
+        chat = call.turn.chat
+        return _link(chat, chat.title or str(chat.pk)[:8])
 
 
 @admin.register(ToolsEndpoint)

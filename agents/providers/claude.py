@@ -356,6 +356,12 @@ class ClaudeProvider:
         return {"provider": self.id, "displayName": self.display_name, "description": self.description,
                 "models": list(self.models)}
 
+    def offered_builtins(self, definition) -> tuple[list[str] | None, list[str]]:
+        """The CLI's own built-ins the model receives (None: every one of the claude_code preset)
+        and those excluded, as run_turn hands them to the CLI."""
+        tools, excluded = builtin_tools(definition)
+        return (None if isinstance(tools, dict) else list(tools)), list(excluded)
+
     def runtime_missing(self):
         """NO_CLI while Claude Code is not installed: no turn could start."""
         return None if claude_cli() else NO_CLI

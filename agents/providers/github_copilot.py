@@ -345,6 +345,17 @@ class GitHubCopilotProvider:
             )
         return self._clients[key]
 
+    def offered_builtins(self, definition) -> tuple[list[str] | None, list[str]]:
+        """The CLI's own built-ins the model receives (None: all the CLI has) and those excluded:
+        without a definition only the task tool of the host's sub-agent, as run_turn asks."""
+        if definition is None:
+            return [TASK_TOOL], []
+        policy = definition.builtin_tool_policy()
+
+        def bare(names):
+            return [n.removeprefix("builtin:") for n in names if ":" not in n or n.startswith("builtin:")]
+        return (None if policy.available_tools is None else bare(policy.available_tools)), bare(policy.excluded_tools or [])
+
     def session_options(self, definition):
         """What create_session and resume_session both get from the definition."""
         policy = definition.builtin_tool_policy()

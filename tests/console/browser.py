@@ -56,3 +56,63 @@ def submit(driver, element):
     page = driver.find_element(By.TAG_NAME, "html")
     element.click()
     WebDriverWait(driver, 30, ignored_exceptions=(WebDriverException,)).until(staleness_of(page))
+
+
+class CuttableProxy:
+    """A TCP proxy in front of the test server: the browser's page and socket go through it, and
+    `cut()` drops every connection open now, as a network that fails does; it keeps listening."""
+
+    def __init__(self, port: int):
+        import socket
+        import threading
+
+        self.target = port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.open: list = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.target))
+            with self.lock:
+                self.open += [client, server]
+            for source, sink in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source, sink) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                try:
+                    end.close()
+                except OSError:
+                    pass
+
+    def cut(self) -> None:
+        import socket
+
+        with self.lock:
+            ends, self.open = self.open, []
+        for end in ends:
+            try:
+                end.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.cut()
+        self.listener.close()

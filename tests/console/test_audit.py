@@ -1,6 +1,7 @@
 """The audit: every tool call and every refusal, with who, where, what and why; filtered in
 the admin and exported as CSV."""
 import csv
+import html
 import io
 
 from console.models import AuditEntry
@@ -109,3 +110,59 @@ def test_the_csv_export_never_hands_a_spreadsheet_a_formula(acme, acme_work, ten
     rows = csv.DictReader(io.StringIO(tenant_admin.get(f"{AUDIT}export.csv").content.decode()))
     tools = sorted(row["tool"] for row in rows)
     assert tools == sorted(["'" + formula for formula in formulas] + ["lint"])
+
+
+def made_at(call, seconds_ago):
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from sessions_app.models import ToolCall
+
+    ToolCall.objects.filter(pk=call.pk).update(created=timezone.now().replace(microsecond=0)
+                                               - timedelta(seconds=seconds_ago))
+
+
+def test_the_audit_is_newest_first_to_the_second_with_masked_bounded_arguments_and_the_csv_agrees(
+        acme, acme_work, tenant_admin):
+    from sessions_app.actions import do_begin_tool_call, do_complete_tool_call
+
+    turn = acme_work.turn(acme_work.session())
+    for tool, seconds_ago in (("second", 20), ("newest", 5), ("oldest", 40)):
+        made_at(acme_work.ran(turn, tool), seconds_ago)
+    call = do_begin_tool_call(turn, "Bash", {"command": "curl -H 'Authorization: Bearer sk-live-123' "
+                                                        "https://u:pw@api.example/?key=abc && GITHUB_TOKEN=ghp_9 make",
+                                             "apiKey": "sk-2", "notes": "x" * 300})
+    do_complete_tool_call(call.id, {"success": True, "pastTenseMessage": "Ran", "content": []})
+    made_at(call, 60)
+    response = tenant_admin.get(AUDIT)
+    assert [c.tool_name for c in response.context["cl"].result_list] == ["newest", "second", "oldest", "Bash"]
+    page = response.content.decode()
+    shown = page[page.index("Bash"):]
+    arguments = html.unescape(shown[shown.index("<code>") + 6:shown.index("</code>")])
+    whole = ('{"apiKey": "<set>", "command": "curl -H \'Authorization: Bearer <set>\' https://<set>@api.example/?key=<set> '
+             '&& GITHUB_TOKEN=<set> make", "notes": "' + "x" * 300 + '"}')
+    assert arguments == whole[:119] + "…"
+    assert "sk-" not in page and "ghp_" not in page and "pw@" not in page
+    newest = response.context["cl"].result_list[0].created
+    assert f"{newest:%Y-%m-%d %H:%M:%S}" in page  # times to the second
+    rows = list(csv.DictReader(io.StringIO(tenant_admin.get(f"{AUDIT}export.csv").content.decode())))
+    assert [r["tool"] for r in rows] == ["newest", "second", "oldest", "Bash"]
+    assert rows[3]["arguments"] == whole  # the CSV carries up to 2000 characters
+
+
+def test_the_tool_call_turn_and_chat_lists_are_newest_first(acme, acme_work, tenant_admin):
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from sessions_app.models import Chat, Turn
+
+    sessions = [acme_work.session() for _ in range(3)]
+    for n, session in enumerate(sessions):
+        Chat.objects.filter(session=session).update(created=timezone.now() - timedelta(minutes=n))
+        turn = acme_work.turn(session)
+        Turn.objects.filter(pk=turn.pk).update(started=timezone.now() - timedelta(minutes=n), text=f"turn {n}")
+        made_at(acme_work.ran(turn, f"tool_{n}"), n * 60)
+    listed_of = lambda url: tenant_admin.get(url).context["cl"].result_list
+    assert [c.tool_name for c in listed_of("/admin/sessions_app/toolcall/")] == ["tool_0", "tool_1", "tool_2"]
+    assert [t.text for t in listed_of("/admin/sessions_app/turn/")] == ["turn 0", "turn 1", "turn 2"]
+    assert [c.session_id for c in listed_of("/admin/sessions_app/chat/")] == [s.pk for s in sessions]

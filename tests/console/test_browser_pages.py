@@ -148,7 +148,7 @@ def test_the_live_view_shows_an_echo_turns_tool_calls_as_they_happen_and_answers
     browser.find_element(By.CSS_SELECTOR, "#live-compose input[type=submit]").click()
     listing = '.live-tool-call[data-tool="list_sessions"]'
     until(browser, lambda: "completed (succeeded)" in text(listing))
-    assert "source host" in text(listing) and '"sessions": [{"session": "ahp-session:/' in text(listing)
+    assert text(f"{listing} .source") == "host" and '"sessions": [{"session": "ahp-session:/' in text(listing)
     until(browser, lambda: last_turn_state() == "complete")
 
     # The page's own client tool: the agent's call waits, running, until the operator answers it.
@@ -157,9 +157,31 @@ def test_the_live_view_shows_an_echo_turns_tool_calls_as_they_happen_and_answers
     browser.find_element(By.CSS_SELECTOR, "#live-compose input[type=submit]").click()
     asking = '.live-tool-call[data-tool="ask_operator"]'  # drawn under the name the page announced
     until(browser, lambda: "running" in text(asking))
-    assert f"source client {ask.split('__')[0]}" in text(asking) and 'input: {"question": "Ship it?"}' in text(asking)
+    assert text(f"{asking} .source") == f"client {ask.split('__')[0]}" and 'input: {"question": "Ship it?"}' in text(asking)
     screenshot(browser, "live-session.png")
     browser.find_element(By.CSS_SELECTOR, f"{asking} input[name=answer]").send_keys("yes, ship it")
     browser.find_element(By.CSS_SELECTOR, f"{asking} .live-answer input[type=submit]").click()
     until(browser, lambda: last_turn_state() == "complete" and "completed (succeeded)" in text(asking))
     assert text(".live-turn:last-child .live-markdown") == "yes, ship it"
+
+
+def test_the_audit_fits_1400_pixels_newest_first_with_its_arguments(acme, host, operator, acme_work):
+    from .conftest import SENTENCES
+
+    session = acme_work.session()
+    turn = acme_work.turn(session)
+    for sentence in SENTENCES.values():
+        acme_work.refused(turn, sentence)
+    acme_work.ran(turn, "list_sessions")
+    acme_work.timed_out(turn)
+    with chromium(1400, 900) as browser:
+        log_in(browser, f"http://127.0.0.1:{host.port}", operator.username, OPERATOR_PASSWORD,
+               "/admin/console/auditentry/")
+        rows = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
+        assert rows[0].find_element(By.CSS_SELECTOR, ".field-tool_name").text == "pick"  # the last made
+        assert rows[1].find_element(By.CSS_SELECTOR, ".field-arguments").text == '{"path": "."}'
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= 1400
+        screenshot(browser, "admin-audit.png")
+        browser.get(f"http://127.0.0.1:{host.port}/admin/sessions_app/session/{session.pk}/change/")
+        assert browser.find_element(By.CSS_SELECTOR, ".field-activity_words .readonly").text == "running"
+        screenshot(browser, "admin-session.png")

@@ -1,6 +1,8 @@
 """The live view's page: staff of the tenant only, with a token acting as the operator that
 ends by itself."""
+import json
 import re
+import uuid
 import time
 from datetime import timedelta
 
@@ -63,3 +65,45 @@ def test_another_tenants_page_does_not_exist_and_people_need_staff(acme, globex,
     response = member.get(f"/console/{acme.tenant.slug}/live")
     assert response.status_code == 302 and response["Location"].startswith("/admin/login/")
     assert not ApiToken.objects.filter(name__startswith="console-page-").exists()
+
+
+def test_the_running_now_index_is_the_tenant_admins_alone(acme, globex, tenant_admin):
+    from sessions_app.actions import do_create_session
+
+    do_create_session(acme.principal("member"), uuid.uuid4())
+    index = tenant_admin.get(f"/console/{acme.tenant.slug}/live/sessions").json()
+    assert (index["count"], index["items"][0]["owner"], index["items"][0]["activity"]) == (1, "acme-member", "idle")
+    response = tenant_admin.get(f"/console/{globex.tenant.slug}/live/sessions")
+    assert (response.status_code, response.json()) == (404, {"error": "No such tenant."})
+    acme.member.is_staff = True
+    acme.member.save()
+    member = Client()
+    member.force_login(acme.member)  # staff, but not the tenant's admin
+    response = member.get(f"/console/{acme.tenant.slug}/live/sessions")
+    assert (response.status_code, response.json()) == (404, {"error": "No such tenant."})
+
+
+@pytest.mark.e2e  # real sockets
+def test_allow_from_a_person_without_the_grant_or_of_another_tenant_is_refused_and_the_call_waits(acme, globex, host):
+    from sessions_app.models import ToolCall
+
+    from ..tools_app.families.helpers import Desk
+    from .test_live_steering import waiting_comment
+
+    with Desk(host, acme, role="admin") as desk:
+        desk.client.subscribe(desk.session_uri)
+        waiting_comment(acme, desk.session)
+        turn = desk.start("viewUnreviewedComments")
+        request = desk.client.action("session/inputNeededSet")["action"]["request"]
+        allow = {"type": "chat/toolCallConfirmed", "turnId": turn, "toolCallId": request["id"], "approved": True,
+                 "confirmed": "user-action"}
+        with AhpClient(host.port, acme.tokens["guest"], "guest-client") as guest:
+            guest.dispatch(desk.chat_uri, allow)
+            refused = guest.action("chat/toolCallConfirmed", rejected=True)
+            assert refused["rejectionReason"] == "acme-guest may not chat:answer here"
+        with AhpClient(host.port, globex.tokens["admin"], "globex-client") as stranger:
+            stranger.dispatch(desk.chat_uri, allow)  # another tenant's chat is one that does not exist
+            assert stranger.call("ping", PING) is None and stranger.notifications == []
+        assert ToolCall.objects.get(id=request["id"]).confirmation == "asked"
+        desk.client.dispatch(desk.chat_uri, allow)
+        assert json.loads(desk.client.reply_to(turn))["comments"][0]["text"] == "Off by one"

@@ -108,3 +108,20 @@ def test_a_grant_needs_a_person_of_the_tenant(acme, globex, acme_work, tenant_ad
     assert response.context["adminform"].form.non_field_errors() == [
         "Choose both a person and a grant to give, or neither."]
     assert Session.objects.visible_to(Principal.for_person(globex.tenant, globex.member)).count() == 0
+
+
+def test_the_session_page_reads_in_words_title_activity_chats_and_turns(acme, acme_work, tenant_admin):
+    from sessions_app.actions import do_set_title
+    from sessions_app.models import Turn
+
+    session = acme_work.session()
+    do_set_title(Principal.for_person(acme.tenant, acme.member), session, "Port the parser")
+    turn = acme_work.turn(session)
+    Turn.objects.filter(pk=turn.pk).update(text="Port parse.c to Rust")
+    listing = tenant_admin.get("/admin/sessions_app/session/").content.decode()
+    assert "Port the parser</a></th><td class=\"field-activity_words\">running</td>" in listing
+    page = tenant_admin.get(f"/admin/sessions_app/session/{session.pk}/change/").content.decode()
+    text = " ".join(page.split())
+    assert '<div class="readonly">running</div>' in page and '<div class="readonly">Port the parser</div>' in page
+    assert ">main</td><td>1</td>" in text and "Port parse.c to Rust</a></td><td>acme-member</td><td>active</td>" in text
+    assert "Status:" not in text and "Server tools" not in text

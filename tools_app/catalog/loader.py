@@ -118,12 +118,3 @@ def catalog_for_session(session, chat_origin_kind="user"):
 def catalog_for_chat(chat):
     """The snapshot for one model request in `chat`."""
     return catalog_for_session(chat.session, chat.origin_kind)
-
-
-def preview_catalog(tenant, provider, chat_origin_kind="user", agent_definition=""):
-    """The snapshot a session not yet created would get: `provider`, optionally started with
-    `agent_definition`, in a chat of `chat_origin_kind`, before any client joins."""
-    from sessions_app.models import Session
-
-    config = {"agentDefinition": agent_definition} if agent_definition else {}
-    return assemble_catalog(catalog_inputs(Session(tenant=tenant, provider=provider, config=config), chat_origin_kind))

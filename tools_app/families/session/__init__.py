@@ -99,6 +99,7 @@ def title_strategy(session):
 
 
 def rename_chat_enabled(session):
+    """Offered unless the session's titleStrategy is utility (the host names its chats itself)."""
     return title_strategy(session) != "utility"
 
 

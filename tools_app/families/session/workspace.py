@@ -113,6 +113,7 @@ def set_workspace(context, arguments):
 
 
 def keeps_folder_per_chat(session):
+    """Offered only where the session's provider keeps a folder per chat."""
     provider = get_provider(session.provider) if session is not None else None
     return bool(getattr(provider, "folder_per_chat", False))
 
