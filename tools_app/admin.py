@@ -1,20 +1,21 @@
 import copy
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import path
 from django.utils.html import escape
 
-from grants.admin import TenantScopedAdmin, admin_principal
+from grants.admin import TenantScopedAdmin, admin_principal, administered_tenants
 
 from agents.registry import PROVIDERS, provider_choices
 
 from .agent_connection_rows import ConnectionRowFormSet, from_rows as connections_from_rows, to_rows as connection_rows
-from .actions import do_change_host_config, do_save_agent_definition
+from .actions import do_change_host_config, do_delete_agent_definition, do_save_agent_definition
 from .config import KEYS, ConfigInvalid, HostConfig, apply_changes, checked_changes, wire_values
 from .credentials import masked_mcp_servers
+from .destinations import unreachable_endpoints
 from .families.mcp_servers.forms import ServerRowFormSet, check_server, from_rows, to_rows
 from .models import AgentDefinition
 from .rows_field import RowsField
@@ -140,6 +141,19 @@ class HostConfigAdmin(TenantScopedAdmin):
     def has_delete_permission(self, request, obj=None):
         return False  # a tenant always has a configuration; set it back with the form instead
 
+    def has_add_permission(self, request):
+        # Only a tenant that has none yet gets one: each tenant has exactly one.
+        return self._may(request, None) and self._unconfigured(request).exists()
+
+    def _unconfigured(self, request):
+        return administered_tenants(request.user).filter(host_config__isnull=True)
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        field = super().formfield_for_foreignkey(db_field, request, **kwargs)
+        if db_field.name == "tenant":
+            field.queryset = self._unconfigured(request)
+        return field
+
     def get_urls(self):
         check = path("<path:object_id>/change/check-mcp/<str:name>/", self.admin_site.admin_view(self.check_mcp),
                      name="tools_app_hostconfig_check_mcp")
@@ -167,6 +181,8 @@ class HostConfigAdmin(TenantScopedAdmin):
         if changes or not change:
             saved = do_change_host_config(admin_principal(request.user, obj.tenant), changes)
             obj.pk = saved.pk
+            for sentence in unreachable_endpoints(saved):
+                messages.warning(request, sentence)
 
 
 class AgentDefinitionForm(forms.ModelForm):
@@ -181,6 +197,11 @@ class AgentDefinitionForm(forms.ModelForm):
     class Meta:
         model = AgentDefinition
         fields = ("tenant", "name", "provider", "model", "instructions", "tools")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.initial.get("tools") is None:
+            self.initial["tools"] = []  # the box starts as the empty list it saves as
 
     def clean_tools(self):
         return self.cleaned_data["tools"] if self.cleaned_data["tools"] is not None else []
@@ -200,6 +221,13 @@ class AgentDefinitionAdmin(TenantScopedAdmin):
             obj.tenant, obj.document(), acting=acting, definition=obj if change else None
         )
         obj.pk = saved.pk
+
+    def delete_model(self, request, obj):
+        do_delete_agent_definition(obj, acting=admin_principal(request.user, obj.tenant))
+
+    def delete_queryset(self, request, queryset):
+        for definition in queryset.select_related("tenant"):
+            self.delete_model(request, definition)
 
 
 from .families.mcp_servers import admin as mcp_servers_admin  # noqa: E402,F401  (registers its admins)
