@@ -1,5 +1,7 @@
 import copy
 
+from asgiref.sync import async_to_sync
+
 from django import forms
 from django.contrib import admin, messages
 from django.http import Http404
@@ -9,8 +11,12 @@ from django.utils.html import escape
 
 from grants.admin import TenantScopedAdmin, admin_principal, administered_tenants
 
+from agents.harness import host_connection
+from agents.model_check import model_problem
 from agents.registry import PROVIDERS, provider_choices
+from kernel.refusals import Refused
 
+from .agent_connections import opened_connection
 from .agent_connection_rows import ConnectionRowFormSet, from_rows as connections_from_rows, to_rows as connection_rows
 from .actions import do_change_host_config, do_delete_agent_definition, do_save_agent_definition
 from .config import KEYS, ConfigInvalid, HostConfig, apply_changes, checked_changes, wire_values
@@ -157,7 +163,25 @@ class HostConfigAdmin(TenantScopedAdmin):
     def get_urls(self):
         check = path("<path:object_id>/change/check-mcp/<str:name>/", self.admin_site.admin_view(self.check_mcp),
                      name="tools_app_hostconfig_check_mcp")
-        return [check, *super().get_urls()]
+        check_model = path("<path:object_id>/change/check-model/<str:provider>/",
+                           self.admin_site.admin_view(self.check_model), name="tools_app_hostconfig_check_model")
+        return [check, check_model, *super().get_urls()]
+
+    def check_model(self, request, object_id, provider):
+        """A one-token request to the provider's model as a turn of the tenant would make it (its
+        key, through the outbound rules), answering success or the sentence a turn would fail with."""
+        config = self.get_object(request, object_id)
+        if config is None or not self.has_change_permission(request, config) or provider not in PROVIDERS:
+            raise Http404("No such host configuration or provider.")
+        try:
+            connection = opened_connection(config.agent_connections, provider, host_connection(provider))
+            problem = async_to_sync(model_problem)(provider, connection)
+        except Refused as refused:
+            connection, problem = {}, refused.sentence
+        context = {**self.admin_site.each_context(request), "title": f"Model of {provider}", "config": config,
+                   "provider": provider, "base_url": connection.get("baseUrl"), "problem": problem,
+                   "opts": self.model._meta}
+        return TemplateResponse(request, "admin/tools_app/hostconfig/check_model.html", context)
 
     def check_mcp(self, request, object_id, name):
         """Connect to one saved MCP server as a new session of the tenant would, and show its
