@@ -5,12 +5,13 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.core.exceptions import FieldDoesNotExist
 from django.template.response import TemplateResponse
+from django.utils import timezone
 
 from kernel.admin_deletes import DeletesThroughActions
 from sandbox.workspaces import root_problem
 
 from .actions import (
-    do_add_member, do_delete_person, do_delete_role, do_delete_tenant, do_delete_token, do_mint_token,
+    PAGE_TOKEN_PREFIX, do_add_member, do_delete_person, do_delete_role, do_delete_tenant, do_delete_token, do_mint_token,
     do_remove_member, do_revoke_token, do_save_person, do_save_tenant, do_set_role,
 )
 
@@ -185,6 +186,12 @@ class MembershipForm(forms.ModelForm):
         role = data.get("role")
         if tenant and role and role not in BUILTIN_ROLES and not tenant.roles.filter(name=role).exists():
             self.add_error("role", f"Tenant {tenant.slug} has no role {role}.")
+        username = data.get("username")
+        if not self.instance.pk and tenant and username:
+            held = Membership.objects.filter(tenant=tenant, person__username=username).first()
+            if held:
+                self.add_error("username", f"{username} is already a member of {tenant.slug}, as {held.role}; "
+                                           "change their role on their membership's page.")
         return data
 
     def _post_clean(self):
@@ -204,7 +211,7 @@ class MembershipAdmin(DeletesThroughActions, TenantScopedAdmin):
     def save_model(self, request, obj, form, change):
         tenant = obj.tenant if change else form.cleaned_data["tenant"]
         saved = do_add_member(tenant, form.cleaned_data["username"], form.cleaned_data["role"])
-        obj.pk, obj.person, obj.tenant = saved.pk, saved.person, saved.tenant
+        obj.pk, obj.person, obj.tenant, obj.role = saved.pk, saved.person, saved.tenant, saved.role
 
     delete_related = ("tenant", "person")
 
@@ -213,15 +220,24 @@ class MembershipAdmin(DeletesThroughActions, TenantScopedAdmin):
         do_remove_member(membership.tenant, membership.person)
 
 
+MINT_ROOT_LABEL = "the tenant's root token"
+NO_PERSON = f"Choose the person the token acts as, or tick “{MINT_ROOT_LABEL}”."
+PERSON_AND_ROOT = f"A token acts as one person or is the tenant's root token: choose the person or untick “{MINT_ROOT_LABEL}”."
+
+
 class MintTokenForm(forms.ModelForm):
     person = forms.ModelChoiceField(
         queryset=get_user_model().objects.none(), required=False,
-        help_text="Empty mints the tenant's root token, which holds every grant in the tenant.")
+        help_text="The token acts as this person, with their grants in the tenant.")
+    root = forms.BooleanField(required=False, label=MINT_ROOT_LABEL,
+                              help_text="Instead of a person: a token holding every grant in the tenant.")
     name = forms.CharField(max_length=100, required=False, help_text="Empty: a name is made up.")
+    expires = forms.DateTimeField(required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+                                  help_text="When it stops working by itself; empty for never.")
 
     class Meta:
         model = ApiToken
-        fields = ("tenant", "person", "name")
+        fields = ("tenant", "person", "root", "name", "expires")
 
     def __init__(self, *args, tenants=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -232,6 +248,12 @@ class MintTokenForm(forms.ModelForm):
     def clean(self):
         data = super().clean()
         tenant, person = data.get("tenant"), data.get("person")
+        if not person and not data.get("root"):
+            self.add_error("person", NO_PERSON)
+        if person and data.get("root"):
+            self.add_error("root", PERSON_AND_ROOT)
+        if data.get("expires") and data["expires"] <= timezone.now():
+            self.add_error("expires", "The expiry must be in the future.")
         if tenant and person and not Membership.objects.filter(tenant=tenant, person=person).exists():
             self.add_error("person", f"{person.username} is not a member of {tenant.slug}.")
         if tenant and data.get("name") and ApiToken.objects.filter(tenant=tenant, name=data["name"]).exists():
@@ -244,9 +266,9 @@ class MintTokenForm(forms.ModelForm):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(DeletesThroughActions, TenantScopedAdmin):
-    list_display = ("name", "tenant", "person", "created", "last_used", "revoked")
+    list_display = ("name", "tenant", "person", "created", "last_used", "expires", "revoked")
     list_filter = ("tenant", ("revoked", admin.EmptyFieldListFilter))
-    readonly_fields = ("tenant", "person", "name", "key_id", "created", "last_used", "revoked")
+    readonly_fields = ("tenant", "person", "name", "key_id", "created", "last_used", "expires", "revoked")
     exclude = ("secret_sha256",)
     actions = ("revoke",)
 
@@ -265,14 +287,19 @@ class ApiTokenAdmin(DeletesThroughActions, TenantScopedAdmin):
         return self.readonly_fields if obj else ()
 
     def get_fields(self, request, obj=None):
-        return self.readonly_fields if obj else ("tenant", "person", "name")
+        return self.readonly_fields if obj else MintTokenForm.Meta.fields
+
+    def get_queryset(self, request):
+        # A console page's own token ends by itself with the page; it is not the operator's to manage.
+        return super().get_queryset(request).exclude(name__startswith=PAGE_TOKEN_PREFIX)
 
     def has_change_permission(self, request, obj=None):
         return False  # a token is minted or revoked, never edited
 
     def save_model(self, request, obj, form, change):
         data = form.cleaned_data
-        row, plaintext = do_mint_token(data["tenant"], person=data["person"], name=data["name"] or None)
+        row, plaintext = do_mint_token(data["tenant"], person=data["person"], name=data["name"] or None,
+                                       expires=data["expires"])
         obj.pk, obj.tenant, obj.person, obj.name = row.pk, row.tenant, row.person, row.name
         request.minted_token = (row, plaintext)
 

@@ -269,7 +269,7 @@ class AsyncOutboundTransport(httpx.AsyncHTTPTransport):
         super().__init__(*args, **kwargs)
         self.client_declared = client_declared
 
-    async def handle_request(self, request):
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         from channels.db import database_sync_to_async
 
         check = database_sync_to_async(check_destination, thread_sensitive=False)
@@ -277,7 +277,7 @@ class AsyncOutboundTransport(httpx.AsyncHTTPTransport):
             address = (await check(request.url.host, _port(request.url), self.client_declared))[0]
         except OutboundRefused as refused:
             raise OutboundRefused(refused.sentence, request=request) from None
-        return await super().handle_request(_pinned(request, address))
+        return await super().handle_async_request(_pinned(request, address))
 
 
 async def acheck_url(url, client_declared=False):

@@ -31,9 +31,18 @@ def _host_and_port(text):
     return text, None
 
 
-def parse_rule(text):
-    """The Rule `text` names; ValueError (its message the sentence) when it names none."""
+def parse_rule(text: str) -> Rule:
+    """The Rule `text` names; ValueError (its message the sentence) when it names none or would
+    allow every address: the list makes exceptions to the private-address refusal, not its end."""
     text = text.strip()
+    rule = _parsed(text)
+    if rule.kind == "network" and rule.value.prefixlen == 0:
+        raise ValueError(f"{text} would allow every address, private ones included; "
+                         "name the networks the host may reach (10.0.0.0/8, 127.0.0.1/32).")
+    return rule
+
+
+def _parsed(text: str) -> Rule:
     if not text:
         raise ValueError(f"An allow-list entry is {SHAPE}.")
     host, port = _host_and_port(text)

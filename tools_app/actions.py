@@ -28,8 +28,18 @@ def do_save_agent_definition(tenant, document, *, acting, definition=None):
     if taken.exists():
         raise ValidationError(f"Tenant {tenant.slug} already has an agent definition named {document['name']}.")
     definition.set_document(document)
+    if problem := definition.names_problem():
+        raise problem
     definition.save()  # the model checks the document again, with the client-mode interlock
     return definition
+
+
+@transaction.atomic
+def do_delete_agent_definition(definition: AgentDefinition, *, acting) -> None:
+    """Remove a definition: sessions started with it keep running, new ones may no longer name it."""
+    if not acting.may("config:change"):
+        raise PermissionDenied(MAY_NOT_CHANGE_AGENT_DEFINITIONS)
+    AgentDefinition.objects.for_tenant(definition.tenant).filter(pk=definition.pk).delete()
 
 
 def do_keep_full_output(call_id, text):

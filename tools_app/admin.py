@@ -1,20 +1,27 @@
 import copy
 
+from asgiref.sync import async_to_sync
+
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import path
 from django.utils.html import escape
 
-from grants.admin import TenantScopedAdmin, admin_principal
+from grants.admin import TenantScopedAdmin, admin_principal, administered_tenants
 
+from agents.harness import host_connection
+from agents.model_check import model_problem
 from agents.registry import PROVIDERS, provider_choices
+from kernel.refusals import Refused
 
+from .agent_connections import opened_connection
 from .agent_connection_rows import ConnectionRowFormSet, from_rows as connections_from_rows, to_rows as connection_rows
-from .actions import do_change_host_config, do_save_agent_definition
+from .actions import do_change_host_config, do_delete_agent_definition, do_save_agent_definition
 from .config import KEYS, ConfigInvalid, HostConfig, apply_changes, checked_changes, wire_values
 from .credentials import masked_mcp_servers
+from .destinations import unreachable_endpoints
 from .families.mcp_servers.forms import ServerRowFormSet, check_server, from_rows, to_rows
 from .models import AgentDefinition
 from .rows_field import RowsField
@@ -140,10 +147,41 @@ class HostConfigAdmin(TenantScopedAdmin):
     def has_delete_permission(self, request, obj=None):
         return False  # a tenant always has a configuration; set it back with the form instead
 
+    def has_add_permission(self, request):
+        # Only a tenant that has none yet gets one: each tenant has exactly one.
+        return self._may(request, None) and self._unconfigured(request).exists()
+
+    def _unconfigured(self, request):
+        return administered_tenants(request.user).filter(host_config__isnull=True)
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        field = super().formfield_for_foreignkey(db_field, request, **kwargs)
+        if db_field.name == "tenant":
+            field.queryset = self._unconfigured(request)
+        return field
+
     def get_urls(self):
         check = path("<path:object_id>/change/check-mcp/<str:name>/", self.admin_site.admin_view(self.check_mcp),
                      name="tools_app_hostconfig_check_mcp")
-        return [check, *super().get_urls()]
+        check_model = path("<path:object_id>/change/check-model/<str:provider>/",
+                           self.admin_site.admin_view(self.check_model), name="tools_app_hostconfig_check_model")
+        return [check, check_model, *super().get_urls()]
+
+    def check_model(self, request, object_id, provider):
+        """A one-token request to the provider's model as a turn of the tenant would make it (its
+        key, through the outbound rules), answering success or the sentence a turn would fail with."""
+        config = self.get_object(request, object_id)
+        if config is None or not self.has_change_permission(request, config) or provider not in PROVIDERS:
+            raise Http404("No such host configuration or provider.")
+        try:
+            connection = opened_connection(config.agent_connections, provider, host_connection(provider))
+            problem = async_to_sync(model_problem)(provider, connection)
+        except Refused as refused:
+            connection, problem = {}, refused.sentence
+        context = {**self.admin_site.each_context(request), "title": f"Model of {provider}", "config": config,
+                   "provider": provider, "base_url": connection.get("baseUrl"), "problem": problem,
+                   "opts": self.model._meta}
+        return TemplateResponse(request, "admin/tools_app/hostconfig/check_model.html", context)
 
     def check_mcp(self, request, object_id, name):
         """Connect to one saved MCP server as a new session of the tenant would, and show its
@@ -167,6 +205,8 @@ class HostConfigAdmin(TenantScopedAdmin):
         if changes or not change:
             saved = do_change_host_config(admin_principal(request.user, obj.tenant), changes)
             obj.pk = saved.pk
+            for sentence in unreachable_endpoints(saved):
+                messages.warning(request, sentence)
 
 
 class AgentDefinitionForm(forms.ModelForm):
@@ -181,6 +221,11 @@ class AgentDefinitionForm(forms.ModelForm):
     class Meta:
         model = AgentDefinition
         fields = ("tenant", "name", "provider", "model", "instructions", "tools")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.initial.get("tools") is None:
+            self.initial["tools"] = []  # the box starts as the empty list it saves as
 
     def clean_tools(self):
         return self.cleaned_data["tools"] if self.cleaned_data["tools"] is not None else []
@@ -200,6 +245,13 @@ class AgentDefinitionAdmin(TenantScopedAdmin):
             obj.tenant, obj.document(), acting=acting, definition=obj if change else None
         )
         obj.pk = saved.pk
+
+    def delete_model(self, request, obj):
+        do_delete_agent_definition(obj, acting=admin_principal(request.user, obj.tenant))
+
+    def delete_queryset(self, request, queryset):
+        for definition in queryset.select_related("tenant"):
+            self.delete_model(request, definition)
 
 
 from .families.mcp_servers import admin as mcp_servers_admin  # noqa: E402,F401  (registers its admins)

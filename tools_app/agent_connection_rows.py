@@ -58,6 +58,11 @@ class ConnectionRow(forms.Form):
         if agent and agent not in dict(field.choices):
             field.choices = [*field.choices, (agent, f"{agent} (not on this host)")]
 
+    @property
+    def check_url(self) -> str | None:
+        provider = self.initial.get("provider")
+        return f"check-model/{provider}/" if provider in ("claude", "github-copilot") else None
+
     def clean(self):
         data = super().clean()
         provider = data.get("provider")

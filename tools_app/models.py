@@ -24,7 +24,11 @@ class AgentDefinition(models.Model):
     instructions = models.TextField(blank=True)
     tools = models.JSONField(
         default=list, blank=True,
-        help_text='Tool entries, each with a "kind"; see tools_app/definitions/schemas/agent_definition.json.',
+        help_text='A JSON list of tool entries; empty offers every tool. Each entry is an object with a "kind": '
+                  'a tool\'s name ({"kind": "read"}), an MCP server of the tenant\'s mcpServers ({"kind": "mcp", '
+                  '"serverName": "github", "allowedTools": ["list_issues"]}), another of the tenant\'s agent '
+                  'definitions ({"kind": "agent-definition", "name": "reviewer"}), or the CLI built-ins offered '
+                  '({"kind": "github-cli-builtin-tools", "available-tools": {"tools": ["bash"]}}).',
     )
     modified = models.DateTimeField(auto_now=True)
 
@@ -84,9 +88,28 @@ class AgentDefinition(models.Model):
         builtin_tool_policy(document)  # the client-mode interlock, for definitions that bypassed the schema
         return document
 
+    def names_problem(self) -> AgentDefinitionInvalid | None:
+        """A provider this host does not run, or an MCP server the tenant's mcpServers does not
+        name: refused when saved (a definition loaded later is not, so a server removed since
+        only stops offering its tools)."""
+        from agents.registry import PROVIDERS
+
+        if self.provider and self.provider not in PROVIDERS:
+            return AgentDefinitionInvalid("/provider", f'No provider "{self.provider}" runs on this host; '
+                                                       f'it runs {", ".join(sorted(PROVIDERS))}.')
+        servers = HostConfig.for_tenant(self.tenant).mcp_servers or {} if self.tenant_id else {}
+        for index, entry in enumerate(self.tools if isinstance(self.tools, list) else ()):
+            if isinstance(entry, dict) and entry.get("kind") == "mcp" and entry.get("serverName") not in servers:
+                return AgentDefinitionInvalid(f"/tools/{index}/serverName",
+                                              f'Tenant {self.tenant.slug} has no MCP server "{entry.get("serverName")}" '
+                                              "in its mcpServers.")
+        return None
+
     def clean(self):
         try:
             self.validated_document()
+            if problem := self.names_problem():
+                raise problem
         except AgentDefinitionInvalid as error:
             field = error.field if error.field in self.DOCUMENT_KEYS else NON_FIELD_ERRORS
             raise ValidationError({field: str(error)}) from error

@@ -18,6 +18,7 @@ from django.contrib.auth import get_user_model
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
+from agents.model_check import cli_failure
 from agents.registry import get_provider
 from grants.models import Principal, Tenant
 from kernel.orm import database_sync_to_async
@@ -412,8 +413,12 @@ async def run_turn(turn_id, on_process_loop=True):
             await settle_catalog(turn)
             reply = await get_provider(turn.provider).run_turn(turn.text, ChatToolbox(turn))
         except Exception as exc:
-            logger.exception("Turn %s failed", turn_id)
-            after = await end_turn(turn_id, error=f"{exc.__class__.__name__}: {exc}")
+            sentence = turn and cli_failure(turn.provider, str(exc))
+            if sentence or isinstance(exc, Refused):  # a known failure: its sentence says it all
+                logger.warning("Turn %s failed: %s", turn_id, sentence or exc)
+            else:
+                logger.exception("Turn %s failed", turn_id)
+            after = await end_turn(turn_id, error=f"Refused: {sentence}" if sentence else f"{exc.__class__.__name__}: {exc}")
         else:
             after = await end_turn(turn_id, response_text=reply)
         # What the turn's tools asked for at its end (set_workspace, isolate_session): carried

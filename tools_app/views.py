@@ -4,7 +4,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from .actions import do_save_agent_definition
+from .actions import do_delete_agent_definition, do_save_agent_definition
 from .definitions.agent_definitions import AgentDefinitionInvalid
 from .models import AgentDefinition, FullToolOutput
 
@@ -64,6 +64,13 @@ class AgentDefinitionDetail(APIView):
 
     def put(self, request, definition_id):
         return _save(request, self._definition(request, definition_id), status.HTTP_200_OK)
+
+    def delete(self, request, definition_id):
+        try:
+            do_delete_agent_definition(self._definition(request, definition_id), acting=request.auth)
+        except PermissionDenied as error:
+            return _forbidden(error.args[0])
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class ToolOutputDetail(APIView):

@@ -48,6 +48,7 @@ from tools_app.definitions.agent_definitions import is_builtin_tools, tool_entri
 from ..conversations import do_keep_conversation, resumed_conversation
 from ..harness import RunningTurns, builtin_permission, claude_cli, host_connection, not_installed
 from ..instructions import session_instructions
+from ..model_check import model_problem
 
 logger = logging.getLogger(__name__)
 # The host's own servers are allowed whole on purpose: the host checks their calls, not the CLI.
@@ -403,6 +404,8 @@ class ClaudeProvider:
             raise Refused(NO_CLI, "no_agent")
         # The tenant's endpoint, or the host's (with the host's key: only there).
         connection = await toolbox.agent_connection(self.id, host_connection(self.id))
+        if problem := await model_problem(self.id, connection):
+            raise Refused(problem, "no_agent")
         snapshot = await toolbox.snapshot()
         servers, read_only = await toolbox.runnable_mcp_servers()
         # The model key is the proxy's to add: the CLI holds a placeholder (a Bash call prints no key).

@@ -39,6 +39,7 @@ from sandbox.proxy import PLACEHOLDER_KEY, StandIn
 from ..conversations import do_keep_conversation, resumed_conversation
 from ..harness import RunningTurns, builtin_permission, copilot_cli, host_connection, not_installed
 from ..instructions import session_instructions
+from ..model_check import model_problem
 
 logger = logging.getLogger(__name__)
 
@@ -252,6 +253,8 @@ class GitHubCopilotProvider:
         # The tenant's endpoint (a BYOK baseUrl, or GitHub's models for a githubToken alone), or the
         # host's BYOK provider (with the host's key: only there).
         connection = await toolbox.agent_connection(self.id, host_connection(self.id))
+        if problem := await model_problem(self.id, connection):
+            raise Refused(problem, "no_agent")
         snapshot = await toolbox.snapshot()
         agents = Agents(toolbox, snapshot)
         tools = custom_tools(snapshot, agents)

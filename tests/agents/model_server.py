@@ -109,8 +109,9 @@ class Hold:
 
 
 class ModelServer:
-    def __init__(self, *steps, side_text="Side answer", side=lambda request: not request.tools):
+    def __init__(self, *steps, side_text="Side answer", side=lambda request: not request.tools, refuse=None):
         self.steps = list(steps)
+        self.refuse = refuse  # an HTTP status every model request is answered with (401: a wrong key)
         self.side_text, self.side = side_text, side
         self.requests = []
         self.headers = []  # every request's headers, side questions and listings included
@@ -147,7 +148,8 @@ class ModelServer:
     def reply_to(self, request):
         with self.lock:
             self.requests.append(request)
-            if self.side(request):
+            # The host's one-token check of the endpoint (agents.model_check) is no agent request.
+            if self.side(request) or request.body.get("max_tokens") == 1:
                 return Text(self.side_text)
             step = self.steps.pop(0) if self.steps else Text("The script has no more steps.")
         return step(request) if callable(step) else step
@@ -177,6 +179,11 @@ class ModelServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 path = self.path.split("?")[0]
+                if model.refuse:
+                    model.requests.append(ModelRequest("refused", body))
+                    return self.send_json({"type": "error", "error": {"type": "authentication_error",
+                                                                      "message": "invalid x-api-key"}},
+                                          status=model.refuse)
                 if path.endswith("/messages/count_tokens"):
                     return self.send_json({"input_tokens": 10})
                 if path.endswith("/messages"):

@@ -29,6 +29,15 @@ def test_addmember_creates_the_person_if_missing(db):
     assert Membership.objects.get(person__username="milton").role == "guest"
 
 
+def test_addmember_with_admin_login_lets_a_tenant_admin_sign_in_to_the_admin(db, client):
+    run("createtenant", "initech")
+    printed = run("addmember", "initech", "bill", "--role", "admin", "--admin-login")
+    password = printed.rsplit(" ", 1)[1].strip()
+    assert printed.startswith("bill is admin in initech\nbill signs in at /admin/ with password ")
+    assert client.login(username="bill", password=password)
+    assert client.get("/admin/grants/membership/").status_code == 200
+
+
 def test_addmember_refuses_an_unknown_role(db):
     run("createtenant", "initech")
     with pytest.raises(CommandError, match="Tenant initech has no role boss."):

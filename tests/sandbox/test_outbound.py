@@ -196,3 +196,23 @@ def test_a_server_a_client_declares_on_loopback_needs_an_allow_list_entry_naming
         uri = ide.create_session()
         declare_server(ide, uri, url)
         assert [t["name"] for t in listed(uri, "web")["tools"]] == ["whisper"]
+
+
+def test_the_async_transport_refuses_what_the_rules_refuse_and_passes_what_they_allow(db, settings):
+    import asyncio
+
+    import httpx
+
+    from sandbox.outbound import AsyncOutboundTransport
+
+    async def get(url):
+        async with httpx.AsyncClient(transport=AsyncOutboundTransport(), timeout=5) as http:
+            return (await http.get(url)).status_code
+
+    with http_server() as (url, seen):
+        settings.AHP_OUTBOUND_ALLOW = ""
+        with pytest.raises(OutboundRefused, match="it is a private address and not allow-listed"):
+            asyncio.run(get(url))
+        assert seen == []
+        settings.AHP_OUTBOUND_ALLOW = "127.0.0.1/32"
+        assert asyncio.run(get(url)) == 200

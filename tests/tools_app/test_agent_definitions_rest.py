@@ -12,6 +12,15 @@ LOCKED_DOWN = {
 }
 
 
+@pytest.fixture(autouse=True)
+def github_server(acme):
+    """The tenant's MCP server `github`, which the definitions here name."""
+    from tools_app.models import HostConfig
+
+    HostConfig.objects.filter(pk=HostConfig.for_tenant(acme.tenant).pk).update(
+        mcp_servers={"github": {"type": "http", "url": "https://github.example/mcp"}})
+
+
 def api(token):
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
@@ -140,7 +149,7 @@ def test_an_unknown_id_is_not_found(acme):
 
 def test_it_refuses_a_wrong_method(acme):
     row = stored(acme.tenant, name="reviewer")
-    assert api(acme.tokens["admin"]).delete(f"/api/v1/agent-definitions/{row.pk}").status_code == 405
+    assert api(acme.tokens["admin"]).patch(f"/api/v1/agent-definitions/{row.pk}", {}, format="json").status_code == 405
     assert api(acme.tokens["admin"]).patch("/api/v1/agent-definitions", {}, format="json").status_code == 405
 
 

@@ -4,7 +4,7 @@ from django.db import transaction
 from kernel.refusals import Refused
 from tools_app.models import HostConfig
 
-from .models import SessionMcpServers
+from .models import SessionMcpServers, StdioServer
 from .servers import usable_servers
 
 
@@ -35,3 +35,17 @@ def do_record_client_servers(session_id, client_id, servers):
     row.client_servers = {**(row.client_servers or {}), client_id: servers}
     row.save(update_fields=["client_servers", "modified"])
     return row
+
+
+@transaction.atomic
+def do_save_stdio_server(server: StdioServer) -> StdioServer:
+    """Save an operator's stdio server (new or edited): the next session that names it runs it so."""
+    server.full_clean()
+    server.save()
+    return server
+
+
+@transaction.atomic
+def do_delete_stdio_server(server: StdioServer) -> None:
+    """Remove an operator's stdio server: tenants' entries naming it are left out from the next session."""
+    StdioServer.objects.filter(pk=server.pk).delete()

@@ -4,9 +4,12 @@ from django.contrib import admin
 from django.utils.html import format_html_join
 
 from grants.admin import TenantScopedAdmin
+from kernel.admin_deletes import DeletesThroughActions
+from sandbox.admin import SuperuserOnlyAdmin
 from tools_app.credentials import masked_mcp_servers
 
-from .models import SessionMcpServers
+from .actions import do_delete_stdio_server, do_save_stdio_server
+from .models import SessionMcpServers, StdioServer
 
 
 @admin.register(SessionMcpServers)
@@ -40,3 +43,18 @@ class SessionMcpServersAdmin(TenantScopedAdmin):
             else:
                 rows.append((name, ", ".join(t["name"] for t in listed.get("tools", ())) or "no tools"))
         return format_html_join("\n", "<div><b>{}</b>: {}</div>", rows) or "not listed yet"
+
+
+@admin.register(StdioServer)
+class StdioServerAdmin(DeletesThroughActions, SuperuserOnlyAdmin):
+    """The operator's stdio MCP servers: a tenant's mcpServers picks one by name ("stdio server")."""
+
+    list_display = ("name", "description", "command")
+    fields = ("name", "description", "command", "args", "env", "read_only_paths")
+    search_fields = ("name", "command")
+
+    def save_model(self, request, obj, form, change):
+        do_save_stdio_server(obj)
+
+    def delete_row(self, server):
+        do_delete_stdio_server(server)

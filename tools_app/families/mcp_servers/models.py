@@ -1,3 +1,6 @@
+import os
+
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
@@ -53,6 +56,23 @@ class StdioServer(models.Model):
     def __str__(self):
         return self.name
 
+    def clean(self) -> None:
+        problems = {}
+        if not os.path.isabs(self.command or ""):
+            problems["command"] = "The command is an absolute path (/usr/local/bin/server)."
+        if not _strings(self.args):
+            problems["args"] = 'Write the arguments as a JSON list of strings: ["--flag", "value"].'
+        if not (isinstance(self.env, dict) and _strings(self.env.values()) and _strings(self.env)):
+            problems["env"] = 'Write the environment as a JSON object of names to strings: {"NAME": "value"}.'
+        if not (_strings(self.read_only_paths) and all(os.path.isabs(p) for p in self.read_only_paths)):
+            problems["read_only_paths"] = 'Write the folders as a JSON list of absolute paths: ["/opt/server"].'
+        if problems:
+            raise ValidationError(problems)
+
     def to_entry(self):
         return {"command": self.command, "args": list(self.args), "env": dict(self.env),
                 "readOnlyPaths": list(self.read_only_paths)}
+
+
+def _strings(values: object) -> bool:
+    return isinstance(values, (list, dict, type({}.values()))) and all(isinstance(v, str) for v in values)
