@@ -5,6 +5,7 @@ agent process running for it)."""
 from django.db import transaction
 
 from agents.registry import PROVIDERS, get_provider
+from agents.warm import WARM
 from kernel.after_commit import after_commit
 from kernel.refusals import Refused
 from sandbox.bubblewrap import end_sandbox
@@ -76,6 +77,7 @@ def do_end_session(principal, session):
 
 def forget_session(session_id):
     POOL.close_session(session_id)
+    WARM.evict_session(session_id)
     end_sandbox(session_id)
     end_session_computers(session_id)
     for provider in PROVIDERS.values():
