@@ -12,11 +12,13 @@ process's serving loop (`serve_on`) keep theirs; a turn on a loop of its own (a 
 cold and stops its harness at its end.
 """
 import asyncio
+import hashlib
+import json
 import logging
 import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Callable, Protocol
 
 from django.conf import settings
 
@@ -32,6 +34,46 @@ class Harness(Protocol):
     def alive(self) -> bool: ...
 
     async def stop(self) -> None: ...
+
+
+def launch_digest(*fixed: Any) -> str:
+    """A digest of what a harness is started with: turns with the same one can share its process."""
+    return hashlib.sha256(json.dumps(fixed, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def sandbox_fields(sandbox: Any) -> tuple:
+    """What a harness's sandbox is opened with (not its outbound rule, a function)."""
+    return (sandbox.key, sandbox.tenant_id, sandbox.writable, sandbox.read_only, sandbox.destinations,
+            sandbox.host_destinations, sandbox.limit_overrides, sandbox.host_writable, sandbox.stand_ins)
+
+
+NO_TURN = "No turn of this chat is running."
+
+
+class CurrentTurn:
+    """What a warm harness's callbacks reach (they are bound when it starts): the turn it answers
+    now, its `agents` (which attribute and run each tool call) and its permission asker."""
+
+    def __init__(self, refused: Any) -> None:
+        self.refused = refused  # the permission answer while no turn runs
+        self.agents: Any = None
+        self.asks: Callable | None = None
+
+    def begin(self, agents: Any, asks: Callable) -> None:
+        self.agents, self.asks = agents, asks
+
+    def end(self) -> None:
+        self.agents = self.asks = None
+
+    async def answer(self, name: str, arguments: dict, caller: str | None) -> tuple[str, bool]:
+        """A tool call by `caller` (the SDK's name for the agent or call that made it)."""
+        if self.agents is None:
+            return NO_TURN, True
+        return await self.agents.answer(name, arguments, caller)
+
+    async def ask(self, *request: Any) -> Any:
+        """A permission request, in the SDK's own arguments."""
+        return self.refused if self.asks is None else await self.asks(*request)
 
 
 @dataclass

@@ -46,7 +46,7 @@ from tools_app.definitions.agent_definitions import is_builtin_tools, tool_entri
 from ..conversations import do_keep_conversation, resumed_conversation
 from ..harness import RunningTurns, builtin_permission, claude_cli, host_connection, not_installed
 from ..warm import WARM
-from .claude_process import STDERR_LINES, ClaudeProcess, CurrentTurn, launch_key
+from .claude_process import STDERR_LINES, ClaudeProcess, CurrentClaudeTurn, launch_key
 
 logger = logging.getLogger(__name__)
 # The host's own servers are allowed whole on purpose: the host checks their calls, not the CLI.
@@ -348,7 +348,7 @@ class ClaudeProvider:
         tools, disallowed = builtin_tools(definition)
         return ClaudeAgentOptions(
             cli_path=cli, tools=tools, disallowed_tools=[*disallowed, *own.hidden], setting_sources=[],
-            can_use_tool=current.can_use_tool,
+            can_use_tool=current.ask,
             allowed_tools=[f"mcp__{HOST_SERVER}", f"mcp__{CLIENT_SERVER}", *own.held],
             mcp_servers={**own.config, HOST_SERVER: tool_server(HOST_SERVER, host, current.answer),
                          CLIENT_SERVER: tool_server(CLIENT_SERVER, client, current.answer)},
@@ -374,7 +374,7 @@ class ClaudeProvider:
         sandbox = session_sandbox(toolbox.session, read_only=read_only)
         own = OwnServers(servers, sandbox.working_directory, snapshot, await toolbox.listed_server_tools())
         sandbox = replace(sandbox, read_only=(*sandbox.read_only, *own.programs), stand_ins=(model, *own.stand_ins))
-        agents, current = Agents(toolbox, snapshot, own), CurrentTurn()
+        agents, current = Agents(toolbox, snapshot, own), CurrentClaudeTurn()
         options, tool_lists = self.options(cli, agents, current, await toolbox.tool_origin_names(), connection,
                                            await toolbox.agent_definition())
         environment = {**CLI_ENVIRONMENT, "ANTHROPIC_BASE_URL": model.inside(connection["baseUrl"]),

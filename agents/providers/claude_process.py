@@ -3,7 +3,7 @@
 The Claude Agent SDK's client keeps the CLI running on streaming input: each turn's query goes to
 the same process, which holds the conversation in memory. Its callbacks (the host's two tool
 servers, the permission asker, the sub-agent hook) are bound when it starts, so they reach the
-turn it answers now through `CurrentTurn`.
+turn it answers now through `CurrentClaudeTurn`.
 
 What the CLI is started with is fixed for its life: its command line (tools, disallowed and
 allowed tools, the sub-agent's definition, the system prompt with the catalog's and the agent
@@ -13,24 +13,23 @@ catalog, agent definition, connection or folders differ in any of these restarts
 resumes the conversation from its transcript) rather than patching it: most of them cannot change
 in a running CLI, and one rule keeps what the model is offered exactly the chat's snapshot.
 """
-import hashlib
-import json
 import logging
 import shutil
 from collections import deque
 from dataclasses import asdict, replace
-from typing import Any, Callable
+from typing import Any
 
 from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, PermissionResultDeny
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
 
 from sandbox.bubblewrap import PRIVATE, Sandbox
 
+from ..warm import NO_TURN, CurrentTurn, launch_digest, sandbox_fields
+
 logger = logging.getLogger(__name__)
 
 STDERR_LINES = 20
 MCP_CONFIG = "mcp-config.json"  # the CLI's MCP servers, in its launch's private folder
-NO_TURN = "No turn of this chat is running."
 
 
 async def no_prompt():
@@ -71,24 +70,11 @@ class SandboxedCli(SubprocessCLITransport):
         return self._process is not None and self._process.returncode is None
 
 
-class CurrentTurn:
-    """What the running CLI's callbacks reach: the turn it answers now (its Agents, which attribute
-    and run each call, and its permission asker)."""
+class CurrentClaudeTurn(CurrentTurn):
+    """CurrentTurn with the sub-agent hook."""
 
     def __init__(self) -> None:
-        self.agents: Any = None
-        self.can_use: Callable | None = None
-
-    def begin(self, agents: Any, can_use: Callable) -> None:
-        self.agents, self.can_use = agents, can_use
-
-    def end(self) -> None:
-        self.agents = self.can_use = None
-
-    async def answer(self, name: str, arguments: dict, tool_use_id: str | None) -> tuple[str, bool]:
-        if self.agents is None:
-            return NO_TURN, True
-        return await self.agents.answer(name, arguments, tool_use_id)
+        super().__init__(PermissionResultDeny(message=NO_TURN))
 
     async def start(self, hook_input: dict, tool_use_id: str | None, context: Any) -> dict:
         if self.agents is None:
@@ -96,21 +82,14 @@ class CurrentTurn:
                                            "permissionDecisionReason": NO_TURN}}
         return await self.agents.start(hook_input, tool_use_id, context)
 
-    async def can_use_tool(self, name: str, arguments: dict, context: Any) -> Any:
-        if self.can_use is None:
-            return PermissionResultDeny(message=NO_TURN)
-        return await self.can_use(name, arguments, context)
-
 
 def launch_key(options: ClaudeAgentOptions, tool_lists: dict, sandbox: Sandbox, environment: dict) -> str:
     """A digest of everything the CLI is started with (not the conversation it resumes): two turns
     with the same key can share one process."""
     servers = {name: entry for name, entry in options.mcp_servers.items() if entry.get("type") != "sdk"}
-    fixed = [options.cli_path, options.tools, options.disallowed_tools, options.allowed_tools, servers, tool_lists,
-             {name: asdict(agent) for name, agent in (options.agents or {}).items()}, options.system_prompt,
-             options.model, sandbox.key, sandbox.tenant_id, sandbox.writable, sandbox.read_only, sandbox.destinations,
-             sandbox.host_destinations, sandbox.limit_overrides, sandbox.host_writable, sandbox.stand_ins, environment]
-    return hashlib.sha256(json.dumps(fixed, sort_keys=True, default=str).encode()).hexdigest()
+    agents = {name: asdict(agent) for name, agent in (options.agents or {}).items()}
+    return launch_digest(options.cli_path, options.tools, options.disallowed_tools, options.allowed_tools, servers,
+                         tool_lists, agents, options.system_prompt, options.model, sandbox_fields(sandbox), environment)
 
 
 class ClaudeProcess:
