@@ -22,7 +22,8 @@ ENVIRONMENT_KEYS = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "ALLOWED_HOSTS", 
                     "AHP_MAX_CONNECTIONS_PER_PERSON", "SECURE_PROXY_SSL_HEADER",
                     "AHP_SANDBOX_IDS", "AHP_SANDBOX_ID_FOLDER", "AHP_SANDBOX_CPU_SECONDS", "AHP_SANDBOX_MEMORY_MB",
                     "AHP_SANDBOX_SESSION_MEMORY_MB", "AHP_SANDBOX_PROCESSES", "AHP_MAX_TERMINALS_PER_SESSION",
-                    "AHP_SANDBOX_FILE_MB", "AHP_STDIO_MCP_SERVERS", "AHP_MCP_LISTING_WORKERS", "AHP_SERVING_PROCESSES",
+                    "AHP_SANDBOX_FILE_MB", "AHP_HARNESS_IDLE_SECONDS", "AHP_HARNESS_WARM_MAX",
+                    "AHP_HARNESS_WARM_MEMORY_MB", "AHP_STDIO_MCP_SERVERS", "AHP_MCP_LISTING_WORKERS", "AHP_SERVING_PROCESSES",
                     "AHP_RESOURCE_WATCH_SECONDS")
 
 
@@ -309,6 +310,12 @@ AHP_SANDBOX_SESSION_MEMORY_MB = int(os.environ.get("AHP_SANDBOX_SESSION_MEMORY_M
 AHP_SANDBOX_PROCESSES = int(os.environ.get("AHP_SANDBOX_PROCESSES", "1024"))
 AHP_MAX_TERMINALS_PER_SESSION = int(os.environ.get("AHP_MAX_TERMINALS_PER_SESSION", "16"))
 AHP_SANDBOX_FILE_MB = int(os.environ.get("AHP_SANDBOX_FILE_MB", "2048"))
+# A chat's harness process stays warm between turns (agents/warm.py): stopped after this long
+# idle, and at most this many, holding at most this much memory in all, per serving process
+# (the least recently used goes first); a stopped chat's next turn resumes its conversation.
+AHP_HARNESS_IDLE_SECONDS = float(os.environ.get("AHP_HARNESS_IDLE_SECONDS", "600"))
+AHP_HARNESS_WARM_MAX = int(os.environ.get("AHP_HARNESS_WARM_MAX", "16"))
+AHP_HARNESS_WARM_MEMORY_MB = int(os.environ.get("AHP_HARNESS_WARM_MEMORY_MB", "6144"))
 # Stdio MCP servers tenants may pick by name, beside the superuser's StdioServer rows:
 # {"name": {"command": "/abs/path", "args": [...], "env": {...}, "readOnlyPaths": [...]}}.
 AHP_STDIO_MCP_SERVERS = json.loads(os.environ.get("AHP_STDIO_MCP_SERVERS") or "{}")

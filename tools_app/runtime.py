@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from agents.model_check import cli_failure
 from agents.registry import get_provider
+from agents.warm import WARM
 from grants.models import Principal, Tenant
 from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
@@ -405,6 +406,7 @@ async def run_turn(turn_id, on_process_loop=True):
     """Answer a turn with its session's provider, end it, then take the chat's next queued message."""
     if on_process_loop:
         _LOOP["loop"] = asyncio.get_running_loop()
+        WARM.serve_on(_LOOP["loop"])
     keep_process_alive()
     while turn_id is not None:
         turn = None

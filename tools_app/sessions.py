@@ -5,6 +5,7 @@ agent process running for it)."""
 from django.db import transaction
 
 from agents.registry import PROVIDERS, get_provider
+from agents.warm import WARM
 from kernel.after_commit import after_commit
 from kernel.refusals import Refused
 from sandbox.bubblewrap import end_sandbox
@@ -99,6 +100,7 @@ def own_folder_path(session):
 
 def forget_session(session_id, own_folder=None, tenant_id=None):
     POOL.close_session(session_id)
+    WARM.evict_session(session_id)
     end_sandbox(session_id, own_folder, tenant_id)
     end_session_computers(session_id)
     for provider in PROVIDERS.values():

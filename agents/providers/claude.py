@@ -27,7 +27,6 @@ stream says which Agent call's sub-agent produced it.
 """
 import asyncio
 import logging
-import shutil
 import warnings
 from collections import deque
 from dataclasses import replace
@@ -35,12 +34,11 @@ from dataclasses import replace
 from claude_agent_sdk import (AgentDefinition, AssistantMessage, CanUseToolShadowedWarning, ClaudeAgentOptions,
                               ClaudeSDKClient, ClaudeSDKError, HookMatcher, PermissionResultAllow, PermissionResultDeny,
                               ResultMessage, StreamEvent, TextBlock, ToolResultBlock, ToolUseBlock, UserMessage)
-from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
 from mcp import types
 from mcp.server.lowlevel import Server
 
 from kernel.refusals import Refused
-from sandbox.bubblewrap import PRIVATE, program_prefix, session_sandbox
+from sandbox.bubblewrap import program_prefix, session_sandbox
 from sandbox.outbound import CLIENT_DECLARED
 from sandbox.proxy import PLACEHOLDER_KEY, StandIn
 from tools_app.definitions.agent_definitions import is_builtin_tools, tool_entries
@@ -49,6 +47,8 @@ from ..conversations import do_keep_conversation, resumed_conversation
 from ..harness import RunningTurns, builtin_permission, claude_cli, host_connection, not_installed
 from ..instructions import session_instructions
 from ..model_check import model_problem
+from ..warm import WARM
+from .claude_process import STDERR_LINES, ClaudeProcess, CurrentClaudeTurn, launch_key
 
 logger = logging.getLogger(__name__)
 # The host's own servers are allowed whole on purpose: the host checks their calls, not the CLI.
@@ -64,12 +64,10 @@ CLI_ENVIRONMENT = {"CLAUDE_CODE_ENTRYPOINT": "sdk-py", "CLAUDE_CODE_SDK_READS_SE
                    "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1", "CLAUDE_CODE_DISABLE_EXPLORE_PLAN_AGENTS": "1",
                    # The session's servers' tools are in the first model request.
                    "MCP_CONNECTION_NONBLOCKING": "false"}
-STDERR_LINES = 20
 SUBAGENT = "worker"
 AGENT_TOOL = "Agent"  # Claude Code's sub-agent tool; "Task" is its older name
 NOT_OUR_SUBAGENT = f'Only the host\'s sub-agent runs here: call {AGENT_TOOL} with subagent_type "{SUBAGENT}".'
 SUBAGENT_STOPPED = "The sub-agent stopped with the turn that started it."
-MCP_CONFIG = "mcp-config.json"  # the CLI's MCP servers, in its launch's private folder
 OWN_CALL_STOPPED = "The turn ended before the server answered."
 UNATTRIBUTED = "The host could not tell which agent made this call, so it did not run."
 # How long a call waits for the message stream to say which agent made it (it is written before the call).
@@ -308,37 +306,6 @@ def permission_asker(toolbox, connection, own):
     return can_use_tool
 
 
-async def no_prompt():
-    return
-    yield
-
-
-class SandboxedCli(SubprocessCLITransport):
-    """The SDK's transport, with the CLI's command line wrapped in the session's sandbox."""
-
-    def __init__(self, options, sandbox, environment):
-        # Its command line is built from these options: the CLI asks its permissions over the
-        # control protocol, as the SDK's own transport would be told for a can_use_tool.
-        super().__init__(prompt=no_prompt(), options=replace(options, permission_prompt_tool_name="stdio"))
-        self.sandbox, self.environment = sandbox, environment
-        self.private = None  # this launch's own folder, holding the CLI's MCP servers
-
-    def _build_command(self):
-        command = super()._build_command()
-        if "--mcp-config" in command:
-            # Its servers' headers are a tenant's secrets: a file of this launch's alone, not the
-            # command line nor the session's home, which the session's terminals share.
-            at = command.index("--mcp-config") + 1
-            self.private = self.sandbox.private_folder({MCP_CONFIG: command[at]})
-            command[at] = f"{PRIVATE}/{MCP_CONFIG}"
-        return self.sandbox.argv(command, env=self.environment, private=self.private)
-
-    async def close(self):
-        await super().close()
-        if self.private:
-            shutil.rmtree(self.private, ignore_errors=True)
-
-
 class ClaudeProvider:
     id = PROVIDER_ID
     display_name = "Claude"
@@ -349,8 +316,8 @@ class ClaudeProvider:
         self.turns = RunningTurns()
 
     async def cancel(self, session_id):
-        """The running turn was cancelled: the CLI is interrupted, ends its turn, and run_turn
-        closes it (its answer is dropped; the next turn resumes the conversation)."""
+        """The running turn was cancelled: the CLI is interrupted and ends its turn (its answer is
+        dropped); the process stays warm for the chat's next turn."""
         await self.turns.interrupt(session_id, ClaudeSDKClient.interrupt)
 
     def agent_info(self):
@@ -367,7 +334,8 @@ class ClaudeProvider:
         """NO_CLI while Claude Code is not installed: no turn could start."""
         return None if claude_cli() else NO_CLI
 
-    def options(self, cli, agents, subagent_names, connection, definition, conversation):
+    def options(self, cli, agents, current, subagent_names, connection, definition):
+        """The CLI's options, its callbacks reaching `current`, and the tool lists of the host's two servers."""
         snapshot, toolbox, own = agents.snapshot, agents.toolbox, agents.own
         run_by_cli = {catalog: cli_name for cli_name, catalog in own.held.items()}
         host, client = [], []
@@ -387,18 +355,19 @@ class ClaudeProvider:
         tools, disallowed = builtin_tools(definition)
         return ClaudeAgentOptions(
             cli_path=cli, tools=tools, disallowed_tools=[*disallowed, *own.hidden], setting_sources=[],
-            can_use_tool=permission_asker(toolbox, connection, own),
+            can_use_tool=current.ask,
             allowed_tools=[f"mcp__{HOST_SERVER}", f"mcp__{CLIENT_SERVER}", *own.held],
-            mcp_servers={**own.config, HOST_SERVER: tool_server(HOST_SERVER, host, agents.answer),
-                         CLIENT_SERVER: tool_server(CLIENT_SERVER, client, agents.answer)},
+            mcp_servers={**own.config, HOST_SERVER: tool_server(HOST_SERVER, host, current.answer),
+                         CLIENT_SERVER: tool_server(CLIENT_SERVER, client, current.answer)},
             agents={SUBAGENT: worker},
-            hooks={"PreToolUse": [HookMatcher(matcher=f"{AGENT_TOOL}|Task", hooks=[agents.start])]},
+            hooks={"PreToolUse": [HookMatcher(matcher=f"{AGENT_TOOL}|Task", hooks=[current.start])]},
             system_prompt={"type": "preset", "preset": "claude_code", "append": instructions},
             model=(definition.model if definition else "") or connection.get("model") or None,
-            include_partial_messages=True,
-            resume=conversation)
+            include_partial_messages=True), {HOST_SERVER: host, CLIENT_SERVER: client}
 
     async def run_turn(self, text, toolbox):
+        """The chat's warm CLI answers when it was started as this turn needs it; otherwise a new
+        one starts, resuming the chat's conversation, and stays warm after a turn that ended cleanly."""
         cli = claude_cli()
         if cli is None:
             raise Refused(NO_CLI, "no_agent")
@@ -414,19 +383,22 @@ class ClaudeProvider:
         sandbox = session_sandbox(toolbox.session, read_only=read_only)
         own = OwnServers(servers, sandbox.working_directory, snapshot, await toolbox.listed_server_tools())
         sandbox = replace(sandbox, read_only=(*sandbox.read_only, *own.programs), stand_ins=(model, *own.stand_ins))
-        agents = Agents(toolbox, snapshot, own)
-        options = self.options(cli, agents, await toolbox.tool_origin_names(), connection,
-                               await toolbox.agent_definition(), await resumed_conversation(toolbox.chat.id, self.id))
-        stderr = deque(maxlen=STDERR_LINES)
-        options.stderr = stderr.append
+        agents, current = Agents(toolbox, snapshot, own), CurrentClaudeTurn()
+        options, tool_lists = self.options(cli, agents, current, await toolbox.tool_origin_names(), connection,
+                                           await toolbox.agent_definition())
         environment = {**CLI_ENVIRONMENT, "ANTHROPIC_BASE_URL": model.inside(connection["baseUrl"]),
                        "ANTHROPIC_API_KEY": PLACEHOLDER_KEY}
-        replies, streamed = [], Streamed(toolbox)
+        launch, chat_id, session_id = launch_key(options, tool_lists, sandbox, environment), toolbox.chat.id, toolbox.session.id
+        replies, streamed, process, clean, stderr = [], Streamed(toolbox), None, False, deque(maxlen=STDERR_LINES)
         try:
-            async with ClaudeSDKClient(options, transport=SandboxedCli(options, sandbox, environment)) as claude, \
-                    self.turns.running(toolbox.session.id, claude):
-                await claude.query(text)
-                async for message in claude.receive_response():
+            process = await WARM.take(self.id, chat_id, launch)
+            if process is None:
+                options.resume = await resumed_conversation(chat_id, self.id)
+                process = await ClaudeProcess.start(options, sandbox, environment, current, stderr)
+            process.current.begin(agents, permission_asker(toolbox, connection, own))
+            async with self.turns.running(session_id, process.client):
+                await process.client.query(text)
+                async for message in process.client.receive_response():
                     if isinstance(message, StreamEvent) and message.parent_tool_use_id is None:
                         await streamed.take(message.event)
                     elif isinstance(message, AssistantMessage):
@@ -436,12 +408,17 @@ class ClaudeProvider:
                     elif isinstance(message, UserMessage):
                         await agents.finish(message)
                     elif isinstance(message, ResultMessage):
-                        await do_keep_conversation(toolbox.chat.id, self.id, message.session_id)
+                        await do_keep_conversation(chat_id, self.id, message.session_id)
                         # An interrupted turn ends as an error: the turn is already over, cancelled.
-                        if message.is_error and toolbox.session.id not in self.turns.interrupted:
+                        if message.is_error and session_id not in self.turns.interrupted:
                             raise RuntimeError(message.result or f"The claude harness ended the turn: {message.subtype}.")
+            clean = True
         except ClaudeSDKError as error:
-            raise HarnessStopped(stopped_sentence(error, list(stderr))) from error
+            raise HarnessStopped(stopped_sentence(error, list(process.stderr if process else stderr))) from error
         finally:
             await agents.stop()
+            if process is not None:
+                process.current.end()
+                # A turn that ended otherwise may have left the CLI mid-answer: it stops.
+                await (WARM.keep(self.id, chat_id, session_id, launch, process) if clean else process.stop())
         return streamed.text or "\n\n".join(reply for reply in replies if reply)

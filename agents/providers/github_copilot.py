@@ -40,6 +40,7 @@ from ..conversations import do_keep_conversation, resumed_conversation
 from ..harness import RunningTurns, builtin_permission, copilot_cli, host_connection, not_installed
 from ..instructions import session_instructions
 from ..model_check import model_problem
+from ..warm import NO_TURN, WARM, CurrentTurn, launch_digest, sandbox_fields
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +56,7 @@ SUBAGENT_STOPPED = "The sub-agent stopped with the turn that started it."
 UNATTRIBUTED = "The host could not tell which agent made this call, so it did not run."
 ATTRIBUTION_SECONDS = 30  # how long a sub-agent's call waits for the event naming its task call
 DEFAULT_MODEL = "gpt-4.1"
+HANDLERS = ("tools", "on_permission_request")  # options bound to the turn the session answers now
 # Where a CLI signed in with a GitHub token finds its models.
 GITHUB_ENDPOINTS = (("api.github.com", 443), ("api.githubcopilot.com", 443), ("api.individual.githubcopilot.com", 443))
 
@@ -216,6 +218,38 @@ class Streamed:
         await self.writer
 
 
+class CopilotProcess:
+    """A Copilot CLI server in its session's sandbox and the chat's session on it, kept across turns."""
+
+    def __init__(self, client, current):
+        self.client, self.current, self.session = client, current, None
+
+    @classmethod
+    async def start(cls, cli, sandbox, environment, connection, mode, storage, current):
+        # The SDK appends its own flags to the command line: they reach the CLI inside the sandbox.
+        argv = sandbox.argv([cli], env=environment)
+        return cls(CopilotClient(connection=RuntimeConnection.for_stdio(path=argv[0], args=argv[1:]),
+                                 github_token=connection.get("githubToken") or None, mode=mode,
+                                 base_directory=storage), current)
+
+    @property
+    def pid(self):
+        process = self.client._cli_process
+        return process.pid if process is not None else None
+
+    def alive(self):
+        process = self.client._cli_process
+        return process is not None and process.poll() is None
+
+    async def stop(self):
+        try:
+            if self.session is not None:
+                await self.session.disconnect()
+        except Exception:  # the CLI is stopped next either way
+            logger.warning("Closing a Copilot session failed", exc_info=True)
+        await self.client.stop()
+
+
 class GitHubCopilotProvider:
     id = PROVIDER_ID
     display_name = "GitHub Copilot"
@@ -238,8 +272,8 @@ class GitHubCopilotProvider:
                 "models": list(self.models)}
 
     async def cancel(self, session_id):
-        """The running turn was cancelled: the Copilot session aborts its message, and run_turn
-        stops the CLI (its answer is dropped; the next turn resumes the conversation)."""
+        """The running turn was cancelled: the Copilot session aborts its message (its answer is
+        dropped); the CLI and its session stay warm for the chat's next turn."""
         await self.turns.interrupt(session_id, CopilotSession.abort)
 
     def runtime_missing(self):
@@ -247,6 +281,10 @@ class GitHubCopilotProvider:
         return None if copilot_cli() else NO_RUNTIME
 
     async def run_turn(self, text, toolbox):
+        """The chat's warm CLI server and session answer when they were started as this turn needs;
+        otherwise a new CLI starts, resuming the chat's conversation, and stays warm after a turn
+        that ended cleanly. A changed catalog, definition, connection or folder restarts it: the
+        session's tools, agents and provider are fixed when it is created or resumed."""
         cli = copilot_cli()
         if cli is None:
             raise Refused(NO_RUNTIME, "no_agent")
@@ -256,8 +294,8 @@ class GitHubCopilotProvider:
         if problem := await model_problem(self.id, connection):
             raise Refused(problem, "no_agent")
         snapshot = await toolbox.snapshot()
-        agents = Agents(toolbox, snapshot)
-        tools = custom_tools(snapshot, agents)
+        agents, current = Agents(toolbox, snapshot), CurrentTurn(PermissionDecisionReject(feedback=NO_TURN))
+        tools = custom_tools(snapshot, current)
         stand_in = model_stand_in(connection) if connection.get("baseUrl") else None
         if stand_in:
             reached, environment = [], {}
@@ -275,10 +313,6 @@ class GitHubCopilotProvider:
             # clears the environment the SDK would set, so the CLI is told inside it).
             sandbox = replace(sandbox, host_writable=(storage,))
             environment = {**environment, "COPILOT_HOME": storage, "COPILOT_DISABLE_KEYTAR": "1"}
-        # The SDK appends its own flags to the command line: they reach the CLI inside the sandbox.
-        argv = sandbox.argv([cli], env=environment)
-        client = CopilotClient(connection=RuntimeConnection.for_stdio(path=argv[0], args=argv[1:]),
-                               github_token=connection.get("githubToken") or None, mode=mode, base_directory=storage)
         # A definition's built-in tools policy decides, as for any of its sessions; without one, only the
         # host's tools and the task tool for the host's sub-agent.
         policy = self.session_options(definition) if definition else {
@@ -290,35 +324,42 @@ class GitHubCopilotProvider:
         options = {"model": connection.get("model") or DEFAULT_MODEL, **policy, "tools": tools, "streaming": True,
                    "system_message": {"mode": "append",
                                       "content": session_instructions(toolbox.session, snapshot, definition)},
-                   "custom_agents": [worker],
-                   "on_permission_request": permission_handler(toolbox, connection),
+                   "custom_agents": [worker], "on_permission_request": current.ask,
                    "working_directory": sandbox.working_directory}
         if connection.get("baseUrl"):
             options["provider"] = byok_provider(connection, stand_in)
-        conversation = await resumed_conversation(toolbox.chat.id, self.id)
+        launch = launch_digest(cli, mode, storage, sandbox_fields(sandbox), environment, connection.get("githubToken"),
+                               snapshot.definitions, {k: v for k, v in options.items() if k not in HANDLERS})
+        chat_id, session_id = toolbox.chat.id, toolbox.session.id
+        process, clean, answer, listening = await WARM.take(self.id, chat_id, launch), False, None, []
         try:
-            if conversation:
-                session = await client.resume_session(conversation, **options)
-            else:
-                session = await client.create_session(**options)
-            await do_keep_conversation(toolbox.chat.id, self.id, session.session_id)
+            if process is None:
+                process = await CopilotProcess.start(cli, sandbox, environment, connection, mode, storage, current)
+                conversation = await resumed_conversation(chat_id, self.id)
+                process.session = await (process.client.resume_session(conversation, **options) if conversation
+                                         else process.client.create_session(**options))
+                await do_keep_conversation(chat_id, self.id, process.session.session_id)
+            process.current.begin(agents, permission_handler(toolbox, connection))
             streamed = Streamed(toolbox)
-            session.on(streamed.take)
-            session.on(agents.take)
+            listening = [process.session.on(streamed.take), process.session.on(agents.take)]
             try:
-                async with self.turns.running(toolbox.session.id, session):
-                    answer = await session.send_and_wait(text, timeout=TURN_TIMEOUT_SECONDS)
+                async with self.turns.running(session_id, process.session):
+                    answer = await process.session.send_and_wait(text, timeout=TURN_TIMEOUT_SECONDS)
             except RuntimeError:
                 # An aborted message ends as an error: the turn is already over, cancelled.
-                if toolbox.session.id not in self.turns.interrupted:
+                if session_id not in self.turns.interrupted:
                     raise
-                answer = None
             finally:
                 await streamed.finish()
-                await agents.stop()
-                await session.disconnect()
+            clean = True
         finally:
-            await client.stop()
+            for unsubscribe in listening:
+                unsubscribe()
+            await agents.stop()
+            if process is not None:
+                process.current.end()
+                # A turn that ended otherwise may have left the CLI mid-answer: it stops.
+                await (WARM.keep(self.id, chat_id, session_id, launch, process) if clean else process.stop())
         return streamed.text or getattr(getattr(answer, "data", None), "content", "") or ""
 
     def storage_for(self, definition):
@@ -365,8 +406,6 @@ class GitHubCopilotProvider:
         options = {"available_tools": policy.available_tools, "excluded_tools": policy.excluded_tools}
         if definition.model:
             options["model"] = definition.model
-        if definition.instructions:
-            options["system_message"] = {"mode": "append", "content": definition.instructions}
         return options
 
     async def create_session(self, definition, **options):

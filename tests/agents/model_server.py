@@ -15,6 +15,7 @@ without using up a step, unless `side` says otherwise (a test whose agent is off
 import itertools
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -115,6 +116,7 @@ class ModelServer:
         self.side_text, self.side = side_text, side
         self.requests = []
         self.headers = []  # every request's headers, side questions and listings included
+        self.seconds = 0.0  # the model's own time: answering every POST, side questions included
         self.lock = threading.Lock()
         self.ids = itertools.count(1)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
@@ -176,6 +178,14 @@ class ModelServer:
                 self.send_json({"error": {"message": f"no {self.path}"}}, status=404)
 
             def do_POST(self):
+                started = time.perf_counter()
+                try:
+                    self.answer_post()
+                finally:
+                    with model.lock:
+                        model.seconds += time.perf_counter() - started
+
+            def answer_post(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 path = self.path.split("?")[0]

@@ -1,5 +1,6 @@
 """The `claude` provider: the real Claude Code CLI, in the session's sandbox, against a scripted
 model, over a real socket. The model's tool list is what the CLI actually sent."""
+import asyncio
 import logging
 import os
 import signal
@@ -13,6 +14,7 @@ from agents import registry
 from agents.harness import claude_cli
 from agents.models import HarnessConversation
 from agents.providers.claude import NO_CLI, OwnServers
+from agents.warm import WARM
 from sessions_app.models import Chat, ToolCall
 from tools_app.catalog.loader import catalog_for_chat
 
@@ -148,9 +150,10 @@ def the_reply_streams_as_a_part_then_deltas(acme, host, model, provider):
 
 
 
-def cancel_a_turn_waiting_on_a_client_tool(acme, host, model, provider, program):
+def cancel_a_turn_waiting_on_a_client_tool(acme, host, model, provider, program, survives=False):
     """The harness calls a client tool; the person cancels instead of the client answering:
-    the turn ends cancelled, the harness process is gone, and the next turn answers."""
+    the turn ends cancelled, the harness process is gone (or, `survives`, the same one is still
+    there), and the next turn answers."""
     over = threading.Event()
 
     def by_prompt(request):
@@ -170,13 +173,14 @@ def cancel_a_turn_waiting_on_a_client_tool(acme, host, model, provider, program)
         announce(ide, session)
         turn = alice.start_turn(chat, "open the readme")
         ide.action("session/inputNeededSet", timeout=90)
-        assert len(harness_pids(session, program)) == 1
+        running = harness_pids(session, program)
+        assert len(running) == 1
         alice.dispatch(chat, {"type": "chat/turnCancelled", "turnId": turn})
         alice.action("chat/turnCancelled", turnId=turn, timeout=30)
         deadline = time.monotonic() + 30
-        while harness_pids(session, program) and time.monotonic() < deadline:
+        while harness_pids(session, program) and time.monotonic() < deadline and not survives:
             time.sleep(0.1)
-        assert harness_pids(session, program) == []
+        assert harness_pids(session, program) == (running if survives else [])
         assert alice.subscribe(chat)["turns"][-1]["state"] == "cancelled"
         assert alice.reply_to(alice.start_turn(chat, "again"), timeout=90) == "answered after the cancel"
         over.set()
@@ -212,8 +216,8 @@ def test_the_reply_streams_into_the_chat_as_a_part_then_deltas(acme, host, model
 
 @pytest.mark.e2e
 @needs_cli
-def test_cancelling_a_turn_interrupts_claude_and_the_next_turn_answers(acme, host, model):
-    cancel_a_turn_waiting_on_a_client_tool(acme, host, model, "claude", HARNESS_PROGRAM)
+def test_cancelling_a_turn_interrupts_claude_whose_process_answers_the_next_turn(acme, host, model):
+    cancel_a_turn_waiting_on_a_client_tool(acme, host, model, "claude", HARNESS_PROGRAM, survives=True)
 
 
 @pytest.mark.e2e
@@ -258,6 +262,7 @@ def test_a_turn_after_a_restart_resumes_the_chats_claude_conversation(acme, host
         alice.subscribe(chat)
         assert alice.reply_to(alice.start_turn(chat, "remember 17"), timeout=90) == "first answer"
         registry.build()  # the providers a restarted (or another) process has: nothing in memory
+        asyncio.run_coroutine_threadsafe(WARM.stop_all(), WARM.loop).result(60)  # nor a warm harness
         assert alice.reply_to(alice.start_turn(chat, "what was it?"), timeout=90) == "second answer"
     first, second = model.agent_requests()
     assert second.last_user_text() == "what was it?"

@@ -12,9 +12,9 @@ from ..ahp.protocol.harness import AhpClient, default_chat
 from ..ahp.protocol.test_client_tools import OPEN_FILE, announce, complete
 from ..ahp.protocol.test_worker_chats import PICK
 from ..tools_app.catalog.test_catalog_inputs import data_uri
-from .model_server import ModelServer, ToolUse, tool_result_text, use_tool
+from .model_server import ModelServer, Text, ToolUse, tool_result_text, use_tool
 from .test_claude_provider import (
-    cancel_a_turn_waiting_on_a_client_tool, offered, the_reply_streams_as_a_part_then_deltas,
+    cancel_a_turn_waiting_on_a_client_tool, harness_pids, offered, the_reply_streams_as_a_part_then_deltas,
 )
 
 HARNESS_PROGRAM = os.path.realpath(copilot_cli() or "copilot")
@@ -57,8 +57,24 @@ def test_a_copilot_turn_calls_a_host_tool_and_a_client_tool_and_reads_their_resu
         ("add", "host", "", "completed"), ("open_file", "client", "ide", "completed")]
 
 
-def test_cancelling_a_turn_aborts_copilot_and_the_next_turn_answers(acme, host, model):
-    cancel_a_turn_waiting_on_a_client_tool(acme, host, model, "github-copilot", HARNESS_PROGRAM)
+def test_cancelling_a_turn_aborts_copilot_whose_process_answers_the_next_turn(acme, host, model):
+    cancel_a_turn_waiting_on_a_client_tool(acme, host, model, "github-copilot", HARNESS_PROGRAM, survives=True)
+
+
+def test_two_turns_of_a_chat_go_to_one_copilot_process_holding_the_conversation(acme, host, model):
+    model.add(Text("first answer"), Text("second answer"))
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        session = alice.create_session(provider="github-copilot")
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        assert alice.reply_to(alice.start_turn(chat, "remember 17"), timeout=90) == "first answer"
+        first_pids = harness_pids(session, HARNESS_PROGRAM)
+        assert len(first_pids) == 1  # still running between the turns
+        assert alice.reply_to(alice.start_turn(chat, "what was it?"), timeout=90) == "second answer"
+        assert harness_pids(session, HARNESS_PROGRAM) == first_pids
+    second = model.agent_requests()[1]
+    assert second.last_user_text().endswith("what was it?")
+    assert "remember 17" in str(second.body["messages"]) and "first answer" in str(second.body["messages"])
 
 
 def test_the_reply_streams_into_the_chat_as_a_part_then_deltas(acme, host, model):

@@ -1,5 +1,6 @@
 """A real AHP server in this test process (uvicorn in a thread, so tests can register tools and
 run sweeps in process) and a small synchronous AHP client over a real socket."""
+import asyncio
 import itertools
 import json
 import threading
@@ -40,6 +41,11 @@ class ServerThread:
         return self
 
     def __exit__(self, *exc):
+        # The harnesses its turns kept warm stop on its loop, before the loop ends.
+        from agents.warm import WARM
+
+        if WARM.loop is not None and WARM.loop.is_running():
+            asyncio.run_coroutine_threadsafe(WARM.stop_all(), WARM.loop).result(60)
         self.server.should_exit = True
         self.thread.join(timeout=10)
 
