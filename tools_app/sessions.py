@@ -2,16 +2,23 @@
 new session keeps the tenant's MCP servers as they are at its start, and an ended one is
 forgotten by what the host holds for it outside the database (its MCP servers' connections, its sandbox, the
 agent process running for it)."""
+import uuid
+from collections.abc import Iterable
+
 from django.db import transaction
+
+from grants.models import Principal
 
 from agents.registry import PROVIDERS, get_provider
 from kernel.after_commit import after_commit
 from kernel.refusals import Refused
 from sandbox.bubblewrap import end_sandbox
 from sessions_app import actions
+from sessions_app.models import Session
 
 from .families.mcp_servers.actions import do_capture_mcp_servers
 from .families.computers.tools import end_session_computers
+from .families.terminals import pty
 from .families.terminals.actions import terminals_changed
 from .families.terminals.models import Terminal
 from .families.session.listing import session_config_schema
@@ -64,17 +71,22 @@ def capture_servers(session):
 
 
 @transaction.atomic
-def do_end_session(principal, session):
+def do_end_session(principal: Principal, session: Session) -> None:
     """disposeSession: the rows go, then (after commit) whatever the host kept for the session."""
     session_id = session.id
-    held_terminals = Terminal.objects.filter(session_id=session_id).exists()
+    held_terminals = list(Terminal.objects.filter(session_id=session_id).values_list("id", flat=True))
     actions.do_dispose_session(principal, session)
     if held_terminals:  # they went with it: the root catalogue says so once
         terminals_changed(session.tenant_id)
-    after_commit(f"closing what the host kept for session {session_id}", lambda: forget_session(session_id))
+    after_commit(f"closing what the host kept for session {session_id}",
+                 lambda: forget_session(session_id, held_terminals))
 
 
-def forget_session(session_id):
+def forget_session(session_id: uuid.UUID, terminal_ids: Iterable[uuid.UUID] = ()) -> None:
+    """Whatever this process holds for the ended session ends (its home is this process: ahp.protocol.homes)."""
+    for terminal_id in terminal_ids:
+        if (shell := pty.running(terminal_id)) is not None:
+            shell.end()
     POOL.close_session(session_id)
     end_sandbox(session_id)
     end_session_computers(session_id)
