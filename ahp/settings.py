@@ -329,6 +329,10 @@ AHP_OUTBOUND_ALLOW = os.environ.get("AHP_OUTBOUND_ALLOW", "")
 AHP_WORKSPACE_ROOT = os.environ.get("AHP_WORKSPACE_ROOT") or str(VAR_DIR / "workspaces")
 AHP_SECRETS_KEY = os.environ.get("AHP_SECRETS_KEY", "")
 ENVIRONMENT_KEYS += ("AHP_OUTBOUND_ALLOW", "AHP_WORKSPACE_ROOT", "AHP_SECRETS_KEY")
+# This machine's name among the host's nodes (README "Production"): what a session's home names;
+# unset, a name made once and kept in VAR_DIR/node_id.
+AHP_NODE_ID = os.environ.get("AHP_NODE_ID", "")
+ENVIRONMENT_KEYS += ("AHP_NODE_ID",)
 # The agents' host-wide defaults (agents/): each tenant's agentConnections overrides them.
 ENVIRONMENT_KEYS += ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "AHP_CLAUDE_MODEL", "AHP_CLAUDE_CLI_PATH",
                      "AHP_COPILOT_TYPE", "AHP_COPILOT_BASE_URL", "AHP_COPILOT_API_KEY", "AHP_COPILOT_WIRE_API",

@@ -4,7 +4,8 @@ Numbers come from the operator's range (AHP_SANDBOX_IDS, "first-last") and belon
 machine, as its processes do: a claim is a file `<AHP_SANDBOX_ID_FOLDER>/<number>` made with
 O_EXCL, so two threads, processes or hosts on one machine never hand out one number. A sandbox's user id is freed
 when the sandbox ends (after everything running as it is killed); a tenant's group id is kept,
-since the tenant's folders stay its group's.
+since the tenant's folders stay its group's, and recorded in the database, so every node's
+sandboxes of the tenant share the folders on a volume they all mount.
 
 The sandbox's own id keeps one session from signalling, tracing or starving another (process
 limits count per user); the tenant's group lets a tenant's sessions share its folders and
@@ -13,6 +14,8 @@ import os
 from pathlib import Path
 
 from django.conf import settings
+
+from .models import TenantGroup
 
 RANGE_EXHAUSTED = "This host has no free sandbox identity left in AHP_SANDBOX_IDS; an operator must widen it."
 
@@ -83,8 +86,22 @@ def _recorded(record, holder):
     return number
 
 
-def tenant_group(tenant_id):
-    return _recorded(_folder("tenant-groups") / str(tenant_id), f"tenant {tenant_id}")
+_groups = {}  # tenant id -> its group id, as the database records it (it never changes)
+
+
+def tenant_group(tenant_id: int) -> int:
+    """The tenant's group id, recorded host-wide: the first node to need it claims a number
+    free on its machine; a number another node's tenant holds already is kept claimed here
+    (so never handed out again) and another is tried."""
+    if tenant_id not in _groups:
+        recorded = TenantGroup.objects.filter(tenant_id=tenant_id).values_list("gid", flat=True)
+        while (gid := recorded.first()) is None:
+            number = _claim(f"tenant {tenant_id}")
+            TenantGroup.objects.bulk_create([TenantGroup(tenant_id=tenant_id, gid=number)], ignore_conflicts=True)
+            if recorded.first() not in (None, number):
+                _release(number)  # another process recorded the tenant's first
+        _groups[tenant_id] = gid
+    return _groups[tenant_id]
 
 
 def sandbox_user(key):

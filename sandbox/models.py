@@ -27,3 +27,14 @@ class OutboundAllow(models.Model):
             parse_rule(self.entry)
         except ValueError as invalid:
             raise ValidationError({"entry": str(invalid)}) from None
+
+
+class TenantGroup(models.Model):
+    """A tenant's group id, the same on every node: its folders (on a volume every node mounts)
+    stay its group's whichever node's sandbox writes them. A number of AHP_SANDBOX_IDS."""
+
+    tenant_id = models.BigIntegerField(primary_key=True)
+    gid = models.IntegerField(unique=True)
+
+    def __str__(self):
+        return f"tenant {self.tenant_id}: group {self.gid}"

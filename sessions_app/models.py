@@ -436,9 +436,24 @@ class HostProcess(models.Model):
 
     name = models.CharField(max_length=64, primary_key=True)
     seen = models.DateTimeField(default=timezone.now, db_index=True)
+    node = models.CharField(max_length=64, blank=True, help_text="The node (machine) the process runs on.")
 
     def __str__(self):
-        return f"{self.name} at {self.seen:%Y-%m-%d %H:%M:%S}"
+        return f"{self.name} on {self.node or 'a node'} at {self.seen:%Y-%m-%d %H:%M:%S}"
+
+
+class SessionHome(models.Model):
+    """Where a session's files and processes are touched (its terminals, its turns' agents): one
+    host process, on one node. Its lease is that process's HostProcess row; a home whose process
+    stopped renewing it is taken by the next live process a request for the session reaches."""
+
+    session = models.OneToOneField(Session, on_delete=models.CASCADE, primary_key=True, related_name="home")
+    process = models.CharField(max_length=64)
+    node = models.CharField(max_length=64, blank=True)
+    since = models.DateTimeField(default=timezone.now)
+
+    def __str__(self):
+        return f"{self.session_id} at {self.process} on {self.node}"
 
 
 class ClientConnection(models.Model):

@@ -2,7 +2,13 @@
 new session keeps the tenant's MCP servers as they are at its start, and an ended one is
 forgotten by what the host holds for it outside the database (its MCP servers' connections, its sandbox, the
 agent process running for it)."""
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+
 from django.db import transaction
+
+from grants.models import Principal
 
 from agents.registry import PROVIDERS, get_provider
 from agents.warm import WARM
@@ -11,9 +17,11 @@ from kernel.refusals import Refused
 from sandbox.bubblewrap import end_sandbox
 from sandbox.workspaces import OutsideWorkspace, tenant_root
 from sessions_app import actions
+from sessions_app.models import Session
 
 from .families.mcp_servers.actions import do_capture_mcp_servers
 from .families.computers.tools import end_session_computers
+from .families.terminals import pty
 from .families.terminals.actions import SESSIONS_FOLDER, terminals_changed
 from .families.terminals.models import Terminal
 from .families.session.listing import session_config_schema
@@ -77,19 +85,19 @@ def capture_servers(session):
 
 
 @transaction.atomic
-def do_end_session(principal, session):
+def do_end_session(principal: Principal, session: Session) -> None:
     """disposeSession: the rows go, then (after commit) whatever the host kept for the session."""
     session_id, tenant_id = session.id, session.tenant_id
-    held_terminals = Terminal.objects.filter(session_id=session_id).exists()
+    held_terminals = list(Terminal.objects.filter(session_id=session_id).values_list("id", flat=True))
     own = own_folder_path(session)
     actions.do_dispose_session(principal, session)
     if held_terminals:  # they went with it: the root catalogue says so once
         terminals_changed(tenant_id)
     after_commit(f"closing what the host kept for session {session_id}",
-                 lambda: forget_session(session_id, own, tenant_id))
+                 lambda: forget_session(session_id, held_terminals, own, tenant_id))
 
 
-def own_folder_path(session):
+def own_folder_path(session: Session) -> Path | None:
     """Where the session's own folder is, if it has one (`<tenant root>/.sessions/<id>`, made for a
     session without a working directory), or None for a tenant whose root is misplaced."""
     try:
@@ -98,7 +106,12 @@ def own_folder_path(session):
         return None
 
 
-def forget_session(session_id, own_folder=None, tenant_id=None):
+def forget_session(session_id: uuid.UUID, terminal_ids: Iterable[uuid.UUID] = (),
+                   own_folder: Path | None = None, tenant_id: int | None = None) -> None:
+    """Whatever this process holds for the ended session ends (its home is this process: ahp.protocol.homes)."""
+    for terminal_id in terminal_ids:
+        if (shell := pty.running(terminal_id)) is not None:
+            shell.end()
     POOL.close_session(session_id)
     WARM.evict_session(session_id)
     end_sandbox(session_id, own_folder, tenant_id)

@@ -38,7 +38,7 @@ from tools_app.runtime import interrupt_turn, run_turn
 from sessions_app.events import presence as process  # this process's sockets
 from sessions_app.events.presence import ensure_started
 
-from . import bookkeeping, errors, frames, methods, subscriptions, throttle, watches
+from . import bookkeeping, errors, frames, homes, methods, subscriptions, throttle, watches
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +117,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
             return
         await self.accept()
         ensure_started()
+        homes.ensure_serving(methods.METHODS)
 
     async def dispatch(self, message):
         """As Channels' own, without its hop onto the database thread before every message

@@ -3,6 +3,7 @@ params and returns the result; a refusal is an RpcError or a Refused the transpo
 import base64
 import uuid
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Q
@@ -18,7 +19,7 @@ from tools_app.config import HostConfig
 from tools_app.live import refresh_server_tools
 from tools_app.sessions import do_end_session, do_fork_session, do_start_session
 
-from . import client_actions, completions, errors, resources, session_config, subscriptions, terminals, watches
+from . import client_actions, completions, errors, homes, resources, session_config, subscriptions, terminals, watches
 
 SUPPORTED_VERSIONS = ("1.1.0", "1.0.0")  # newest first; docs/wire.md says what 1.1.0 adds
 SERVER_INFO = {"name": "ahp-host", "version": "0.1.0"}
@@ -224,6 +225,7 @@ async def create_session(consumer, params):
                                           fork["turnId"], config, model, agent)
             if active_client is not None:
                 actions.do_set_active_client(consumer.principal, session, consumer.client_id, active_client)
+        homes.make_home_here(session.id)
         refresh_server_tools([session])
 
     try:
@@ -395,11 +397,11 @@ METHODS = {
 BEFORE_INITIALIZE = {"initialize", "reconnect", "ping"}
 
 
-async def call(consumer, method, params):
+async def call(consumer: Any, method: str, params: dict) -> Any:
     """The result of `method` on this connection."""
     if method not in BEFORE_INITIALIZE and consumer.client_id is None:
         raise errors.RpcError(errors.INVALID_REQUEST, f"{method} before initialize: send initialize first.")
     handler = METHODS.get(method)
     if handler is None:
         raise errors.RpcError(errors.METHOD_NOT_FOUND, f"Method not found: {method}")
-    return await handler(consumer, params)
+    return await homes.at_home(consumer, method, params, handler)

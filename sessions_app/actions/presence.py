@@ -2,6 +2,7 @@
 still alive; what a dead one leased (its turns) the sweep ends."""
 from django.utils import timezone
 
+from ..events.log import this_node
 from ..models import ClientConnection, HostProcess
 
 
@@ -11,11 +12,11 @@ def do_mark_connections_seen(process, connection_ids):
     return ClientConnection.objects.filter(process=process, id__in=connection_ids).update(seen=timezone.now())
 
 
-def do_mark_process_alive(process):
+def do_mark_process_alive(process: str) -> None:
     """Renew the lease `process` holds on its turns and terminals. Publishes nothing."""
     now = timezone.now()
     if not HostProcess.objects.filter(name=process).update(seen=now):
-        HostProcess.objects.update_or_create(name=process, defaults={"seen": now})
+        HostProcess.objects.update_or_create(name=process, defaults={"seen": now, "node": this_node()})
 
 
 def live_processes(since):

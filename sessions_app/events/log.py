@@ -7,7 +7,9 @@ function does).
 import functools
 import os
 import uuid
+from pathlib import Path
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -21,6 +23,25 @@ from .numbering import create_counter, take_seqs
 
 # Identifies this process in the action log, so a tailer forwards only what others published.
 PROCESS = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+@functools.cache
+def this_node() -> str:
+    """The node this process runs on: AHP_NODE_ID, else a name made once for this VAR_DIR (each
+    machine has its own), so every process of one machine names the same node."""
+    if settings.AHP_NODE_ID:
+        return settings.AHP_NODE_ID
+    path = Path(settings.VAR_DIR) / "node_id"
+    if not path.exists():
+        draft = path.with_name(f"node_id.{os.getpid()}")
+        draft.write_text(f"node-{uuid.uuid4().hex[:12]}")
+        try:
+            os.link(draft, path)  # whole or not at all; a process that made it first wins
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+    return path.read_text().strip()
 REPLAY_LOG_SIZE = 10000  # per tenant
 # A rejected client action takes no number: its echo carries 0, which no accepted action has
 # (the counter starts at 1), so a client never mistakes it for the action of that number.

@@ -185,12 +185,12 @@ def do_create_terminal(principal, terminal_id, session, client_id, cwd=None, tit
     return terminal
 
 
-def running_here(terminal):
+def running_here(terminal: Terminal) -> None:
     if terminal.exit_code is not None:
         raise Refused(f"Terminal {terminal.uri} has exited.", "conflict")
     if terminal.process != events.PROCESS:
-        raise Refused(f"Terminal {terminal.uri} runs in another host process; reach it through that process.",
-                      "conflict")
+        # Its session's requests come here (ahp.protocol.homes): the process that held it is gone.
+        raise Refused(f"Terminal {terminal.uri} ended with the host process that ran it.", "conflict")
 
 
 @transaction.atomic

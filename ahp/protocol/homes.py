@@ -1,0 +1,252 @@
+"""Requests that touch a session's files or processes run at the session's home (one host
+process on one node, sessions_app/actions/homes.py): any other process that gets one hands it,
+with who asked, over the channel layer to the home's own channel, and relays its answer (an
+error with the same code and sentence). Without a shared channel layer (the embedded host) no
+other process is reachable, and every request runs where it arrives.
+
+The home runs the request through the same handler as a socket of its own would, for a
+`Visitor`: the asking connection's tenant, person, grants and client id. What the handler sends
+that connection (a rejected action's echo) travels back with the answer."""
+import asyncio
+import logging
+import time
+import weakref
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from grants.models import Principal, Tenant
+from kernel.orm import database_sync_to_async
+from kernel.refusals import Refused
+from sessions_app.actions.homes import do_find_home
+from sessions_app.channels import parse
+from sessions_app.events import PROCESS
+from sessions_app.events.presence import HEARTBEAT_SECONDS, is_layer_failure
+from sessions_app.models import Chat, HostProcess, Session
+from tools_app.families import files
+from tools_app.families.terminals.models import Terminal
+from tools_app.runtime import interrupt_turn, run_turn
+
+from . import errors
+
+logger = logging.getLogger(__name__)
+
+# A home that renewed its lease within this is alive: three heartbeats, so one slow renewal
+# moves no session.
+LEASE_SECONDS = 3 * HEARTBEAT_SECONDS
+ANSWER_SECONDS = 30
+HOME_SILENT = (f"The node running this session did not answer within {ANSWER_SECONDS} s; "
+               "send the request again.")
+# The client actions that start or stop a session's processes (a turn's agent, a terminal's shell).
+HOMED_ACTIONS = ("chat/turnStarted", "chat/turnCancelled", "chat/pendingMessageSet", "terminal/input",
+                 "terminal/resized")
+
+Handler = Callable[[Any, dict], Awaitable[Any]]
+_serving = weakref.WeakKeyDictionary()  # event loop -> its task answering this process's requests
+_kept = set()  # requests and turns begun for visitors, kept from the garbage collector
+
+
+def home_channel(process: str) -> str:
+    return f"ahp.home.{process}"
+
+
+def shared_layer() -> bool:
+    return not isinstance(get_channel_layer(), InMemoryChannelLayer)
+
+
+# The session a request touches ---------------------------------------------------------------
+
+def session_named(tenant: Tenant, uri: Any) -> str | None:
+    """The id of the tenant's session that `uri` (a session, chat or terminal) belongs to."""
+    kind, key = parse(uri) if isinstance(uri, str) else (None, None)
+    rows = {"session": Session.objects.filter(tenant=tenant, id=key).values_list("id", flat=True),
+            "chat": Chat.objects.filter(session__tenant=tenant, id=key).values_list("session_id", flat=True),
+            "terminal": Terminal.objects.filter(session__tenant=tenant, id=key).values_list("session_id", flat=True)}
+    found = rows[kind].first() if kind in rows else None
+    return str(found) if found else None
+
+
+def session_of_file(consumer: Any, params: dict, name: str = "uri") -> str | None:
+    try:
+        return files.allowed_place(consumer.principal, params.get(name), "session:read").session_id
+    except Refused:
+        return None  # refused where it arrives, in the same words
+
+
+def session_of_terminal(consumer: Any, params: dict) -> str | None:
+    claim = params.get("claim")
+    return session_named(consumer.tenant, params.get("session") or (claim.get("session") if isinstance(claim, dict)
+                                                                    else None))
+
+
+def session_of_action(consumer: Any, params: dict) -> str | None:
+    action = params.get("action")
+    if not isinstance(action, dict) or action.get("type") not in HOMED_ACTIONS:
+        return None
+    return session_named(consumer.tenant, params.get("channel"))
+
+
+def session_of_channel(consumer: Any, params: dict) -> str | None:
+    return session_named(consumer.tenant, params.get("channel"))
+
+
+SESSION_OF = {
+    **{method: session_of_file for method in (
+        "resourceResolve", "resourceList", "resourceRead", "resourceWrite", "resourceMkdir", "resourceDelete")},
+    "resourceCopy": lambda consumer, params: session_of_file(consumer, params, "source"),
+    "resourceMove": lambda consumer, params: session_of_file(consumer, params, "source"),
+    "createTerminal": session_of_terminal,
+    "disposeTerminal": session_of_channel,
+    "disposeSession": session_of_channel,
+    "dispatchAction": session_of_action,
+}
+
+
+def home_for(consumer: Any, method: str, params: dict) -> str:
+    """The process that must run `method`: the home of the session it touches, or this one."""
+    session_id = SESSION_OF[method](consumer, params)
+    return do_find_home(session_id, PROCESS, LEASE_SECONDS) if session_id else PROCESS
+
+
+def make_home_here(session_id: str) -> None:
+    """A session made here has its home here."""
+    if shared_layer():
+        do_find_home(session_id, PROCESS, LEASE_SECONDS)
+
+
+# Asking the home -------------------------------------------------------------------------------
+
+async def at_home(consumer: Any, method: str, params: dict, handler: Handler) -> Any:
+    """`handler`'s answer to the request, run at the home of the session it touches."""
+    if method not in SESSION_OF or not shared_layer():
+        return await handler(consumer, params)
+    while True:
+        home = await database_sync_to_async(home_for)(consumer, method, params)
+        if home == PROCESS:
+            return await handler(consumer, params)
+        answered, result = await relay(consumer, home, method, params)
+        if answered:
+            return result
+        # The home stopped renewing its lease before it answered: asked again, the session is
+        # taken by a live process (this one, or one that took it meanwhile).
+
+
+def alive(process: str) -> bool:
+    cutoff = timezone.now() - timedelta(seconds=LEASE_SECONDS)
+    return HostProcess.objects.filter(name=process, seen__gte=cutoff).exists()
+
+
+async def relay(consumer: Any, home: str, method: str, params: dict) -> tuple[bool, Any]:
+    """(True, the home's answer), or (False, None) once the home's lease lapsed unanswered."""
+    principal = consumer.principal
+    layer = get_channel_layer()
+    reply_to = await layer.new_channel()
+    await layer.send(home_channel(home), {
+        "type": "ahp.home_request", "reply_to": reply_to, "method": method, "params": params,
+        "tenant_id": consumer.tenant.pk, "person_id": principal.person_id, "grants": list(principal.grants),
+        "token_id": principal.token_id, "client_id": consumer.client_id})
+    loop, asked = asyncio.get_running_loop(), time.monotonic()
+    # Each wait ends with the answer or a tick, itself a message: a receive on the layer is never
+    # cancelled. At each tick the home's lease is read.
+    try:
+        while True:
+            timer = loop.call_later(min(LEASE_SECONDS, ANSWER_SECONDS),
+                                    lambda: loop.create_task(layer.send(reply_to, {"type": "tick"})))
+            try:
+                answer = await layer.receive(reply_to)
+            finally:
+                timer.cancel()
+            if answer.get("type") != "tick":
+                break
+            if not await database_sync_to_async(alive)(home):
+                return False, None
+            if time.monotonic() - asked >= ANSWER_SECONDS:
+                raise errors.RpcError(errors.INTERNAL_ERROR, HOME_SILENT)
+    finally:
+        if hasattr(layer, "delete_channel"):
+            await layer.delete_channel(reply_to)
+    for notification, notification_params in answer.get("notifications", ()):
+        await consumer.send_notification(notification, notification_params)
+    if "error" in answer:
+        error = answer["error"]
+        raise errors.RpcError(error["code"], error["message"], error.get("data"))
+    return True, answer.get("result")
+
+
+# Answering as the home -------------------------------------------------------------------------
+
+class Visitor:
+    """The connection a request came from, as its session's home acts for it."""
+
+    def __init__(self, tenant: Tenant, principal: Principal, client_id: str | None) -> None:
+        self.tenant = tenant
+        self.principal = principal
+        self.client_id = client_id
+        self.notifications: list[tuple[str, dict]] = []
+
+    async def send_notification(self, method: str, params: dict) -> None:
+        self.notifications.append((method, params))
+
+    def launch_turn(self, turn_id: Any) -> None:
+        keep(run_turn(turn_id))
+
+    def interrupt_turn(self, turn: Any) -> None:
+        keep(interrupt_turn(turn))
+
+
+def keep(work: Awaitable) -> None:
+    task = asyncio.ensure_future(work)
+    _kept.add(task)
+    task.add_done_callback(_kept.discard)
+
+
+def visitor_of(message: dict) -> Visitor:
+    tenant = Tenant.objects.get(pk=message["tenant_id"])
+    person = get_user_model().objects.get(pk=message["person_id"]) if message["person_id"] is not None else None
+    return Visitor(tenant, Principal(tenant, person, message["grants"], message["token_id"]), message["client_id"])
+
+
+def as_error(exc: Exception, method: str) -> dict:
+    if isinstance(exc, errors.RpcError):
+        return {"code": exc.code, "message": exc.message, "data": exc.data}
+    if isinstance(exc, Refused):
+        return {"code": exc.answer.rpc_code, "message": exc.sentence}
+    logger.error("Method %s failed at its session's home", method, exc_info=exc)
+    return {"code": errors.INTERNAL_ERROR, "message": "Internal error; the host logged it."}
+
+
+async def answer(message: dict, handlers: dict[str, Handler]) -> None:
+    visitor = None
+    try:
+        visitor = await database_sync_to_async(visitor_of)(message)
+        reply = {"result": await handlers[message["method"]](visitor, message["params"])}
+    except Exception as exc:
+        reply = {"error": as_error(exc, message["method"])}
+    reply["notifications"] = visitor.notifications if visitor else []
+    await get_channel_layer().send(message["reply_to"], {"type": "ahp.home_answer", **reply})
+
+
+def ensure_serving(handlers: dict[str, Handler]) -> None:
+    """While the running loop lives, this process answers the requests other processes hand it
+    for the sessions it is home to, with `handlers` (the connection's own table of methods)."""
+    loop = asyncio.get_running_loop()
+    if loop not in _serving and shared_layer():
+        _serving[loop] = loop.create_task(serve(handlers))
+
+
+async def serve(handlers: dict[str, Handler]) -> None:
+    layer = get_channel_layer()
+    while True:
+        try:
+            message = await layer.receive(home_channel(PROCESS))
+        except Exception as exc:
+            if not is_layer_failure(exc):
+                raise
+            logger.warning("This process's home requests are unreachable (%s); listening again", exc)
+            await asyncio.sleep(1)
+            continue
+        keep(answer(message, handlers))

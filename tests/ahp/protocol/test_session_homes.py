@@ -1,0 +1,182 @@
+"""Two nodes (each its own var/ and node id, one shared workspace root, one PostgreSQL database
+and one Redis): a session's files, terminals, turns and end, asked through the node that is not
+its home, happen at its home; once its home dies, the other node takes it over."""
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from sessions_app.actions.turns import RUNNER_GONE
+from sessions_app.models import HostProcess, SessionHome, Turn
+from tools_app.families.terminals.models import Terminal
+
+from ...conftest import ROOT, child_env, free_port, stop, tenant_made, wait_for_port
+from .harness import AhpClient, RpcFailed, default_chat
+from .test_client_tools import announce, call_open_file
+from .test_terminals import output_until
+
+pytestmark = [
+    pytest.mark.e2e,  # two host processes, shells under bubblewrap
+    pytest.mark.skipif(
+        not settings.REDIS_URL or connection.vendor != "postgresql",
+        reason="two nodes share one database and one channel layer: PostgreSQL and Redis (the embedded host "
+               "is one node)",
+    ),
+]
+
+
+@pytest.fixture
+def two_nodes(transactional_db, workspace, tmp_path):
+    processes, ports = [], []
+    for name in ("node-1", "node-2"):
+        port = free_port()
+        log = open(tmp_path / f"{name}.log", "w")
+        processes.append(subprocess.Popen(
+            [sys.executable, "-m", "ahp.serve", "-b", "127.0.0.1", "-p", str(port), "ahp.asgi:application"],
+            env=child_env(AHP_HEARTBEAT_SECONDS="0.5", AHP_NODE_ID=name, AHP_VAR_DIR=str(tmp_path / name)),
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
+        ports.append(port)
+    try:
+        for port, process in zip(ports, processes):
+            wait_for_port(port, process)
+        yield ports, processes
+    finally:
+        for process in processes:
+            stop(process)
+
+
+@pytest.fixture
+def project(acme, workspace):
+    folder = workspace / "app"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("kept on the shared volume\n")
+    return tenant_made(folder, acme.tenant)
+
+
+def node_of(process_name):
+    return HostProcess.objects.get(name=process_name).node
+
+
+def home_node(session_uri):
+    return node_of(SessionHome.objects.get(session_id=session_uri.rsplit("/", 1)[1]).process)
+
+
+def shells_under(pid):
+    """Pids of the `sh` processes descending from `pid`."""
+    parents, names = {}, {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        names[int(entry)] = stat[stat.index("(") + 1:stat.rindex(")")]
+        parents[int(entry)] = int(stat[stat.rindex(")") + 2:].split()[1])
+    found = []
+    for child in parents:
+        ancestor = parents.get(child)
+        while ancestor and ancestor != pid:
+            ancestor = parents.get(ancestor)
+        if ancestor == pid and names[child] == "sh":
+            found.append(child)
+    return found
+
+
+def until(condition, timeout=15):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "it did not happen in time"
+        time.sleep(0.1)
+
+
+def open_terminal(client, session):
+    uri = f"ahp-terminal:/{uuid.uuid4()}"
+    assert client.call("createTerminal", {"channel": uri, "session": session}) is None
+    client.subscribe(uri)
+    return uri
+
+
+def test_files_and_terminals_asked_through_the_other_node_happen_at_the_sessions_home(acme, two_nodes, project):
+    (port_1, port_2), (node_1, _) = two_nodes
+    with AhpClient(port_1, acme.tokens["member"], "one") as one, AhpClient(port_2, acme.tokens["member"], "two") as two:
+        session = one.create_session(workingDirectories=[project.as_uri()])
+        assert one.call("resourceList", {"uri": project.as_uri()}) == {"entries": [{"name": "notes.txt", "type": "file"}]}
+        assert home_node(session) == "node-1"
+
+        written = (project / "plan.md").as_uri()
+        assert two.call("resourceWrite", {"uri": written, "data": "# plan\n", "encoding": "utf-8"}) == {}
+        assert two.call("resourceRead", {"uri": written})["data"] == "# plan\n"
+        assert [e["name"] for e in two.call("resourceList", {"uri": project.as_uri()})["entries"]] == [
+            "notes.txt", "plan.md"]
+        with pytest.raises(RpcFailed) as missing:
+            two.call("resourceRead", {"uri": (project / "gone.txt").as_uri()})
+        assert (missing.value.code, missing.value.message) == (-32008, f"No file {project / 'gone.txt'}.")
+        assert home_node(session) == "node-1"
+
+        terminal = open_terminal(two, session)
+        assert node_of(Terminal.objects.get(id=terminal.rsplit("/", 1)[1]).process) == "node-1"
+        two.dispatch(terminal, {"type": "terminal/input", "data": "cat notes.txt; echo done-$((6*7))\n"})
+        assert "kept on the shared volume" in output_until(two, terminal, "done-42")
+        two.dispatch(terminal, {"type": "terminal/resized", "cols": 120, "rows": 40})
+        two.dispatch(terminal, {"type": "terminal/input", "data": "stty size\n"})
+        assert "40 120" in output_until(two, terminal, "40 120")
+        assert shells_under(node_1.pid)
+        assert two.call("disposeTerminal", {"channel": terminal}) is None
+        until(lambda: not shells_under(node_1.pid))
+
+        open_terminal(two, session)
+        until(lambda: shells_under(node_1.pid))
+        assert two.call("disposeSession", {"channel": session}) is None
+        until(lambda: not shells_under(node_1.pid))
+        assert not Terminal.objects.exists()
+
+
+def test_a_turn_asked_through_the_other_node_runs_and_is_cancelled_at_the_home(acme, two_nodes):
+    (port_1, port_2), _ = two_nodes
+    with AhpClient(port_1, acme.tokens["member"], "ide") as ide, AhpClient(port_2, acme.tokens["member"], "two") as two:
+        session = ide.create_session()
+        chat = default_chat(two, session)
+        announce(ide, session)
+        two.subscribe(chat)
+        turn, _ = call_open_file(two, chat)
+        assert node_of(Turn.objects.get(id=turn).runner) == "node-1"
+        assert home_node(session) == "node-1"
+        two.dispatch(chat, {"type": "chat/turnCancelled", "turnId": turn})
+        two.action("chat/turnCancelled", turnId=turn)
+        assert Turn.objects.get(id=turn).state == "cancelled"
+        # A rejection said at the home reaches the asking client, in the same words.
+        two.dispatch(chat, {"type": "chat/turnCancelled", "turnId": turn})
+        assert two.action("chat/turnCancelled", rejected=True)["rejectionReason"] == (
+            f"No turn {turn} is running in this chat.")
+
+
+def test_a_session_whose_home_died_mid_turn_is_used_through_the_other_node(acme, two_nodes, project):
+    (port_1, port_2), (node_1, _) = two_nodes
+    with AhpClient(port_1, acme.tokens["member"], "one") as one, AhpClient(port_2, acme.tokens["member"], "two") as two:
+        session = one.create_session(workingDirectories=[project.as_uri()])
+        chat = default_chat(two, session)
+        announce(two, session)
+        two.subscribe(chat)
+        turn = one.start_turn(chat, '/call two__open_file {"path": "README.md"}')
+        two.action("chat/toolCallStart", turnId=turn)
+        assert home_node(session) == "node-1"
+
+        node_1.send_signal(signal.SIGKILL)
+        node_1.wait()
+        killed = time.monotonic()
+        later = two.start_turn(chat, "still here")
+        assert two.action("chat/error", turnId=turn)["action"]["error"]["message"] == RUNNER_GONE
+        assert two.reply_to(later) == "still here"
+        assert two.call("resourceRead", {"uri": (project / "notes.txt").as_uri()})["data"] == (
+            "kept on the shared volume\n")
+        terminal = open_terminal(two, session)
+        two.dispatch(terminal, {"type": "terminal/input", "data": "echo back-$((6*7))\n"})
+        output_until(two, terminal, "back-42")
+        assert time.monotonic() - killed < 30
+        assert home_node(session) == "node-2"
