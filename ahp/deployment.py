@@ -1,6 +1,8 @@
 """Whether the host may start as configured: without SECRET_KEY in the environment only an
 embedded host (no DATABASE_URL) listening on loopback may, with the key settings keep under its
-var directory. Anything else would sign sessions and derive tokens with a key nobody chose."""
+var directory. Anything else would sign sessions and derive tokens with a key nobody chose. And
+a node whose AHP_SECRETS_KEY cannot open the database's sealed secrets may not start at all: it
+would fail every tenant's secret it met and seal new ones the other nodes could not open."""
 import ipaddress
 import os
 
@@ -38,3 +40,17 @@ def refusal_to_start(hosts):
         return NO_SECRET_KEY
     return None
 
+
+
+def secrets_key_refusal() -> str | None:
+    """The sentence when this node's AHP_SECRETS_KEY cannot open the database's sealed secrets,
+    else None; None too while the database cannot tell (not migrated yet, or not answering: the
+    node starts and /healthz reports the database). Needs Django set up."""
+    from django.db import DatabaseError
+
+    from sandbox.sealing import key_refusal
+
+    try:
+        return key_refusal()
+    except DatabaseError:
+        return None

@@ -34,7 +34,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import django
 
-from ahp.deployment import HANDOFF_BYTES, REQUEST_DEADLINE, refusal_to_start
+from ahp.deployment import HANDOFF_BYTES, REQUEST_DEADLINE, refusal_to_start, secrets_key_refusal
 from ahp.supervision import Child, stop_children, supervise_once
 
 # Route lookups the front remembers (token key ids, sessions); forgotten all at once past this.
@@ -262,7 +262,7 @@ def main(argv=None):
                         help="serving processes (AHP_SERVING_PROCESSES; one per core)")
     parser.add_argument("application", nargs="?", default="ahp.asgi:application")
     args = parser.parse_args(argv)
-    refusal = refusal_to_start([args.bind])
+    refusal = refusal_to_start([args.bind]) or secrets_key_refusal()
     if refusal:
         sys.exit(refusal)
     # Not asyncio.run: its own Ctrl-C handler cancels the task with a traceback.

@@ -1,6 +1,7 @@
 """`python -m ahp.serve`: daphne, exactly as `python -m daphne` runs it, except that
 
-- it refuses to start without SECRET_KEY unless embedded on loopback (ahp/deployment.py);
+- it refuses to start without SECRET_KEY unless embedded on loopback, and with an AHP_SECRETS_KEY
+  that cannot open the database's sealed secrets (ahp/deployment.py);
 - a frame over its size limit (1 MiB) is refused with close code 1009 ("message too big") rather
   than by dropping the TCP connection, so a client learns why it was cut off;
 - a connection must finish sending each request's head and body (a WebSocket upgrade included)
@@ -14,11 +15,13 @@
 """
 import asyncio
 import logging
+import os
 import socket
 import sys
 
 import autobahn.websocket.protocol
 import daphne.server
+import django
 import txaio
 from daphne.cli import DEFAULT_HOST, CommandLineInterface
 from daphne.http_protocol import HTTPFactory
@@ -26,7 +29,7 @@ from daphne.ws_protocol import WebSocketFactory, WebSocketProtocol
 from twisted.internet import reactor
 from twisted.web.http import HTTPChannel, _GenericHTTPChannelProtocol
 
-from ahp.deployment import HANDOFF_BYTES, REQUEST_DEADLINE, UNREAD_BYTES, refusal_to_start
+from ahp.deployment import HANDOFF_BYTES, REQUEST_DEADLINE, UNREAD_BYTES, refusal_to_start, secrets_key_refusal
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +178,10 @@ def main(argv):
         argv = argv[:at] + argv[at + 2:]
     else:
         refusal = refusal_to_start(listening_hosts(argv))
+        if not refusal:
+            os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ahp.settings")
+            django.setup()
+            refusal = secrets_key_refusal()
         if refusal:
             sys.exit(refusal)
     CommandLineInterface().run(argv)

@@ -38,3 +38,14 @@ class TenantGroup(models.Model):
 
     def __str__(self):
         return f"tenant {self.tenant_id}: group {self.gid}"
+
+
+class SecretsKeyCheck(models.Model):
+    """One value sealed with the host's AHP_SECRETS_KEY by the first node that starts: a node
+    whose key cannot open it refuses to start (sandbox.sealing.key_refusal), before it seals
+    anything the other nodes could not open."""
+
+    sealed = models.TextField()
+
+    def __str__(self):
+        return "secrets key check"

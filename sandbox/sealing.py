@@ -21,6 +21,10 @@ class SecretUnreadable(ValueError):
 
 
 UNREADABLE = "A stored secret cannot be opened with this host's AHP_SECRETS_KEY; set it again."
+WRONG_KEY = ("Refusing to start: this node's AHP_SECRETS_KEY cannot open the secrets sealed in the database. "
+             "Give every node the same AHP_SECRETS_KEY, the one they were sealed with (while rotating: the new "
+             "key first, then the old one, comma-separated).")
+KEY_CHECK_TEXT = "the host's secrets key"
 
 
 def _key_file():
@@ -68,6 +72,24 @@ def unseal(value):
         return box().decrypt(value[len(PREFIX):].encode()).decode()
     except (InvalidToken, ValueError):
         raise SecretUnreadable(UNREADABLE) from None
+
+
+def key_refusal() -> str | None:
+    """WRONG_KEY (or the sentence on a malformed key) when this node's secrets key cannot open the
+    database's check value, else None. The first node to start seals it; every later start opens
+    it and seals it again with the first key, so the old key of a rotation may then be dropped."""
+    from .models import SecretsKeyCheck
+
+    try:
+        check, made = SecretsKeyCheck.objects.get_or_create(pk=1, defaults={"sealed": seal(KEY_CHECK_TEXT)})
+        if not made:
+            check.sealed = PREFIX + box().rotate(check.sealed[len(PREFIX):].encode()).decode()
+            check.save(update_fields=["sealed"])
+    except InvalidToken:
+        return WRONG_KEY
+    except SecretUnreadable as malformed:
+        return str(malformed)
+    return None
 
 
 SEALED_KEYS = ("env", "headers")  # where an MCP server entry keeps its secrets
