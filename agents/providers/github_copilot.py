@@ -406,15 +406,17 @@ class GitHubCopilotProvider:
         options = {"available_tools": policy.available_tools, "excluded_tools": policy.excluded_tools}
         if definition.model:
             options["model"] = definition.model
+        if definition.instructions:  # a turn's own system message (session_instructions) carries them too
+            options["system_message"] = {"mode": "append", "content": definition.instructions}
         return options
 
     async def create_session(self, definition, **options):
         client = self.client_for(definition)
-        return await client.create_session(**self.session_options(definition), **options)
+        return await client.create_session(**{**self.session_options(definition), **options})
 
     async def resume_session(self, definition, session_id, **options):
         client = self.client_for(definition)
-        return await client.resume_session(session_id, **self.session_options(definition), **options)
+        return await client.resume_session(session_id, **{**self.session_options(definition), **options})
 
     async def close(self):
         clients, self._clients = list(self._clients.values()), {}
