@@ -52,7 +52,7 @@ def test_a_normal_run_prints_no_traceback_and_no_error(tmp_path):
                        capture_output=True)
         port = free_port()
         host = start(env, port)
-        output = []
+        output, lingering = [], None
         reader = threading.Thread(target=lambda: output.extend(host.stdout), daemon=True)
         try:
             while "connect a client" not in "".join(output) and host.poll() is None:
@@ -83,8 +83,13 @@ def test_a_normal_run_prints_no_traceback_and_no_error(tmp_path):
                                  headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
                 assert big.status_code == 413
                 assert big.json() == {"error": "The request body is over the 2.5 MiB the host accepts; send less at a time."}
+            # A client still subscribed when Ctrl-C comes: the host's last news for it finds it gone.
+            lingering = AhpClient(port, token, "lingering")
+            lingering.subscribe(session)
         finally:
             rest = interrupt(host) if host.poll() is None else ""
+            if lingering is not None:
+                lingering.close()
             reader.join(timeout=PROCESS_DEADLINE_SECONDS)
             print("".join(output) + rest)  # shown when the test fails
     printed = "".join(output) + rest
