@@ -12,6 +12,8 @@ TEST_WORKERS ?= 3
 HARNESS := var/harness
 CLAUDE_CODE := @anthropic-ai/claude-code@2.1.332
 COPILOT_CLI := @github/copilot@1.0.102
+# Claude Code 2.1 declares Node >= 22: npm installs the CLIs running on this Node, from the npm registry.
+HARNESS_NODE := node@22.23.3
 
 .PHONY: run test install bench harness
 
@@ -25,7 +27,9 @@ $(HARNESS)/.installed: Makefile
 	@if ! command -v npm >/dev/null 2>&1; then \
 		echo "npm not found: the claude and github-copilot agents stay unavailable until \`make harness\` runs with npm"; \
 	else \
-		npm install --prefix $(HARNESS) --no-fund --no-audit --save-exact $(CLAUDE_CODE) $(COPILOT_CLI) && touch $@ \
+		npm install --prefix $(HARNESS)/node --no-fund --no-audit --save-exact $(HARNESS_NODE) \
+		&& PATH="$(CURDIR)/$(HARNESS)/node/node_modules/node/bin:$$PATH" \
+			npm install --prefix $(HARNESS) --no-fund --no-audit --save-exact $(CLAUDE_CODE) $(COPILOT_CLI) && touch $@ \
 			|| echo "npm could not install the harness CLIs: the claude and github-copilot agents stay unavailable"; \
 	fi
 

@@ -20,9 +20,11 @@ import socket
 import sys
 
 import autobahn.websocket.protocol
+import daphne.cli
 import daphne.server
 import django
 import txaio
+from daphne.access import AccessLogGenerator
 from daphne.cli import DEFAULT_HOST, CommandLineInterface
 from daphne.http_protocol import HTTPFactory
 from daphne.ws_protocol import WebSocketFactory, WebSocketProtocol
@@ -43,6 +45,8 @@ def unsent_bytes(transport):
 
 class ReaderBoundWebSocketProtocol(WebSocketProtocol):
     def serverSend(self, content, binary=False):
+        if self.state == self.STATE_CLOSED:
+            return  # the client left while news for it was on its way; it catches up by reconnect
         super().serverSend(content, binary)
         unsent = unsent_bytes(self.transport)
         if unsent > UNREAD_BYTES and self.state == self.STATE_OPEN:
@@ -160,6 +164,19 @@ class HandoffServer(daphne.server.Server):
 
 
 
+class QuietAccessLog(AccessLogGenerator):
+    """Daphne's access log without a line per static file or per MCP request that went well: a
+    page load or an agent's tool calls would otherwise fill the terminal."""
+
+    QUIET_PATHS = ("/static/", "/ahp-mcp/")
+
+    def __call__(self, protocol: str, action: str, details: dict) -> None:
+        if (protocol == "http" and str(details.get("path", "")).startswith(self.QUIET_PATHS)
+                and int(details.get("status") or 0) < 400):
+            return
+        super().__call__(protocol, action, details)
+
+
 def listening_hosts(argv):
     """The TCP hosts daphne's command line binds, or None when it names other endpoints."""
     args, _ = CommandLineInterface().parser.parse_known_args(argv)
@@ -169,6 +186,7 @@ def listening_hosts(argv):
 
 
 def main(argv):
+    daphne.cli.AccessLogGenerator = QuietAccessLog  # the name daphne's command line builds its log with
     if "--handoff-fd" in argv:
         at = argv.index("--handoff-fd")
         HandoffServer.handoff_fd = int(argv[at + 1])

@@ -144,6 +144,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "ahp.request_limits.RequestTooBigMiddleware",
 ]
 
 ROOT_URLCONF = "ahp.urls"
@@ -240,6 +241,7 @@ else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "kernel.memory_layer.MemoryChannelLayer",
                                   "CONFIG": {"capacity": CHANNEL_CAPACITY}}}
     CELERY_BROKER_URL = "filesystem://localhost/"  # the host part is unused; naming it keeps kombu quiet
+    CELERY_BROKER_TRANSPORT = "kernel.filesystem_broker:Transport"  # writes each message whole
     _queue = VAR_DIR / "celery" / "queue"
     _processed = VAR_DIR / "celery" / "processed"
     _queue.mkdir(parents=True, exist_ok=True)
@@ -295,6 +297,8 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    # The Copilot SDK logs each request its CLI does not know (it then falls back) with a traceback.
+    "loggers": {"copilot": {"level": "ERROR"}},
 }
 
 # The per-session sandbox everything run for a tenant runs in (docs/security.md).

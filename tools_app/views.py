@@ -1,5 +1,7 @@
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -41,6 +43,8 @@ def _shown(definition):
     return definition.to_dict()
 
 
+@extend_schema_view(get=extend_schema(operation_id="agent_definitions_list"))
+@extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)  # JSON documents, no serializer
 class AgentDefinitionList(APIView):
     def get(self, request):
         if not request.auth.may("config:settings"):
@@ -52,6 +56,7 @@ class AgentDefinitionList(APIView):
         return _save(request, None, status.HTTP_201_CREATED)
 
 
+@extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)  # JSON documents, no serializer
 class AgentDefinitionDetail(APIView):
     def _definition(self, request, definition_id):
         # Another tenant's definition answers exactly like one that does not exist.
@@ -73,6 +78,7 @@ class AgentDefinitionDetail(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+@extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)  # JSON documents, no serializer
 class ToolOutputDetail(APIView):
     """The whole text of a tool result the model saw cut (`ahp-tool-output:/<id>` in its note),
     for whoever may read the session it belongs to."""

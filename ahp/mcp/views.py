@@ -1,4 +1,6 @@
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -9,6 +11,7 @@ from sessions_app.actions import do_open_tools_endpoint
 from sessions_app.models import Session
 
 
+@extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)  # JSON documents, no serializer
 class ToolsEndpointView(APIView):
     """The session's MCP tools endpoint and a token of the caller's own, acting as them."""
 

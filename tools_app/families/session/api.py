@@ -2,6 +2,8 @@
 tool's arguments as the JSON body. No session calls, so nothing is charged to a tree and what
 it makes is the caller's, with no parent."""
 from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -48,6 +50,7 @@ def not_enabled(name):
     return f"{name} is not enabled without a session: its isEnabledForSession check said no."
 
 
+@extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)  # JSON documents, no serializer
 class SessionlessToolCall(APIView):
     def post(self, request, name):
         """Every call, ran or refused, is audited as a tool call naming the caller and no session."""
