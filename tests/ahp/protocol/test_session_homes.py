@@ -12,8 +12,10 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from sessions_app import actions
 from sessions_app.actions.turns import RUNNER_GONE
-from sessions_app.models import HostProcess, SessionHome, Turn
+from sessions_app.models import Chat, HostProcess, SessionHome, Turn
+from tools_app.runtime import launch_turn
 from tools_app.families.terminals.models import Terminal
 
 from ...conftest import ROOT, child_env, free_port, stop, tenant_made, wait_for_port
@@ -154,6 +156,20 @@ def test_a_turn_asked_through_the_other_node_runs_and_is_cancelled_at_the_home(a
         two.dispatch(chat, {"type": "chat/turnCancelled", "turnId": turn})
         assert two.action("chat/turnCancelled", rejected=True)["rejectionReason"] == (
             f"No turn {turn} is running in this chat.")
+
+
+def test_a_turn_the_host_begins_in_another_process_runs_at_the_sessions_home(acme, two_nodes):
+    (_, port_2), _ = two_nodes
+    with AhpClient(port_2, acme.tokens["member"], "two") as two:
+        session = two.create_session()
+        chat = default_chat(two, session)
+        two.subscribe(chat)
+        # As a wakeup fires in a Celery worker: begun and launched in a process that is not the home.
+        turn, _ = actions.do_send_message(acme.principal("member"), Chat.objects.get(id=chat.rsplit("/", 1)[1]),
+                                          "woken up", origin_kind="automation")
+        launch_turn(turn.id)
+        assert two.reply_to(str(turn.id)) == "woken up"
+        assert node_of(Turn.objects.get(id=turn.id).runner) == "node-2"
 
 
 def test_a_session_whose_home_died_mid_turn_is_used_through_the_other_node(acme, two_nodes, project):
