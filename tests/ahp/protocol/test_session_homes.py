@@ -129,6 +129,7 @@ def test_files_and_terminals_asked_through_the_other_node_happen_at_the_sessions
         two.dispatch(terminal, {"type": "terminal/input", "data": "stty size\n"})
         assert "40 120" in output_until(two, terminal, "40 120")
         assert shells_under(node_1.pid)
+        refused_the_same_on_both_nodes(acme, (port_1, port_2), session, terminal, written)
         assert two.call("disposeTerminal", {"channel": terminal}) is None
         until(lambda: not shells_under(node_1.pid))
 
@@ -137,6 +138,22 @@ def test_files_and_terminals_asked_through_the_other_node_happen_at_the_sessions
         assert two.call("disposeSession", {"channel": session}) is None
         until(lambda: not shells_under(node_1.pid))
         assert not Terminal.objects.exists()
+
+
+def refused_the_same_on_both_nodes(people, ports, session, terminal, written):
+    """A guest (reads, changes nothing) asks each node: the home refuses what it relays in the
+    words it refuses its own socket's request with, as the guest, not as the node that asked."""
+    answers = []
+    for port in ports:
+        with AhpClient(port, people.tokens["guest"], f"guest-{port}") as guest:
+            with pytest.raises(RpcFailed) as write:
+                guest.call("resourceWrite", {"uri": written, "data": "overwritten", "encoding": "utf-8"})
+            with pytest.raises(RpcFailed) as dispose:
+                guest.call("disposeTerminal", {"channel": terminal})
+            answers.append(((write.value.code, write.value.message), (dispose.value.code, dispose.value.message)))
+    assert answers[0] == answers[1]
+    assert answers[0][0][0] == -32009
+    assert Terminal.objects.filter(id=terminal.rsplit("/", 1)[1]).exists()
 
 
 def test_a_turn_asked_through_the_other_node_runs_and_is_cancelled_at_the_home(acme, two_nodes):
