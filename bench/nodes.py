@@ -1,7 +1,8 @@
 """A session's requests through the node that is not its home: two nodes (each its own var/ and
 node id, one shared workspace root) on DATABASE_URL and REDIS_URL; a session made on node 1 (its
 home); a file command (`resourceRead`) and a terminal keystroke (terminal/input to the PTY and
-back as terminal/data) through node 2, against the same through node 1 in the same run.
+back as terminal/data) through node 2, against the same through node 1 in the same run (taken in
+turn, one through each node, so both meet the same load).
 
 Run: DATABASE_URL=... REDIS_URL=... `.venv/bin/python -m bench.nodes` (an empty database).
 Target: through the other node p50 <= 1.5x the same node's.
@@ -19,31 +20,35 @@ READS = 300
 KEYSTROKES = 300
 
 
-async def file_reads(client, uri):
-    samples = []
+async def file_reads(one, two, uri):
+    """(through node 1, through node 2): one read through each in turn, so both meet the same load."""
+    samples = ([], [])
     for _ in range(READS):
-        start = time.perf_counter()
-        await client.call("resourceRead", {"uri": uri})
-        samples.append(time.perf_counter() - start)
+        for client, taken in zip((one, two), samples):
+            start = time.perf_counter()
+            await client.call("resourceRead", {"uri": uri})
+            taken.append(time.perf_counter() - start)
     return samples
 
 
-async def keystrokes(typist, reader, terminal):
-    """Input typed through `typist`'s node, its echo read on `reader`'s socket (the same one)."""
-    async def until(needle):
-        seen = ""
-        while needle not in seen:
-            frame = json.loads(await reader.ws.recv())
-            action = frame.get("params", {}).get("action", {}) if frame.get("method") == "action" else {}
-            if action.get("type") == "terminal/data":
-                seen += action["data"]
+async def keystroke(client, terminal, text):
+    """Input typed through `client`'s node until its echo is back on the same socket."""
+    start = time.perf_counter()
+    await client.dispatch(terminal, {"type": "terminal/input", "data": f"{text}\n"})
+    seen = ""
+    while text not in seen:
+        frame = json.loads(await client.ws.recv())
+        action = frame.get("params", {}).get("action", {}) if frame.get("method") == "action" else {}
+        if action.get("type") == "terminal/data":
+            seen += action["data"]
+    return time.perf_counter() - start
 
-    samples = []
+
+async def keystrokes(one, two, terminal):
+    samples = ([], [])
     for i in range(KEYSTROKES):
-        start = time.perf_counter()
-        await typist.dispatch(terminal, {"type": "terminal/input", "data": f"k{i}\n"})
-        await until(f"k{i}")
-        samples.append(time.perf_counter() - start)
+        for client, taken, name in zip((one, two), samples, ("same", "other")):
+            taken.append(await keystroke(client, terminal, f"{name}-{i}."))
     return samples
 
 
@@ -52,17 +57,15 @@ async def measure(url_1, url_2, folder):
     session = f"ahp-session:/{uuid.uuid4()}"
     await one.call("createSession", {"channel": session, "provider": "echo", "workingDirectories": [folder]})
     uri = f"{folder}/notes.txt"
-    await file_reads(one, uri)  # warm-up: both nodes' database connections and layer subscriptions
-    await file_reads(two, uri)
-    figures = {"file same": await file_reads(one, uri), "file other": await file_reads(two, uri)}
+    await file_reads(one, two, uri)  # warm-up: both nodes' database connections and layer subscriptions
+    figures = dict(zip(("file same", "file other"), await file_reads(one, two, uri)))
     terminal = f"ahp-terminal:/{uuid.uuid4()}"
     await one.call("createTerminal", {"channel": terminal, "session": session})
     for client in (one, two):
         await client.call("subscribe", {"channel": terminal})
     await one.dispatch(terminal, {"type": "terminal/input", "data": "stty -echo; cat\n"})
     await asyncio.sleep(1)
-    figures["keys same"] = await keystrokes(one, one, terminal)
-    figures["keys other"] = await keystrokes(two, two, terminal)
+    figures.update(zip(("keys same", "keys other"), await keystrokes(one, two, terminal)))
     for client in (one, two):
         await client.ws.close()
     return figures

@@ -10,10 +10,14 @@ sandboxes of the tenant share the folders on a volume they all mount.
 The sandbox's own id keeps one session from signalling, tracing or starving another (process
 limits count per user); the tenant's group lets a tenant's sessions share its folders and
 nobody else's."""
+import asyncio
 import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from django.conf import settings
+from django.db import connection
 
 from .models import TenantGroup
 
@@ -94,14 +98,31 @@ def tenant_group(tenant_id: int) -> int:
     free on its machine; a number another node's tenant holds already is kept claimed here
     (so never handed out again) and another is tried."""
     if tenant_id not in _groups:
-        recorded = TenantGroup.objects.filter(tenant_id=tenant_id).values_list("gid", flat=True)
-        while (gid := recorded.first()) is None:
-            number = _claim(f"tenant {tenant_id}")
-            TenantGroup.objects.bulk_create([TenantGroup(tenant_id=tenant_id, gid=number)], ignore_conflicts=True)
-            if recorded.first() not in (None, number):
-                _release(number)  # another process recorded the tenant's first
-        _groups[tenant_id] = gid
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            _groups[tenant_id] = _recorded_group(tenant_id)
+        else:  # a launch from an event loop (an MCP server's, an agent's): once per tenant and process
+            with ThreadPoolExecutor(1) as reader:
+                _groups[tenant_id] = reader.submit(_in_own_connection, _recorded_group, tenant_id).result()
     return _groups[tenant_id]
+
+
+def _recorded_group(tenant_id: int) -> int:
+    recorded = TenantGroup.objects.filter(tenant_id=tenant_id).values_list("gid", flat=True)
+    while (gid := recorded.first()) is None:
+        number = _claim(f"tenant {tenant_id}")
+        TenantGroup.objects.bulk_create([TenantGroup(tenant_id=tenant_id, gid=number)], ignore_conflicts=True)
+        if recorded.first() not in (None, number):
+            _release(number)  # another process recorded the tenant's first
+    return gid
+
+
+def _in_own_connection(work: Callable[[int], int], tenant_id: int) -> int:
+    try:
+        return work(tenant_id)
+    finally:
+        connection.close()
 
 
 def sandbox_user(key):

@@ -26,6 +26,7 @@ from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
 from kernel.rows import Columns, fetch_one, table
 from sessions_app import actions
+from sessions_app.actions.homes import handed_home
 from sessions_app.events.presence import keep_process_alive
 from sessions_app.models import PUBLISHED_TOOLS, Chat, ChatBackend, Session, ToolCall, Turn
 
@@ -402,8 +403,11 @@ def _turn_reading(condition):
         f"LEFT JOIN {table(get_user_model())} u ON u.id = t.sender_id WHERE {condition}")
 
 
-async def run_turn(turn_id, on_process_loop=True):
-    """Answer a turn with its session's provider, end it, then take the chat's next queued message."""
+async def run_turn(turn_id: Any, on_process_loop: bool = True, at_home: bool = False) -> None:
+    """Answer a turn with its session's provider, end it, then take the chat's next queued message.
+    A turn whose session's home is another live process runs there (`at_home`: it was sent here)."""
+    if not at_home and await handed_home(turn_id):
+        return
     if on_process_loop:
         _LOOP["loop"] = asyncio.get_running_loop()
         WARM.serve_on(_LOOP["loop"])

@@ -12,21 +12,19 @@ import logging
 import time
 import weakref
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
 from typing import Any
 
-from channels.layers import InMemoryChannelLayer, get_channel_layer
+from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
-from django.utils import timezone
 
 from grants.models import Principal, Tenant
 from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
-from sessions_app.actions.homes import do_find_home
+from sessions_app.actions.homes import LEASE_SECONDS, alive, do_find_home, home_channel, shared_layer
 from sessions_app.channels import parse
 from sessions_app.events import PROCESS
 from sessions_app.events.presence import HEARTBEAT_SECONDS, is_layer_failure
-from sessions_app.models import Chat, HostProcess, Session
+from sessions_app.models import Chat, Session
 from tools_app.families import files
 from tools_app.families.terminals.models import Terminal
 from tools_app.runtime import interrupt_turn, run_turn
@@ -35,9 +33,6 @@ from . import errors
 
 logger = logging.getLogger(__name__)
 
-# A home that renewed its lease within this is alive: three heartbeats, so one slow renewal
-# moves no session.
-LEASE_SECONDS = 3 * HEARTBEAT_SECONDS
 ANSWER_SECONDS = 30
 HOME_SILENT = (f"The node running this session did not answer within {ANSWER_SECONDS} s; "
                "send the request again.")
@@ -48,14 +43,8 @@ HOMED_ACTIONS = ("chat/turnStarted", "chat/turnCancelled", "chat/pendingMessageS
 Handler = Callable[[Any, dict], Awaitable[Any]]
 _serving = weakref.WeakKeyDictionary()  # event loop -> its task answering this process's requests
 _kept = set()  # requests and turns begun for visitors, kept from the garbage collector
-
-
-def home_channel(process: str) -> str:
-    return f"ahp.home.{process}"
-
-
-def shared_layer() -> bool:
-    return not isinstance(get_channel_layer(), InMemoryChannelLayer)
+_rows = {}  # (tenant id, person id) -> (read at, tenant, person) of the visitors this process served
+REMEMBERED_ROWS = 10_000
 
 
 # The session a request touches ---------------------------------------------------------------
@@ -109,13 +98,13 @@ SESSION_OF = {
 def home_for(consumer: Any, method: str, params: dict) -> str:
     """The process that must run `method`: the home of the session it touches, or this one."""
     session_id = SESSION_OF[method](consumer, params)
-    return do_find_home(session_id, PROCESS, LEASE_SECONDS) if session_id else PROCESS
+    return do_find_home(session_id) if session_id else PROCESS
 
 
 def make_home_here(session_id: str) -> None:
     """A session made here has its home here."""
     if shared_layer():
-        do_find_home(session_id, PROCESS, LEASE_SECONDS)
+        do_find_home(session_id)
 
 
 # Asking the home -------------------------------------------------------------------------------
@@ -133,11 +122,6 @@ async def at_home(consumer: Any, method: str, params: dict, handler: Handler) ->
             return result
         # The home stopped renewing its lease before it answered: asked again, the session is
         # taken by a live process (this one, or one that took it meanwhile).
-
-
-def alive(process: str) -> bool:
-    cutoff = timezone.now() - timedelta(seconds=LEASE_SECONDS)
-    return HostProcess.objects.filter(name=process, seen__gte=cutoff).exists()
 
 
 async def relay(consumer: Any, home: str, method: str, params: dict) -> tuple[bool, Any]:
@@ -204,9 +188,21 @@ def keep(work: Awaitable) -> None:
     task.add_done_callback(_kept.discard)
 
 
-def visitor_of(message: dict) -> Visitor:
-    tenant = Tenant.objects.get(pk=message["tenant_id"])
-    person = get_user_model().objects.get(pk=message["person_id"]) if message["person_id"] is not None else None
+def rows_of(tenant_id: int, person_id: int | None) -> tuple[Tenant, Any]:
+    tenant = Tenant.objects.get(pk=tenant_id)
+    return tenant, get_user_model().objects.get(pk=person_id) if person_id is not None else None
+
+
+async def visitor_of(message: dict) -> Visitor:
+    """The asker's tenant and person rows are read again after a heartbeat, not at every request:
+    the asking socket holds its own copies for its life, and sends the grants it acts with."""
+    key, now = (message["tenant_id"], message["person_id"]), time.monotonic()
+    known = _rows.get(key)
+    if known is None or now - known[0] > HEARTBEAT_SECONDS:
+        if len(_rows) >= REMEMBERED_ROWS:
+            _rows.clear()
+        known = _rows[key] = (now, *await database_sync_to_async(rows_of)(*key))
+    _, tenant, person = known
     return Visitor(tenant, Principal(tenant, person, message["grants"], message["token_id"]), message["client_id"])
 
 
@@ -222,7 +218,7 @@ def as_error(exc: Exception, method: str) -> dict:
 async def answer(message: dict, handlers: dict[str, Handler]) -> None:
     visitor = None
     try:
-        visitor = await database_sync_to_async(visitor_of)(message)
+        visitor = await visitor_of(message)
         reply = {"result": await handlers[message["method"]](visitor, message["params"])}
     except Exception as exc:
         reply = {"error": as_error(exc, message["method"])}
@@ -249,4 +245,7 @@ async def serve(handlers: dict[str, Handler]) -> None:
             logger.warning("This process's home requests are unreachable (%s); listening again", exc)
             await asyncio.sleep(1)
             continue
-        keep(answer(message, handlers))
+        if message.get("type") == "ahp.home_turn":
+            keep(run_turn(message["turn_id"], at_home=True))
+        else:
+            keep(answer(message, handlers))

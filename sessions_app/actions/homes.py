@@ -1,20 +1,45 @@
-"""A session's home: the host process (on one node) where its files and processes are touched.
-The process that first serves such a request for it takes it; another takes it over only once
-that process stopped renewing its lease (it died, or its node did)."""
+"""A session's home: the host process (on one node) where its files and processes are touched
+and its turns run. The process that makes the session (or first serves such a request for it)
+takes it; another takes it over only once that process stopped renewing its lease (it died, or
+its node did)."""
 from datetime import timedelta
+from typing import Any
 
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from ..events.log import this_node
+from kernel.orm import database_sync_to_async
+
+from ..events.log import PROCESS, this_node
+from ..events.presence import HEARTBEAT_SECONDS
 from ..models import HostProcess, SessionHome, Turn
 from .presence import live_processes
 from .turns import do_end_abandoned_turn
 
+# A home that renewed its lease within this is alive: three heartbeats, so one slow renewal
+# moves no session.
+LEASE_SECONDS = 3 * HEARTBEAT_SECONDS
+
+
+def home_channel(process: str) -> str:
+    """The channel-layer channel a process hears its sessions' requests on (ahp.protocol.homes)."""
+    return f"ahp.home.{process}"
+
+
+def shared_layer() -> bool:
+    """Whether other processes are reachable: without Redis, every request runs where it arrives."""
+    return not isinstance(get_channel_layer(), InMemoryChannelLayer)
+
+
+def alive(process: str) -> bool:
+    cutoff = timezone.now() - timedelta(seconds=LEASE_SECONDS)
+    return HostProcess.objects.filter(name=process, seen__gte=cutoff).exists()
+
 
 @transaction.atomic
-def do_find_home(session_id: str, process: str, lease_seconds: float) -> str:
+def do_find_home(session_id: str, process: str = PROCESS, lease_seconds: float = LEASE_SECONDS) -> str:
     """The process running `session_id`: its home's while that one's lease holds, else `process`,
     which takes the home now. The session's turns whose agent ran on a process gone since end
     then and there (the sweep's sentence, RUNNER_GONE), so its chat takes a new turn at once."""
@@ -37,3 +62,27 @@ def do_find_home(session_id: str, process: str, lease_seconds: float) -> str:
                         .values_list("id", flat=True)):
             do_end_abandoned_turn(turn_id, live)
     return home or process
+
+
+@transaction.atomic
+def do_hand_turn_home(turn_id: Any) -> str | None:
+    """The live home, when it is not this process, of the session of the turn this process was
+    to run (one a tool, a wakeup or a queued message began): the turn becomes that home's to run
+    (its lease is the home's). None: it runs here."""
+    session_id = Turn.objects.filter(pk=turn_id).values_list("chat__session_id", flat=True).first()
+    home = SessionHome.objects.filter(session_id=session_id).values_list("process", flat=True).first()
+    if home is None or home == PROCESS or not alive(home):
+        return None
+    return home if Turn.objects.filter(pk=turn_id, state="active", runner=PROCESS).update(runner=home) else None
+
+
+async def handed_home(turn_id: Any) -> bool:
+    """Whether the turn went to its session's home, another process, to run there (the home's
+    ahp.protocol.homes runs it)."""
+    if not shared_layer():
+        return False
+    home = await database_sync_to_async(do_hand_turn_home)(turn_id)
+    if home is None:
+        return False
+    await get_channel_layer().send(home_channel(home), {"type": "ahp.home_turn", "turn_id": str(turn_id)})
+    return True

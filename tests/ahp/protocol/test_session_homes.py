@@ -12,8 +12,10 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from sessions_app import actions
 from sessions_app.actions.turns import RUNNER_GONE
-from sessions_app.models import HostProcess, SessionHome, Turn
+from sessions_app.models import Chat, HostProcess, SessionHome, Turn
+from tools_app.runtime import launch_turn
 from tools_app.families.terminals.models import Terminal
 
 from ...conftest import ROOT, child_env, free_port, stop, tenant_made, wait_for_port
@@ -127,6 +129,7 @@ def test_files_and_terminals_asked_through_the_other_node_happen_at_the_sessions
         two.dispatch(terminal, {"type": "terminal/input", "data": "stty size\n"})
         assert "40 120" in output_until(two, terminal, "40 120")
         assert shells_under(node_1.pid)
+        refused_the_same_on_both_nodes(acme, (port_1, port_2), session, terminal, written)
         assert two.call("disposeTerminal", {"channel": terminal}) is None
         until(lambda: not shells_under(node_1.pid))
 
@@ -135,6 +138,22 @@ def test_files_and_terminals_asked_through_the_other_node_happen_at_the_sessions
         assert two.call("disposeSession", {"channel": session}) is None
         until(lambda: not shells_under(node_1.pid))
         assert not Terminal.objects.exists()
+
+
+def refused_the_same_on_both_nodes(people, ports, session, terminal, written):
+    """A guest (reads, changes nothing) asks each node: the home refuses what it relays in the
+    words it refuses its own socket's request with, as the guest, not as the node that asked."""
+    answers = []
+    for port in ports:
+        with AhpClient(port, people.tokens["guest"], f"guest-{port}") as guest:
+            with pytest.raises(RpcFailed) as write:
+                guest.call("resourceWrite", {"uri": written, "data": "overwritten", "encoding": "utf-8"})
+            with pytest.raises(RpcFailed) as dispose:
+                guest.call("disposeTerminal", {"channel": terminal})
+            answers.append(((write.value.code, write.value.message), (dispose.value.code, dispose.value.message)))
+    assert answers[0] == answers[1]
+    assert answers[0][0][0] == -32009
+    assert Terminal.objects.filter(id=terminal.rsplit("/", 1)[1]).exists()
 
 
 def test_a_turn_asked_through_the_other_node_runs_and_is_cancelled_at_the_home(acme, two_nodes):
@@ -154,6 +173,20 @@ def test_a_turn_asked_through_the_other_node_runs_and_is_cancelled_at_the_home(a
         two.dispatch(chat, {"type": "chat/turnCancelled", "turnId": turn})
         assert two.action("chat/turnCancelled", rejected=True)["rejectionReason"] == (
             f"No turn {turn} is running in this chat.")
+
+
+def test_a_turn_the_host_begins_in_another_process_runs_at_the_sessions_home(acme, two_nodes):
+    (_, port_2), _ = two_nodes
+    with AhpClient(port_2, acme.tokens["member"], "two") as two:
+        session = two.create_session()
+        chat = default_chat(two, session)
+        two.subscribe(chat)
+        # As a wakeup fires in a Celery worker: begun and launched in a process that is not the home.
+        turn, _ = actions.do_send_message(acme.principal("member"), Chat.objects.get(id=chat.rsplit("/", 1)[1]),
+                                          "woken up", origin_kind="automation")
+        launch_turn(turn.id)
+        assert two.reply_to(str(turn.id)) == "woken up"
+        assert node_of(Turn.objects.get(id=turn.id).runner) == "node-2"
 
 
 def test_a_session_whose_home_died_mid_turn_is_used_through_the_other_node(acme, two_nodes, project):
