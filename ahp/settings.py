@@ -218,6 +218,8 @@ STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
+# What the host's own Redis keys start with (kernel/shared_counts.py: counts every node shares).
+AHP_REDIS_KEY_PREFIX = "ahp"
 # Messages a channel of the in-memory layer may hold undelivered before it drops new ones (100
 # by default, logged only at INFO): a socket or a process's wake-up reader behind a burst of a
 # busy tenant must not lose a `toolCallReady` or a wake-up. On Redis the layer is pub/sub, which
