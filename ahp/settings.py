@@ -252,10 +252,19 @@ else:
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-# Beat keeps its schedule in memory: every entry is a sweep at an interval, and what is due
-# lives in rows the sweeps read, so nothing is lost with a beat. Celery's default shelve file was
-# left half written by a killed beat, and the next one logged a traceback removing it.
+# Embedded, beat keeps its schedule in memory: every entry is a sweep at an interval, and what is
+# due lives in rows the sweeps read, so nothing is lost with a beat. Celery's default shelve file
+# was left half written by a killed beat, and the next one logged a traceback removing it.
 CELERY_BEAT_SCHEDULER = "celery.beat:Scheduler"
+if REDIS_URL:
+    # Every node may start a beat: RedBeat's lock in Redis lets one send the schedule, the others
+    # wait and one takes over within the lock's timeout once the holder is gone.
+    CELERY_BEAT_SCHEDULER = "redbeat.RedBeatScheduler"
+    CELERY_REDBEAT_REDIS_URL = REDIS_URL
+    CELERY_REDBEAT_REDIS_OPTIONS = {}
+    CELERY_REDBEAT_KEY_PREFIX = f"{AHP_REDIS_KEY_PREFIX}:redbeat"
+    CELERY_REDBEAT_LOCK_TIMEOUT = 30
+    CELERY_BEAT_MAX_LOOP_INTERVAL = 5  # the holder renews its lock, and the others try for it, this often
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE = {
     "worker-heartbeat": {"task": "ahp.tasks.record_worker_heartbeat", "schedule": 30.0},
