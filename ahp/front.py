@@ -35,7 +35,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import django
 
-from ahp.deployment import HANDOFF_BYTES, REQUEST_DEADLINE, refusal_to_start, secrets_key_refusal
+from ahp.deployment import FRONT_PROCESSES, HANDOFF_BYTES, REQUEST_DEADLINE, refusal_to_start, secrets_key_refusal
 from ahp.supervision import Child, stop_children, supervise_once
 
 # Route lookups the front remembers (token key ids, sessions); forgotten all at once past this.
@@ -241,6 +241,7 @@ async def run(host, port, count, app):
         loop.add_signal_handler(signum, stopped.set)
     listener = socket.create_server((host, port), backlog=1024)
     listener.setblocking(False)
+    os.environ[FRONT_PROCESSES] = str(count)  # the serving processes' /healthz reports how many of them run
     processes = serving_processes(count, app)
     for process in processes:
         process.start()

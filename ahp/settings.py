@@ -6,6 +6,7 @@ and a Celery broker on the filesystem. Production sets DATABASE_URL and REDIS_UR
 import ipaddress
 import json
 import os
+import socket
 from pathlib import Path
 
 import dj_database_url
@@ -200,6 +201,8 @@ AHP_TOOL_THREADS_PER_TENANT = int(os.environ.get("AHP_TOOL_THREADS_PER_TENANT") 
 # threads without holding their tenant's slot.
 AHP_HOST_TOOL_SECONDS = float(os.environ.get("AHP_HOST_TOOL_SECONDS") or 600)
 AHP_TOOL_THREADS_ABANDONED = int(os.environ.get("AHP_TOOL_THREADS_ABANDONED") or 16)
+# Each of these threads may hold a database connection: docs/deployment.md sums them per node.
+ENVIRONMENT_KEYS += ("AHP_ORM_THREADS", "AHP_TOOL_THREADS", "AHP_TOOL_THREADS_ABANDONED")
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -218,6 +221,10 @@ STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
+# This node's name among the host's nodes (its worker's heartbeat is recorded under it, /healthz
+# reports it); two nodes never share one.
+AHP_NODE_ID = os.environ.get("AHP_NODE_ID") or socket.gethostname()
+ENVIRONMENT_KEYS += ("AHP_NODE_ID",)
 # What the host's own Redis keys start with (kernel/shared_counts.py: counts every node shares).
 AHP_REDIS_KEY_PREFIX = "ahp"
 # Messages a channel of the in-memory layer may hold undelivered before it drops new ones (100
@@ -267,7 +274,6 @@ if REDIS_URL:
     CELERY_BEAT_MAX_LOOP_INTERVAL = 5  # the holder renews its lock, and the others try for it, this often
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE = {
-    "worker-heartbeat": {"task": "ahp.tasks.record_worker_heartbeat", "schedule": 30.0},
     # Fires whatever scheduled work is due and was missed (downtime, a dead process).
     "sweep-due-work": {"task": "sessions_app.tasks.sweep_due_work", "schedule": 5.0},
     "sweep-wakeups": {"task": "tools_app.families.wakeups.tasks.sweep_wakeups", "schedule": 5.0},
