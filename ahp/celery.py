@@ -1,7 +1,7 @@
+import logging
 import os
 
-from celery import Celery
-from celery.signals import worker_ready
+from celery import Celery, bootsteps
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ahp.settings")
 
@@ -9,8 +9,33 @@ app = Celery("ahp")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
+HEARTBEAT_SECONDS = 30.0
+logger = logging.getLogger(__name__)
 
-@worker_ready.connect
-def announce_worker(sender, **kwargs):
-    # Heartbeat at once, rather than after the first beat interval, so /healthz sees a new worker.
-    app.send_task("ahp.tasks.record_worker_heartbeat", kwargs={"hostname": sender.hostname})
+
+def record_heartbeat(hostname: str) -> None:
+    from django.db import DatabaseError
+
+    from .actions import do_record_worker_heartbeat
+
+    try:
+        do_record_worker_heartbeat(hostname)
+    except DatabaseError as exc:  # the database is down: /healthz shows the worker's last beat
+        logger.warning("Could not record this worker's heartbeat (%s: %s)", exc.__class__.__name__, exc)
+
+
+class Heartbeat(bootsteps.StartStopStep):
+    """Each worker records its own heartbeat, at once (so /healthz sees a new worker) and then on
+    its timer: a periodic task would be run by whichever worker took it, not by this node's."""
+
+    requires = {"celery.worker.components:Timer"}
+
+    def start(self, worker) -> None:
+        record_heartbeat(worker.hostname)
+        self.beating = worker.timer.call_repeatedly(HEARTBEAT_SECONDS, record_heartbeat, (worker.hostname,))
+
+    def stop(self, worker) -> None:
+        self.beating.cancel()
+
+
+app.steps["worker"].add(Heartbeat)

@@ -16,6 +16,9 @@ HANDOFF_BYTES = 64 * 1024
 # largest size) before it drops the connection (ahp.serve).
 UNREAD_BYTES = int(os.environ.get("AHP_UNREAD_BYTES") or 16 * 1024 * 1024)
 
+# Set by the front for its serving processes: how many it runs (/healthz counts those running).
+FRONT_PROCESSES = "AHP_FRONT_PROCESSES"
+
 NO_SECRET_KEY = ("Refusing to start: SECRET_KEY is not set. Set SECRET_KEY to a long random string (for example "
                  "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`); only an embedded host (no "
                  "DATABASE_URL) listening on a loopback address runs without one.")

@@ -29,12 +29,13 @@ import socket
 import subprocess
 import sys
 import time
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import django
 
-from ahp.deployment import HANDOFF_BYTES, REQUEST_DEADLINE, refusal_to_start, secrets_key_refusal
+from ahp.deployment import FRONT_PROCESSES, HANDOFF_BYTES, REQUEST_DEADLINE, refusal_to_start, secrets_key_refusal
 from ahp.supervision import Child, stop_children, supervise_once
 
 # Route lookups the front remembers (token key ids, sessions); forgotten all at once past this.
@@ -159,12 +160,16 @@ class Front:
     def serving(self):
         return [i for i, p in enumerate(self.processes) if p.running()]
 
-    def process_for(self, tenant):
+    def process_for(self, tenant, failing=None):
+        """The process for `tenant`'s connections; with none, for a token that does not check out
+        (`failing`, its public prefix) always the same one, which counts its failures
+        (ahp/protocol/throttle.py), and for anything else the next in turn."""
         serving = self.serving()
         if not serving:
             return None
         if tenant is None:
-            return serving[next(self.turns) % len(serving)]
+            turn = zlib.crc32(failing.encode()) if failing is not None else next(self.turns)
+            return serving[turn % len(serving)]
         home = self.home.get(tenant)
         if home is None:
             tenants_of = [list(self.home.values()).count(i) for i in range(len(self.processes))]
@@ -179,6 +184,8 @@ class Front:
             asyncio.create_task(self.hand_over(connection))
 
     async def hand_over(self, connection):
+        from ahp.protocol.throttle import token_prefix
+
         loop = asyncio.get_running_loop()
         with connection:
             data = b""
@@ -199,12 +206,13 @@ class Front:
                 except Exception as exc:  # the database down: the serving process answers for it
                     self.log(f"The front could not read the tenant of a request ({exc.__class__.__name__}); "
                              "handing it to any serving process.")
-            await self.send(connection, data, tenant)
+            failing = token_prefix(route[1]) if tenant is None and route and route[0] == "token" else None
+            await self.send(connection, data, tenant, failing)
 
-    async def send(self, connection, data, tenant):
+    async def send(self, connection, data, tenant, failing=None):
         """Hand `connection` to its tenant's process, or another when that one cannot take it."""
         tried = set()
-        while (index := self.process_for(tenant)) is not None and index not in tried:
+        while (index := self.process_for(tenant, failing)) is not None and index not in tried:
             try:
                 socket.send_fds(self.processes[index].handoff, [data], [connection.fileno()])
                 return
@@ -212,7 +220,7 @@ class Front:
                 await asyncio.sleep(0.01)  # its queue of handovers is full: it is busy, not gone
             except OSError:
                 tried.add(index)
-                tenant = None
+                tenant = failing = None
 
     async def supervise(self):
         while True:
@@ -233,6 +241,7 @@ async def run(host, port, count, app):
         loop.add_signal_handler(signum, stopped.set)
     listener = socket.create_server((host, port), backlog=1024)
     listener.setblocking(False)
+    os.environ[FRONT_PROCESSES] = str(count)  # the serving processes' /healthz reports how many of them run
     processes = serving_processes(count, app)
     for process in processes:
         process.start()

@@ -2,6 +2,7 @@
 
 - it refuses to start without SECRET_KEY unless embedded on loopback, and with an AHP_SECRETS_KEY
   that cannot open the database's sealed secrets (ahp/deployment.py);
+- a close frame carries the reason the application gave it (the connection quota's sentence);
 - a frame over its size limit (1 MiB) is refused with close code 1009 ("message too big") rather
   than by dropping the TCP connection, so a client learns why it was cut off;
 - a connection must finish sending each request's head and body (a WebSocket upgrade included)
@@ -53,6 +54,14 @@ class ReaderBoundWebSocketProtocol(WebSocketProtocol):
             logger.warning("Dropping %s: it left %d bytes unread (over %d); it catches up by reconnect",
                            self.client_addr, unsent, UNREAD_BYTES)
             self.dropConnection(abort=True)
+
+    def handle_reply(self, message):
+        """As daphne's, except that a close passes its reason on (daphne's drops it): a refused
+        connection learns why, the connection quota's sentence among them."""
+        if message.get("type") == "websocket.close" and self.state != self.STATE_CONNECTING:
+            self.sendClose(code=message.get("code") or 1000, reason=message.get("reason") or None)
+            return
+        super().handle_reply(message)
 
 
 class ClosingWebSocketFactory(WebSocketFactory):

@@ -205,6 +205,8 @@ AHP_TOOL_THREADS_PER_TENANT = int(os.environ.get("AHP_TOOL_THREADS_PER_TENANT") 
 # threads without holding their tenant's slot.
 AHP_HOST_TOOL_SECONDS = float(os.environ.get("AHP_HOST_TOOL_SECONDS") or 600)
 AHP_TOOL_THREADS_ABANDONED = int(os.environ.get("AHP_TOOL_THREADS_ABANDONED") or 16)
+# Each of these threads may hold a database connection: docs/deployment.md sums them per node.
+ENVIRONMENT_KEYS += ("AHP_ORM_THREADS", "AHP_TOOL_THREADS", "AHP_TOOL_THREADS_ABANDONED")
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -224,6 +226,8 @@ STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
+# What the host's own Redis keys start with (kernel/shared_counts.py: counts every node shares).
+AHP_REDIS_KEY_PREFIX = "ahp"
 # Messages a channel of the in-memory layer may hold undelivered before it drops new ones (100
 # by default, logged only at INFO): a socket or a process's wake-up reader behind a burst of a
 # busy tenant must not lose a `toolCallReady` or a wake-up. On Redis the layer is pub/sub, which
@@ -257,13 +261,21 @@ else:
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-# Beat keeps its schedule in memory: every entry is a sweep at an interval, and what is due
-# lives in rows the sweeps read, so nothing is lost with a beat. Celery's default shelve file was
-# left half written by a killed beat, and the next one logged a traceback removing it.
+# Embedded, beat keeps its schedule in memory: every entry is a sweep at an interval, and what is
+# due lives in rows the sweeps read, so nothing is lost with a beat. Celery's default shelve file
+# was left half written by a killed beat, and the next one logged a traceback removing it.
 CELERY_BEAT_SCHEDULER = "celery.beat:Scheduler"
+if REDIS_URL:
+    # Every node may start a beat: RedBeat's lock in Redis lets one send the schedule, the others
+    # wait and one takes over within the lock's timeout once the holder is gone.
+    CELERY_BEAT_SCHEDULER = "redbeat.RedBeatScheduler"
+    CELERY_REDBEAT_REDIS_URL = REDIS_URL
+    CELERY_REDBEAT_REDIS_OPTIONS = {}
+    CELERY_REDBEAT_KEY_PREFIX = f"{AHP_REDIS_KEY_PREFIX}:redbeat"
+    CELERY_REDBEAT_LOCK_TIMEOUT = 30
+    CELERY_BEAT_MAX_LOOP_INTERVAL = 5  # the holder renews its lock, and the others try for it, this often
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE = {
-    "worker-heartbeat": {"task": "ahp.tasks.record_worker_heartbeat", "schedule": 30.0},
     # Fires whatever scheduled work is due and was missed (downtime, a dead process).
     "sweep-due-work": {"task": "sessions_app.tasks.sweep_due_work", "schedule": 5.0},
     "sweep-wakeups": {"task": "tools_app.families.wakeups.tasks.sweep_wakeups", "schedule": 5.0},
@@ -333,8 +345,9 @@ AHP_OUTBOUND_ALLOW = os.environ.get("AHP_OUTBOUND_ALLOW", "")
 AHP_WORKSPACE_ROOT = os.environ.get("AHP_WORKSPACE_ROOT") or str(VAR_DIR / "workspaces")
 AHP_SECRETS_KEY = os.environ.get("AHP_SECRETS_KEY", "")
 ENVIRONMENT_KEYS += ("AHP_OUTBOUND_ALLOW", "AHP_WORKSPACE_ROOT", "AHP_SECRETS_KEY")
-# This machine's name among the host's nodes (README "Production"): what a session's home names;
-# unset, a name made once and kept in VAR_DIR/node_id.
+# This machine's name among the host's nodes (docs/deployment.md): what a session's home names, its
+# worker's heartbeat is recorded under, /healthz reports; unset, a name made once and kept in
+# VAR_DIR/node_id (sessions_app.events.log.this_node). Two nodes never share one.
 AHP_NODE_ID = os.environ.get("AHP_NODE_ID", "")
 ENVIRONMENT_KEYS += ("AHP_NODE_ID",)
 # The agents' host-wide defaults (agents/): each tenant's agentConnections overrides them.

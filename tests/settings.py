@@ -22,6 +22,8 @@ _SLOT = int(hashlib.sha256(str(CHECKOUT).encode()).hexdigest(), 16) % 80
 if WORKER and REDIS_URL:
     CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = f"asgi-{_SLOT}-{WORKER}"
     CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": f"{_SLOT}-{WORKER}-"}
+    AHP_REDIS_KEY_PREFIX = f"ahp-{_SLOT}-{WORKER}"
+    CELERY_REDBEAT_KEY_PREFIX = f"{AHP_REDIS_KEY_PREFIX}:redbeat"
 
 # Sandbox ids: claimed in this checkout's var/ (tests/conftest.py empties it as a run starts), from
 # a range of its own.

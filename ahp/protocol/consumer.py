@@ -81,7 +81,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
             # Only a failure waits (its refusal), so a good token is never slowed by another's failures.
             key = throttle.key_of(self.scope, offered)
             await throttle.HANDSHAKES.wait(key)
-            throttle.HANDSHAKES.failed(key)
+            await throttle.HANDSHAKES.failed(key)
             await self.close(code=4401)
             return
         self.token_id = token.pk  # revoking it ends the connection
@@ -90,12 +90,6 @@ class AhpConsumer(AsyncWebsocketConsumer):
         self.principal = principal
         self.tenant = self.principal.tenant
         self.access_groups = [token_group(token.pk)] + ([person_group(token.person_id)] if token.person_id else [])
-        limit = settings.AHP_MAX_CONNECTIONS_PER_PERSON
-        if process.open_by(self.tenant.pk, getattr(self.principal.person, "pk", None)) >= limit:
-            await self.accept()  # accepted only to say why: a refused upgrade carries no sentence
-            await self.close(code=TOO_MANY_CONNECTIONS, reason=quotas.too_many_connections(limit))
-            return
-        process.track(self)  # counted from here, with no wait since the count: the quota holds
         self.client_id = None
         self.connection_id = None
         self.subscriptions = set()
@@ -105,15 +99,21 @@ class AhpConsumer(AsyncWebsocketConsumer):
         self.background = set()  # tasks that must not block this consumer's own messages
         self.server_requests = {}  # JSON-RPC id of a request this host sent -> channel awaiting the answer
         self.server_request_ids = itertools.count(1)
+        limit = settings.AHP_MAX_CONNECTIONS_PER_PERSON
         # Joined before accepting, so a revocation committed from here on reaches this socket.
         try:
-            for group in self.access_groups:
+            placed = await process.take_place(self, limit)  # counted from here when placed: the quota holds
+            for group in self.access_groups if placed else ():
                 await self.channel_layer.group_add(group, self.channel_name)
         except Exception as exc:
             if not process.is_layer_failure(exc):
                 raise
             await self.accept()  # accepted only to say why: reconnect once the layer is back
             await self.close(code=SERVICE_RESTART)
+            return
+        if not placed:
+            await self.accept()  # accepted only to say why: a refused upgrade carries no sentence
+            await self.close(code=TOO_MANY_CONNECTIONS, reason=quotas.too_many_connections(limit))
             return
         await self.accept()
         ensure_started()
@@ -179,7 +179,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
         if getattr(self, "left", False):
             return
         self.left = True
-        process.untrack(self)
+        await process.leave_place(self)
         for channel in list(getattr(self, "watches", ())):
             watches.release(self, channel)
         try:

@@ -1,6 +1,7 @@
 """Slowing down repeated failed handshakes, never a good token.
 
-Failures are counted per process and per key: the client's address and the public prefix of
+Failures are counted per key, host-wide (in Redis when REDIS_URL is set, else in the one serving
+process a tenant's connections go to): the client's address and the public prefix of
 the token it offered (`ahp_<key id>`, or the first characters of something that is not a token).
 The first FREE_FAILURES failed handshakes of a key cost nothing; after that each further failure
 of that key waits, twice as long per failure, up to MAX_DELAY, before it is refused, and waits of
@@ -20,6 +21,8 @@ import time
 
 from django.conf import settings
 
+from kernel import shared_counts
+
 FREE_FAILURES = 5
 BASE_DELAY = 0.25
 MAX_DELAY = 4.0  # under daphne's 5 s handshake timeout: a slowed failure still gets its refusal
@@ -29,10 +32,13 @@ PREFIX_CHARS = 24  # "ahp_" and a 16-character key id; what a token shows in the
 
 
 class HandshakeThrottle:
-    def __init__(self):
+    """The failures counted in this process: the embedded host's, one node whose front hands all
+    of a tenant's connections to one serving process."""
+
+    def __init__(self) -> None:
         self.failures = {}  # key -> [count, time of the last failure, when the next handshake may go]
 
-    def delay_for(self, count):
+    def delay_for(self, count: int) -> float:
         if count < FREE_FAILURES:
             return 0.0
         return min(BASE_DELAY * 2 ** (count - FREE_FAILURES), MAX_DELAY)
@@ -44,7 +50,7 @@ class HandshakeThrottle:
             entry = None
         return entry
 
-    async def wait(self, key):
+    async def wait(self, key: tuple[str, str]) -> float:
         """Before refusing a failed handshake of `key`: wait what its earlier failures owe."""
         now = time.monotonic()
         entry = self._entry(key, now)
@@ -58,7 +64,7 @@ class HandshakeThrottle:
         await asyncio.sleep(start + delay - now)
         return start + delay - now
 
-    def failed(self, key):
+    async def failed(self, key: tuple[str, str]) -> None:
         now = time.monotonic()
         entry = self._entry(key, now)
         if entry is None:
@@ -75,11 +81,34 @@ class HandshakeThrottle:
             for key in sorted(self.failures, key=lambda k: self.failures[k][1])[: MAX_KEYS // 10]:
                 del self.failures[key]
 
-    def clear(self):
+    def clear(self) -> None:
         self.failures.clear()
 
 
-HANDSHAKES = HandshakeThrottle()
+class SharedHandshakeThrottle(HandshakeThrottle):
+    """The failures counted in Redis, host-wide: a guesser spreading its handshakes over the nodes
+    behind a load balancer waits as it would on one. Redis forgets a key FORGET_AFTER seconds after
+    its last failure, so it needs no cap."""
+
+    def _name(self, key: tuple[str, str]) -> str:
+        return shared_counts.key("handshakes", *key)
+
+    async def wait(self, key: tuple[str, str]) -> float:
+        delay = self.delay_for(await shared_counts.failures(self._name(key)))
+        if not delay:
+            return 0.0
+        owed = await shared_counts.reserve(self._name(key), delay)
+        await asyncio.sleep(owed)
+        return owed
+
+    async def failed(self, key: tuple[str, str]) -> None:
+        await shared_counts.fail(self._name(key), FORGET_AFTER)
+
+    def clear(self) -> None:
+        shared_counts.forget("handshakes:*")
+
+
+HANDSHAKES = SharedHandshakeThrottle() if settings.REDIS_URL else HandshakeThrottle()
 
 
 def token_prefix(token):

@@ -9,10 +9,12 @@ import weakref
 from collections import Counter
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
 from django.db.models import Q
 
 from grants import liveness
 from grants.models import ApiToken
+from kernel import shared_counts
 from kernel.orm import database_sync_to_async
 from kernel.outbox import serve_from
 
@@ -33,6 +35,9 @@ _consumers = weakref.WeakSet()
 
 
 _open = Counter()  # (tenant pk, person pk or None) -> sockets of this process it holds
+# How long a socket's place in its person's shared count (Redis) outlives this process's last
+# heartbeat: a node that died frees its people's places within this.
+PLACE_SECONDS = 3 * HEARTBEAT_SECONDS
 
 
 def owner_of(consumer):
@@ -59,6 +64,40 @@ def untrack(consumer):
         _open[owner] -= 1
         if not _open[owner]:
             del _open[owner]
+
+
+def _place_of(consumer) -> tuple[str, str]:
+    tenant_id, person_id = owner_of(consumer)
+    return shared_counts.key("sockets", tenant_id, person_id or "root"), f"{PROCESS}:{id(consumer)}"
+
+
+async def take_place(consumer, limit: int) -> bool:
+    """Whether `consumer` may be one more of its person's open sockets, counted from here if so.
+    Host-wide: in Redis when the host has one (every node's sockets), else in this process, which
+    the front hands all of a tenant's connections to (ahp/front.py), so its count is the node's."""
+    if settings.REDIS_URL:
+        if not await shared_counts.claim(*_place_of(consumer), limit, PLACE_SECONDS):
+            return False
+    elif open_by(*owner_of(consumer)) >= limit:
+        return False
+    track(consumer)  # with no wait since the count: two sockets at once cannot both take the last place
+    return True
+
+
+async def leave_place(consumer) -> None:
+    if consumer not in _consumers:
+        return
+    untrack(consumer)
+    if settings.REDIS_URL:
+        try:
+            await shared_counts.release(*_place_of(consumer))
+        except Exception as exc:  # Redis is down: the place lapses after PLACE_SECONDS
+            logger.info("Could not free a socket's place in its person's count (%s)", exc)
+
+
+async def renew_places() -> None:
+    if settings.REDIS_URL:
+        await shared_counts.renew([_place_of(c) for c in list(_consumers)], PLACE_SECONDS)
 
 
 def is_layer_failure(exc):
@@ -115,6 +154,7 @@ async def heartbeat():
             # was down) goes stale, and the sweep closes it by the disconnect rule.
             open_ids = [c.connection_id for c in list(_consumers) if getattr(c, "connection_id", None)]
             await database_sync_to_async(do_mark_connections_seen)(PROCESS, open_ids)
+            await renew_places()
             await close_revoked()
             await reread_stale_access()
             await catch_up_subscribers()
