@@ -134,14 +134,20 @@ def refusal(internal: Internal, missing: str) -> str:
             f"the installed {internal.library} has no {missing}.")
 
 
+def listed(path: str) -> Internal:
+    if path not in BY_PATH:
+        raise LookupError(f"{path} is not in ahp/internals.py's table: list it there, pinning its library.")
+    return BY_PATH[path]
+
+
 def internal(path: str) -> Any:
     """The library's object at `path`, which the table must hold."""
-    return resolved(BY_PATH[path])
+    return resolved(listed(path))
 
 
 def patch(path: str, replacement: Any) -> None:
     """Replace the library's attribute at `path` (which the table must hold) with `replacement`."""
-    resolved(BY_PATH[path])
+    resolved(listed(path))
     owner, name = path.rsplit(".", 1)
     setattr(found(owner)[0], name, replacement)
 

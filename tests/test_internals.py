@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from ahp.internals import INTERNALS, Internal, Moved, normalized, pinned_versions, refuse_to_start_if_moved, resolved
+from ahp.internals import (INTERNALS, Internal, Moved, normalized, patch, pinned_versions, refuse_to_start_if_moved,
+                           resolved)
 
 from .conftest import PROCESS_DEADLINE_SECONDS, ROOT, child_env
 
@@ -19,6 +20,13 @@ def test_every_library_reached_into_is_pinned_exactly_to_the_installed_version()
 
 def test_the_installed_libraries_hold_every_internal_the_host_reaches():
     refuse_to_start_if_moved()  # returns, rather than ending this process
+
+
+def test_the_patching_code_may_patch_only_what_the_table_lists():
+    with pytest.raises(LookupError) as refused:
+        patch("daphne.server.Server.application_checker", None)
+    assert str(refused.value) == ("daphne.server.Server.application_checker is not in ahp/internals.py's table: "
+                                  "list it there, pinning its library.")
 
 
 def test_an_attribute_the_library_no_longer_sets_on_its_instances_is_named():
