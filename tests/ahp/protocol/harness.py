@@ -72,8 +72,27 @@ class ServerThread:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.reactor.callFromThread(self.reactor.stop)
-        self.thread.join(timeout=20)
+        from kernel import orm
+        from tools_app.tool_threads import TOOL_THREADS
+
+        self.reactor.callFromThread(lambda: asyncio.ensure_future(self.drop_connections()))
+        self.thread.join(timeout=30)
+        # As the process would have exited: the database work its sockets began has finished
+        # (the test database is flushed next) and their connections are closed.
+        orm.close_connections()
+        TOOL_THREADS.close_connections()
+
+    async def drop_connections(self) -> None:
+        """Every client cut off, its application told and given its close timeout to end (its
+        rows closed), then the reactor stopped."""
+        instances = [details["application_instance"] for details in self.daphne.connections.values()
+                     if "application_instance" in details]
+        for protocol in list(self.daphne.connections):
+            if protocol.transport is not None:
+                protocol.transport.abortConnection()
+        if instances:
+            await asyncio.wait(instances, timeout=self.daphne.application_close_timeout)
+        self.reactor.stop()
 
 
 class RpcFailed(Exception):
