@@ -2,6 +2,9 @@ import logging
 import os
 
 from celery import Celery, bootsteps
+from celery.signals import worker_init
+
+from ahp.internals import refuse_to_start_if_moved
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ahp.settings")
 
@@ -39,3 +42,8 @@ class Heartbeat(bootsteps.StartStopStep):
 
 
 app.steps["worker"].add(Heartbeat)
+
+
+@worker_init.connect
+def check_internals(**kwargs: object) -> None:
+    refuse_to_start_if_moved()

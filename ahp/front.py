@@ -36,6 +36,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import django
 
 from ahp.deployment import FRONT_PROCESSES, HANDOFF_BYTES, REQUEST_DEADLINE, refusal_to_start, secrets_key_refusal
+from ahp.internals import refuse_to_start_if_moved
 from ahp.supervision import Child, stop_children, supervise_once
 
 # Route lookups the front remembers (token key ids, sessions); forgotten all at once past this.
@@ -260,6 +261,7 @@ async def run(host, port, count, app):
 
 
 def main(argv=None):
+    refuse_to_start_if_moved()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ahp.settings")
     django.setup()
     from django.conf import settings

@@ -11,6 +11,8 @@
 - a WebSocket client that stops reading (a laptop asleep, a peer that only writes) is dropped
   once UNREAD_BYTES wait for it, rather than kept in the process's memory without bound (the
   reactor buffers every action of every channel it subscribed to); it catches up by `reconnect`;
+- a close's reason (the host's sentence: why a token or a version was refused) reaches the client;
+  daphne sends the close code alone;
 - with `--handoff-fd N` it listens on nothing and serves the connections the front
   (ahp/front.py) hands it over the Unix socket N, each with the bytes the front read of it.
 """
@@ -20,8 +22,6 @@ import os
 import socket
 import sys
 
-import autobahn.websocket.protocol
-import daphne.cli
 import daphne.server
 import django
 import txaio
@@ -30,9 +30,12 @@ from daphne.cli import DEFAULT_HOST, CommandLineInterface
 from daphne.http_protocol import HTTPFactory
 from daphne.ws_protocol import WebSocketFactory, WebSocketProtocol
 from twisted.internet import reactor
-from twisted.web.http import HTTPChannel, _GenericHTTPChannelProtocol
+from twisted.web.http import HTTPChannel
 
 from ahp.deployment import HANDOFF_BYTES, REQUEST_DEADLINE, UNREAD_BYTES, refusal_to_start, secrets_key_refusal
+from ahp.internals import internal, patch, refuse_to_start_if_moved
+
+_GenericHTTPChannelProtocol = internal("twisted.web.http._GenericHTTPChannelProtocol")
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +58,7 @@ class ReaderBoundWebSocketProtocol(WebSocketProtocol):
                            self.client_addr, unsent, UNREAD_BYTES)
             self.dropConnection(abort=True)
 
-    def handle_reply(self, message):
+    def handle_reply(self, message: dict) -> None:
         """As daphne's, except that a close passes its reason on (daphne's drops it): a refused
         connection learns why, the connection quota's sentence among them."""
         if message.get("type") == "websocket.close" and self.state != self.STATE_CONNECTING:
@@ -129,11 +132,12 @@ def only_for_debug_lines(format_value):
 # sends (~8 us). A server formats them for nothing else; their other uses (a client's handshake
 # error, the text of `Timings`, which a server keeps only when told to) are a client's.
 for name in ("pformat", "hltype", "hlval"):
-    setattr(autobahn.websocket.protocol, name, only_for_debug_lines(getattr(autobahn.websocket.protocol, name)))
+    path = f"autobahn.websocket.protocol.{name}"
+    patch(path, only_for_debug_lines(internal(path)))
 
 # daphne's Server builds its factories by these module-level names.
-daphne.server.WebSocketFactory = ClosingWebSocketFactory
-daphne.server.HTTPFactory = DeadlineHTTPFactory
+patch("daphne.server.WebSocketFactory", ClosingWebSocketFactory)
+patch("daphne.server.HTTPFactory", DeadlineHTTPFactory)
 
 
 class HandoffServer(daphne.server.Server):
@@ -195,7 +199,8 @@ def listening_hosts(argv):
 
 
 def main(argv):
-    daphne.cli.AccessLogGenerator = QuietAccessLog  # the name daphne's command line builds its log with
+    refuse_to_start_if_moved()
+    patch("daphne.cli.AccessLogGenerator", QuietAccessLog)  # the name daphne's command line builds its log with
     if "--handoff-fd" in argv:
         at = argv.index("--handoff-fd")
         HandoffServer.handoff_fd = int(argv[at + 1])

@@ -1,6 +1,5 @@
 import os
 
-from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.shortcuts import render

@@ -150,7 +150,8 @@ def production_server(**env):
 
 @pytest.fixture
 def host(transactional_db):
-    """A real AHP server in this process, for tests that also act on it in process."""
+    """The production server (`ahp.serve`'s daphne) in this process, for tests that also act on it
+    in process; its port."""
     from .ahp.protocol.harness import ServerThread
 
     with ServerThread() as server:

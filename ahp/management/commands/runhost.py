@@ -20,6 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ahp.deployment import refusal_to_start, secrets_key_refusal
+from ahp.internals import refuse_to_start_if_moved
 from ahp.models import WorkerHeartbeat
 from ahp.supervision import Child, stop_children, supervise_once
 from grants.actions import do_add_member, do_create_tenant, do_mint_token, do_save_person
@@ -130,6 +131,7 @@ class Command(BaseCommand):
                 parser.add_argument(flag_of(key), dest=key.field, default=None, **FLAG_KINDS[key.kind](key))
 
     def handle(self, host, port, **options):
+        refuse_to_start_if_moved()
         refusal = refusal_to_start([host]) or secrets_key_refusal()
         if refusal:
             raise CommandError(refusal)

@@ -1,53 +1,102 @@
-"""A real AHP server in this test process (uvicorn in a thread, so tests can register tools and
-run sweeps in process) and a small synchronous AHP client over a real socket."""
+"""The production server (`ahp.serve`'s daphne) in this test process, so tests can register tools
+and run sweeps in process, and a small synchronous AHP client over a real socket."""
 import asyncio
 import itertools
 import json
+import sys
 import threading
 import time
 import uuid
+from typing import Any
 
-import uvicorn
 from websockets.sync.client import connect
-
-from ...conftest import free_port
 
 INIT_VERSION = "1.0.0"
 
 
 class ServerThread:
-    def __init__(self):
-        from ahp.asgi import application
+    """`ahp.serve` as production runs it (its command line, its patched daphne), on a thread of
+    this process and a Twisted reactor of its own: each test's server starts on a fresh event
+    loop, as a process does, and its loop's tasks end with it."""
 
-        self.port = free_port()
-        config = uvicorn.Config(application, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off",
-                                ws="websockets-sansio")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+    def __init__(self) -> None:
+        from daphne.server import Server
 
-    def __enter__(self):
-        # A fresh channel layer for this server's event loop, as a production process has: the
-        # Redis layer's receive lock binds to the first loop that waits on it, and every test
-        # server runs a loop of its own.
+        from ahp.serve import CommandLineInterface
+
+        test_server = self
+
+        class InThreadServer(Server):
+            def __init__(self, **options: Any) -> None:
+                super().__init__(**options, signal_handlers=False)  # only the main thread may
+                test_server.daphne = self
+
+        class InThreadCommandLine(CommandLineInterface):
+            server_class = InThreadServer
+
+        self.daphne = None
+        self.command_line = InThreadCommandLine()
+        self.thread = threading.Thread(target=self.serve, daemon=True, name="daphne")
+
+    def serve(self) -> None:
+        self.command_line.run(["-b", "127.0.0.1", "-p", "0", "-v", "0", "ahp.asgi:application"])
+        # As asyncio.run ends a loop: what the server's applications left running is cancelled.
+        loop = asyncio.get_event_loop()
+        left = asyncio.all_tasks(loop)
+        for task in left:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+        loop.close()
+
+    def __enter__(self) -> "ServerThread":
+        # A fresh channel layer and reactor for this server's event loop, as a production process
+        # starts with (Twisted's reactor runs once; daphne's own test servers reinstall it too).
+        import daphne.server
+        import txaio
         from channels.layers import channel_layers
+        from twisted.internet import asyncioreactor
 
         channel_layers.backends.clear()
+        sys.modules.pop("twisted.internet.reactor", None)
+        asyncioreactor.install(asyncio.new_event_loop())
+        from twisted.internet import reactor
+
+        daphne.server.reactor = txaio.config.loop = self.reactor = reactor
         self.thread.start()
         deadline = time.monotonic() + 20
-        while not self.server.started:
-            if time.monotonic() > deadline:
-                raise TimeoutError("the test server did not start")
+        while not (self.daphne and self.daphne.listening_addresses):
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the test server did not start")
             time.sleep(0.02)
+        [(_, self.port)] = self.daphne.listening_addresses
         return self
 
-    def __exit__(self, *exc):
-        # The harnesses its turns kept warm stop on its loop, before the loop ends.
+    def __exit__(self, *exc: object) -> None:
         from agents.warm import WARM
+        from kernel import orm
+        from tools_app.tool_threads import TOOL_THREADS
 
+        # The harnesses its turns kept warm stop on its loop, before the loop ends.
         if WARM.loop is not None and WARM.loop.is_running():
             asyncio.run_coroutine_threadsafe(WARM.stop_all(), WARM.loop).result(60)
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
+        self.reactor.callFromThread(lambda: asyncio.ensure_future(self.drop_connections()))
+        self.thread.join(timeout=30)
+        # As the process would have exited: the database work its sockets began has finished
+        # (the test database is flushed next) and their connections are closed.
+        orm.close_connections()
+        TOOL_THREADS.close_connections()
+
+    async def drop_connections(self) -> None:
+        """Every client cut off, its application told and given its close timeout to end (its
+        rows closed), then the reactor stopped."""
+        instances = [details["application_instance"] for details in self.daphne.connections.values()
+                     if "application_instance" in details]
+        for protocol in list(self.daphne.connections):
+            if protocol.transport is not None:
+                protocol.transport.abortConnection()
+        if instances:
+            await asyncio.wait(instances, timeout=self.daphne.application_close_timeout)
+        self.reactor.stop()
 
 
 class RpcFailed(Exception):
