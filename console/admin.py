@@ -23,7 +23,7 @@ from .models import AuditEntry
 from .running import activity, with_activity
 
 
-SENTENCE_SHOWN = 90  # characters; the whole sentence is the cell's tooltip and in the CSV
+SENTENCE_SHOWN = 70  # characters; the whole sentence is the cell's tooltip and in the CSV
 
 
 class OutcomeFilter(admin.SimpleListFilter):
@@ -50,8 +50,8 @@ class RefusalReasonFilter(admin.SimpleListFilter):
 
 @admin.register(AuditEntry)
 class AuditAdmin(TenantScopedAdmin):
-    list_display = ("created", "person", "session_link", "tool_name", "arguments", "source", "outcome_label",
-                    "reason_label", "sentence", "duration")
+    list_display = ("created", "person", "session_link", "tool_name", "arguments", "outcome_label", "sentence",
+                    "duration")
     list_filter = ("tenant", OutcomeFilter, RefusalReasonFilter, "source",
                    ("tool_name", admin.AllValuesFieldListFilter),
                    ("turn__sender", admin.RelatedOnlyFieldListFilter), "created")
@@ -92,11 +92,8 @@ class AuditAdmin(TenantScopedAdmin):
 
     @admin.display(description="outcome", ordering="outcome")
     def outcome_label(self, call):
-        return dict(OUTCOMES)[call.outcome]
-
-    @admin.display(description="refusal")
-    def reason_label(self, call):
-        return {key: label for key, label, _ in REFUSAL_REASONS}.get(call.refusal_reason, "")
+        reason = {key: label for key, label, _ in REFUSAL_REASONS}.get(call.refusal_reason)
+        return f"{dict(OUTCOMES)[call.outcome]} ({reason})" if reason else dict(OUTCOMES)[call.outcome]
 
     @admin.display(description="sentence")
     def sentence(self, call):

@@ -81,7 +81,7 @@ def duration_ms(call):
 # In a string argument (a shell command): `Bearer <token>` and `NAME_TOKEN=<value>`, `--api-key=<value>`.
 BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[^\s'\"]+")
 NAMED_VALUE = re.compile(r"([\w-]*(?:token|key|secret|passw|pwd|credential)[\w-]*)(=|:\s*)([^\s'\"&]+)", re.IGNORECASE)
-ARGUMENTS_SHOWN = 120  # characters of a call's arguments the audit shows
+ARGUMENTS_SHOWN = 80  # characters of a call's arguments the audit shows
 ARGUMENTS_EXPORTED = 2000  # and the CSV carries
 
 

@@ -140,13 +140,12 @@ def servers(session: Session, taken: set[str]) -> list[dict]:
 
 def explained(session: Session, inputs: CatalogInputs, snapshot: CatalogSnapshot) -> dict:
     """{"tools": [{name, source, label, offered, deferred?, reasons}], "builtins": [...], "servers":
-    [...], "instructions": [...]}: the offered tools in the order the model sees them, then the hidden
+    [...], "instructions": [...], "deferred_means": a sentence}: the offered tools in the order the model sees them, then the hidden
     ones with the sentence of every rule that hides each."""
     clients = client_labels(session)
     offered = [{"name": d["name"], "source": snapshot.bindings[d["name"]].tool.source,
                 "label": source_label(snapshot.bindings[d["name"]], clients), "offered": True,
-                "deferred": d["name"] in snapshot.deferred,
-                "reasons": [DEFERRED] if d["name"] in snapshot.deferred else []} for d in snapshot.definitions]
+                "deferred": d["name"] in snapshot.deferred, "reasons": []} for d in snapshot.definitions]
     rules = every_rule(inputs, snapshot)
     hidden = [{"name": h.name, "source": h.source, "label": SOURCE_LABELS.get(h.source, h.source), "offered": False,
                "reasons": [sentence(r, inputs) for r in rules[h.name]]} for h in snapshot.hidden]
@@ -154,7 +153,7 @@ def explained(session: Session, inputs: CatalogInputs, snapshot: CatalogSnapshot
         row["reason"] = " ".join(row["reasons"])
     taken = {t.effective_name for t in inputs.tools if t.source != "mcp"}
     return {"tools": offered + hidden, "builtins": builtins(session), "servers": servers(session, taken),
-            "instructions": list(snapshot.instructions)}
+            "instructions": list(snapshot.instructions), "deferred_means": DEFERRED}
 
 
 def explain_chat(chat: Chat) -> dict:

@@ -141,7 +141,7 @@ def test_the_audit_is_newest_first_to_the_second_with_masked_bounded_arguments_a
     arguments = html.unescape(shown[shown.index("<code>") + 6:shown.index("</code>")])
     whole = ('{"apiKey": "<set>", "command": "curl -H \'Authorization: Bearer <set>\' https://<set>@api.example/?key=<set> '
              '&& GITHUB_TOKEN=<set> make", "notes": "' + "x" * 300 + '"}')
-    assert arguments == whole[:119] + "…"
+    assert arguments == whole[:79] + "…"
     assert "sk-" not in page and "ghp_" not in page and "pw@" not in page
     newest = response.context["cl"].result_list[0].created
     assert f"{newest:%Y-%m-%d %H:%M:%S}" in page  # times to the second

@@ -118,7 +118,7 @@ def test_the_explainer_says_why_an_advanced_tool_is_hidden_until_advanced_tools_
     explainer = f"/console/sessions/{session.pk}/catalog"
     log_in(browser, base, operator.username, OPERATOR_PASSWORD, explainer)
     row = browser.find_element(By.CSS_SELECTOR, '#catalog tr[data-tool="deploy"]')
-    assert row.text == "deploy plugin hidden deploy needs advanced permission, and advancedTools is off for this tenant."
+    assert row.text == "deploy plugin hidden\ndeploy needs advanced permission, and advancedTools is off for this tenant."
     screenshot(browser, "catalog-explainer.png")
     submit(browser, browser.find_element(By.LINK_TEXT, "Change the host configuration"))
     browser.find_element(By.ID, "id_advancedTools").click()
@@ -181,6 +181,11 @@ def test_the_audit_fits_1400_pixels_newest_first_with_its_arguments(acme, host, 
         assert rows[0].find_element(By.CSS_SELECTOR, ".field-tool_name").text == "pick"  # the last made
         assert rows[1].find_element(By.CSS_SELECTOR, ".field-arguments").text == '{"path": "."}'
         assert browser.execute_script("return document.documentElement.scrollWidth") <= 1400
+        # No column scrolled off: the results box does not scroll sideways, and the last column shows.
+        assert browser.execute_script("const r = document.querySelector('#changelist .results');"
+                                      "return r.scrollWidth <= r.clientWidth")
+        assert browser.execute_script("return document.querySelector('#result_list thead th:last-child')"
+                                      ".getBoundingClientRect().right") <= 1400
         screenshot(browser, "admin-audit.png")
         browser.get(f"http://127.0.0.1:{host.port}/admin/sessions_app/session/{session.pk}/change/")
         assert browser.find_element(By.CSS_SELECTOR, ".field-activity_words .readonly").text == "running"

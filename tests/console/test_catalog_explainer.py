@@ -90,7 +90,8 @@ def test_it_gives_every_rule_that_hides_a_tool_and_explains_deferred_and_a_tools
         "isolate_session is a session tool, and sessionToolsProviders does not include this session's provider echo.",
         "isolate_session is not offered in this session: the tool's own check for the session said no. "
         "Offered only where the session's provider keeps a folder per chat."]
-    assert tool(explain_preview(acme.tenant, "claude"), "create_chat")["reasons"] == [DEFERRED]
+    preview = explain_preview(acme.tenant, "claude")
+    assert tool(preview, "create_chat")["deferred"] is True and preview["deferred_means"] == DEFERRED
     assert DEFERRED == ("Offered, marked deferred: a hint that the model may load its full definition on demand; "
                         "every provider of this host receives it like any other tool.")
 
