@@ -7,9 +7,10 @@ import pytest
 from sessions_app import actions as session_actions
 from tools_app.families.agent_merge import github
 from tools_app.families.agent_merge.actions import do_start_repair_turn
-from tools_app.families.agent_merge.tools import perform_deferred_reruns
+from tools_app.families.agent_merge.tools import NO_FOLDER, perform_deferred_reruns
 from tools_app.models import AgentMergeConfig, DeferredRerun
 
+from ...conftest import tenant_made
 from .helpers import Desk
 
 LOG = "\n".join(f"step {i}" for i in range(1, 251)) + "\nError: test_login failed\nexit 1"
@@ -71,10 +72,19 @@ def call_in_repair(desk, people, tool, arguments):
     return asyncio.run(ChatToolbox(turn).call(tool, arguments))
 
 
-def test_set_agent_merge_enabled_answers_the_configuration_in_force(acme, host, hub):
-    with Desk(host, acme) as desk:
+@pytest.fixture
+def project(acme, workspace):
+    (workspace / "app").mkdir()
+    return tenant_made(workspace / "app", acme.tenant)
+
+
+def test_set_agent_merge_enabled_answers_the_configuration_in_force(acme, host, hub, project):
+    with Desk(host, acme) as bare:
+        assert bare.call("setAgentMergeEnabled", {"enabled": True}) == NO_FOLDER
+        assert not AgentMergeConfig.objects.filter(session=bare.session).exists()
+    with Desk(host, acme, folders=[project.as_uri()]) as desk:
         on = json.loads(desk.call("setAgentMergeEnabled", {"enabled": True, "mergePullRequest": "ifUnchanged"}))
-        assert on == {"folder": "", "enabled": True, "addressReviews": True, "fixCI": True, "resolveConflicts": True,
+        assert on == {"folder": project.as_uri(), "enabled": True, "addressReviews": True, "fixCI": True, "resolveConflicts": True,
                       "mergePullRequest": "ifUnchanged",
                       "merges": "merges when ready, unless Agent Merge itself changed the pull request"}
         changed = json.loads(desk.call("setAgentMergeEnabled", {"enabled": True, "fixCI": False}))
@@ -85,7 +95,7 @@ def test_set_agent_merge_enabled_answers_the_configuration_in_force(acme, host, 
 
 
 @pytest.mark.django_db(transaction=True)
-def test_set_agent_merge_enabled_asks_no_grant_of_a_turn_nobody_sent(acme, hub):
+def test_set_agent_merge_enabled_asks_no_grant_of_a_turn_nobody_sent(acme, hub, project):
     """A wakeup's or Agent Merge's own turn holds only session:read, and still configures it."""
     import asyncio
 
@@ -94,7 +104,7 @@ def test_set_agent_merge_enabled_asks_no_grant_of_a_turn_nobody_sent(acme, hub):
 
     from .session.conftest import Place
 
-    place = Place(acme)
+    place = Place(acme, folders=[project.as_uri()])
     Turn.objects.filter(pk=place.turn.pk).update(sender=None)
     turn = Turn.objects.select_related("chat__session__tenant", "sender").get(pk=place.turn.pk)
     answer = json.loads(asyncio.run(ChatToolbox(turn).call("setAgentMergeEnabled", {"enabled": True})))

@@ -4,6 +4,7 @@ only for what that turn was asked to fix."""
 import json
 
 from kernel.refusals import Refused
+from sessions_app.models import ChatBackend
 from tools_app.catalog.registry import Tool
 
 from . import actions, github
@@ -14,14 +15,23 @@ END_THE_TURN = ("End this turn instead of reaching for another GitHub tool or th
 TAIL_LINES, MAX_RANGE_LINES, SEARCH_CONTEXT = 100, 200, 2
 
 
-def folder_of(session):
-    return (session.working_directories or [""])[0]
+NO_FOLDER = ("setAgentMergeEnabled configures a folder's pull request, and this chat has no folder: give its "
+             "session a working directory (set_workspace) first.")
+
+
+def folder_of(context):
+    """The calling chat's folder: its own (a chat kept in a folder of its own), else its session's first."""
+    own = ChatBackend.objects.filter(chat_id=context.chat.id).values_list("working_directory", flat=True).first() \
+        if context.chat is not None else None
+    folder = own or (context.session.working_directories or [""])[0]
+    if not folder:
+        raise Refused(NO_FOLDER, "invalid")
+    return folder
 
 
 def set_agent_merge_enabled(context, arguments):
     options = {k: v for k, v in arguments.items() if k != "enabled"}
-    config = actions.do_set_agent_merge(context.session, folder_of(context.session),
-                                        arguments["enabled"], options)
+    config = actions.do_set_agent_merge(context.session, folder_of(context), arguments["enabled"], options)
     return json.dumps(config.to_wire())
 
 
