@@ -1,14 +1,15 @@
 """Agent Merge: configuration per folder, and three repair tools that answer only inside a repair
 turn Agent Merge started and only for what it was asked to fix. GitHub is a fake of the adapter."""
+import asyncio
 import json
 
 import pytest
 
 from sessions_app import actions as session_actions
 from tools_app.families.agent_merge import github
-from tools_app.families.agent_merge.actions import do_start_repair_turn
+from tools_app.families.agent_merge.actions import PENDING_REVIEW, do_set_agent_merge, do_start_repair_turn
 from tools_app.families.agent_merge.tools import NO_FOLDER, perform_deferred_reruns
-from tools_app.models import AgentMergeConfig, DeferredRerun
+from tools_app.models import AgentMergeConfig, DeferredRerun, PullRequestWatch
 
 from ...conftest import tenant_made
 from .helpers import Desk
@@ -156,9 +157,16 @@ def test_a_review_reply_is_published_before_its_thread_is_resolved(acme, hub):
 def test_a_reply_landing_in_the_pending_review_answers_pending_and_resolves_nothing(acme, hub):
     hub.pending_review = True
     desk = BareDesk(acme)
-    answer = call_in_repair(desk, acme, "replyToAgentMergeReviewThread", {"threadId": "PRRT_1", "body": "Fixed."})
+    watch = do_set_agent_merge(desk.session, "file:///work/app", True, {}).watch
+    started = repair(desk, acme)
+    PullRequestWatch.objects.filter(pk=watch.pk).update(state="repairing", repair=started.agent_merge_repair)
+    answer = asyncio.run(desk.toolbox_of_last_turn().call("replyToAgentMergeReviewThread",
+                                                          {"threadId": "PRRT_1", "body": "Fixed."}))
     assert answer.startswith("pending: ")
     assert ("resolve", "PRRT_1") not in hub.calls
+    # The watch stops: only the person can submit that review.
+    stopped = PullRequestWatch.objects.get(pk=watch.pk)
+    assert (stopped.state, stopped.last_problem) == ("off", PENDING_REVIEW)
 
 
 @pytest.mark.django_db(transaction=True)

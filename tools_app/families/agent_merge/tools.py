@@ -110,8 +110,9 @@ def reply_to_agent_merge_review_thread(context, arguments):
     # Published first, so a thread is never resolved without the answer that resolves it.
     reply = hub.reply_to_review_comment(repair.repository, repair.pull_number, thread["commentId"], arguments["body"])
     if reply["pending"]:
+        actions.do_stop_watch_at_pending_review(repair)
         return ("pending: the reply landed in the person's pending review, so it is not published and the thread "
-                "stays open until they submit that review.")
+                "stays open until they submit that review; Agent Merge stops watching the pull request until then.")
     if arguments.get("resolve", True):
         hub.resolve_thread(arguments["threadId"])
         return f"Replied to review thread {arguments['threadId']} and resolved it."
