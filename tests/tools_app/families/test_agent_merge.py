@@ -169,10 +169,34 @@ def test_a_reply_landing_in_the_pending_review_answers_pending_and_resolves_noth
     assert (stopped.state, stopped.last_problem) == ("off", PENDING_REVIEW)
 
 
+def answering(people, approved):
+    """A thread that answers the first question a tool asks the person, as their client would."""
+    import threading
+    import time
+
+    from tools_app.families.comments.actions import do_answer_question
+    from tools_app.families.comments.models import Question
+
+    def answer():
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            question = Question.objects.select_related("chat").filter(approved__isnull=True).first()
+            if question is not None:
+                do_answer_question(people.principal("member"), question.chat, question.turn_id,
+                                   question.tool_call_id, approved)
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    return thread
+
+
 @pytest.mark.django_db(transaction=True)
 def test_rerun_asks_once_and_defers_while_the_attempt_is_still_going(acme, hub):
     hub.run_status = "in_progress"
     desk = BareDesk(acme)
+    answering(acme, True)
     assert call_in_repair(desk, acme, "rerunAgentMergeWorkflow", {"runId": "501"}) == (
         "deferred: run 501's current attempt is still in_progress; Agent Merge reruns it when it finishes. "
         "Do not poll or ask again.")
@@ -192,9 +216,22 @@ def test_rerun_asks_once_and_defers_while_the_attempt_is_still_going(acme, hub):
 @pytest.mark.django_db(transaction=True)
 def test_rerun_of_a_finished_run_asks_github_at_once(acme, hub):
     desk = BareDesk(acme)
+    answering(acme, True)
     assert call_in_repair(desk, acme, "rerunAgentMergeWorkflow", {"runId": "501", "failedJobsOnly": False}) == (
         "Asked GitHub to rerun run 501.")
     assert hub.calls[-1] == ("rerun", "501", False)
+    from tools_app.families.comments.models import Question
+
+    assert Question.objects.get().title == "Rerun workflow run 501 of acme/app#7?"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rerun_the_person_declines_is_not_asked_of_github(acme, hub):
+    desk = BareDesk(acme)
+    answering(acme, False)
+    assert call_in_repair(desk, acme, "rerunAgentMergeWorkflow", {"runId": "501"}) == (
+        "The person declined to rerun the failed jobs of workflow run 501.")
+    assert not [c for c in hub.calls if c[0] in ("rerun", "workflow_run")]
 
 
 class BareDesk:

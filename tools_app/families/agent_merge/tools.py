@@ -7,6 +7,8 @@ from kernel.refusals import Refused
 from sessions_app.models import ChatBackend
 from tools_app.catalog.registry import Tool
 
+from ..comments import actions as questions
+from ..comments import tools as comment_tools
 from . import actions, github
 from .models import AgentMergeRepair, CIEvidence, DeferredRerun
 
@@ -127,6 +129,12 @@ def rerun_agent_merge_workflow(context, arguments):
     failed_only = arguments.get("failedJobsOnly", True)
     if DeferredRerun.objects.filter(repair=repair, run_id=run_id, done=False).exists():
         return f"deferred: the rerun of run {run_id} is already waiting for its current attempt to finish."
+    what = f"{'the failed jobs of ' if failed_only else ''}workflow run {run_id}"
+    approved = questions.ask_and_wait(context.tool_call_id, f"Rerun {what} of {repair.repository}#{repair.pull_number}?",
+                                      comment_tools.QUESTION_SECONDS, comment_tools.QUESTION_POLL_SECONDS)
+    if not approved:
+        return (f"The person declined to rerun {what}." if approved is False
+                else f"Nobody answered whether to rerun {what}; it was not rerun.")
     hub = github.adapter()
     run = hub.workflow_run(repair.repository, run_id)
     if run["status"] in github.ACTIVE_RUN_STATUSES:
