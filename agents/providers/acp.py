@@ -33,6 +33,7 @@ from sessions_app import actions
 from sessions_app.models import Session
 
 from ..harness import destination
+from ..instructions import tool_hints
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +71,7 @@ def host_instructions(session, snapshot):
         "call them there so every call shows in the session's chat.",
     ]
     lines.extend(snapshot.instructions)
+    lines.extend(tool_hints(session, snapshot))
     return "\n\n".join(lines)
 
 

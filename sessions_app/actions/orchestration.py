@@ -79,13 +79,15 @@ def _charge(orchestration, kind):
 
 
 @transaction.atomic
-def do_tool_create_session(principal, orchestration, provider, title, prompt, working_directories=(), config=None):
+def do_tool_create_session(principal, orchestration, provider, title, prompt, working_directories=(), config=None,
+                           owner=None):
     """create_session (independent): a session below the caller's, titled, its first turn the
-    prompt. Charged once it exists. Answers (session, its default chat, turn or pending)."""
+    prompt, owned by `owner` (the calling session's owner) or else `principal`'s person. Charged
+    once it exists. Answers (session, its default chat, turn or pending)."""
     _check_depth(orchestration)
     _check_budget(orchestration, "session")
     session = do_create_session(principal, uuid.uuid4(), provider, working_directories, config,
-                                parent=orchestration.session)
+                                parent=orchestration.session, owner=owner)
     do_set_title(principal, session, title)
     chat = session.chats.get(is_default=True)
     chat.modified = timezone.now()

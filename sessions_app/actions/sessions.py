@@ -28,9 +28,10 @@ def check_session_config(schema, values):
 
 @transaction.atomic
 def do_create_session(principal, session_id, provider="echo", working_directories=(), config=None, parent=None,
-                      schema=None):
+                      schema=None, owner=None):
     """`schema`: the session's agent's config schema, when the door knows it (createSession):
-    the config is checked against it as session/configChanged checks a change."""
+    the config is checked against it as session/configChanged checks a change. `owner`: who owns
+    it when not the acting person (a session a tool makes is its calling session's owner's)."""
     require(principal, "session:create")
     if Session.objects.filter(id=session_id).exists():
         raise Refused(session_id_taken(session_id), "exists")
@@ -40,7 +41,7 @@ def do_create_session(principal, session_id, provider="echo", working_directorie
     if schema is not None:
         check_session_config(schema, config or {})
     session = Session.objects.create(
-        id=session_id, tenant=principal.tenant, provider=provider, owner=principal.person,
+        id=session_id, tenant=principal.tenant, provider=provider, owner=owner or principal.person,
         working_directories=list(working_directories), config=config or {},
         parent=parent, depth=parent.depth + 1 if parent else 0, root_id=parent.root_id if parent else None,
     )

@@ -5,6 +5,7 @@ import pytest
 import os
 
 from agents.harness import copilot_cli
+from agents.instructions import SET_WORKSPACE_HINT
 from agents.providers.github_copilot import NO_RUNTIME
 from sessions_app.models import ToolCall
 
@@ -128,3 +129,7 @@ def test_copilot_is_told_the_tools_instructions_and_the_clients_rules(acme, host
                        for m in model.agent_requests()[0].body["messages"] if m["role"] == "system")
     assert f"You are the agent of AHP session {session}, run by an AHP host." in system
     assert "Answer in British English." in system
+    # The catalog's deferred tools are named, and a session without a folder is pointed at set_workspace.
+    occasional = next(line for line in system.split("\n\n") if line.startswith("These tools are for occasional use"))
+    assert "list_agents" in occasional and "move_session" in occasional and "list_sessions" not in occasional
+    assert SET_WORKSPACE_HINT in system

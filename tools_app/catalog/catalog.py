@@ -22,7 +22,7 @@ from grants.algebra import holds
 from .clients import rule_body
 from .hidden import HiddenTool
 from .registry import GATE_ADVANCED, GATE_ENABLED_HOOK, GATE_SESSION_GROUP, GATE_USER_CHATS, SHARED_ACTIONS, Tool
-from .validation import ToolRefusal, input_problem
+from .validation import ToolRefusal, input_problem, input_validator
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,10 @@ class CatalogSnapshot:
     # How long a client may take to run one of its tools (0: for ever): HostConfig's, kept with the
     # snapshot, whose stamp is the config's, so a call's begin reads no config of its own.
     client_tool_timeout_ms: int = 0
+    # name -> the validator of the input schema this session was offered, for each tool whose
+    # per-session wording changed it (rename_chat without `automatic`): a call is checked
+    # against what the model saw, not the tool's base schema.
+    offered_validators: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def names(self):
@@ -99,7 +103,8 @@ class CatalogSnapshot:
         problem = input_problem(name, arguments)
         if problem:
             raise ToolRefusal(problem)
-        error = next(iter(sorted(binding.tool.input_validator.iter_errors(arguments), key=lambda e: e.path)), None)
+        validator = self.offered_validators.get(name) or binding.tool.input_validator
+        error = next(iter(sorted(validator.iter_errors(arguments), key=lambda e: e.path)), None)
         if error is not None:
             pointer = "/" + "/".join(str(p) for p in error.absolute_path)
             raise ToolRefusal(f"Invalid input for {name} at {pointer}: {error.message}")
@@ -184,7 +189,7 @@ def assemble_catalog(inputs: CatalogInputs) -> CatalogSnapshot:
     session = inputs.session
 
     definitions, server_tools, instructions, deferred, withheld = [], [], [], set(), set()
-    bindings = {}
+    bindings, offered_validators = {}, {}
 
     # Sources in the order the model sees them: host and plugin, then clients, then MCP.
     own_rows, mcp_rows = rows_by_source(inputs.tools)
@@ -221,6 +226,8 @@ def assemble_catalog(inputs: CatalogInputs) -> CatalogSnapshot:
                 continue
         if for_session is not None:
             definition = binding.tool.wire_definition(for_session(session))
+            if definition.get("inputSchema") is not binding.tool.input_schema:
+                offered_validators[name] = input_validator(definition["inputSchema"])
         definitions.append(definition)
         bindings[name] = binding
         if serves:
@@ -242,6 +249,7 @@ def assemble_catalog(inputs: CatalogInputs) -> CatalogSnapshot:
         instructions=tuple(instructions),
         deferred=frozenset(deferred),
         withheld_from_tool_chats=frozenset(withheld),
+        offered_validators=MappingProxyType(offered_validators),
         hidden=tuple(hidden),
         client_tool_timeout_ms=switches.client_tool_timeout_ms,
     )

@@ -152,6 +152,19 @@ def test_for_session_wording_is_merged_over_the_definition():
     assert "automatic" in eager["inputSchema"]["properties"]
 
 
+def test_a_call_is_checked_against_the_schema_the_session_was_offered():
+    schema = {"type": "object", "properties": {"title": {"type": "string"}, "mode": {"enum": ["a", "b"]}}}
+
+    def wording(session):
+        return {"inputSchema": {"type": "object", "properties": {"title": {"type": "string"}, "mode": {"enum": ["a"]}}}}
+
+    snapshot = catalog([Tool("rename_chat", input_schema=schema, for_session=wording)], session=SimpleNamespace())
+    assert snapshot.check_input("rename_chat", {"title": "t", "mode": "a"}).name == "rename_chat"
+    with pytest.raises(ToolRefusal) as refused:
+        snapshot.check_input("rename_chat", {"title": "t", "mode": "b"})
+    assert refused.value.sentence == "Invalid input for rename_chat at /mode: 'b' is not one of ['a']"
+
+
 def test_defer_loading_is_a_host_side_hint_never_on_the_wire():
     snapshot = catalog([Tool("list_artifacts", defer_loading=True)])
     assert snapshot.deferred == {"list_artifacts"}

@@ -7,9 +7,9 @@ from ...ahp.protocol.harness import AhpClient, default_chat
 
 
 class Desk:
-    def __init__(self, host, people, role="member", client_id="alice"):
+    def __init__(self, host, people, role="member", client_id="alice", folders=()):
         self.client = AhpClient(host.port, people.tokens[role], client_id)
-        self.session_uri = self.client.create_session()
+        self.session_uri = self.client.create_session(**({"workingDirectories": list(folders)} if folders else {}))
         self.chat_uri = default_chat(self.client, self.session_uri)
         self.client.subscribe(self.chat_uri)
 

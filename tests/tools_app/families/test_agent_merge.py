@@ -1,15 +1,17 @@
 """Agent Merge: configuration per folder, and three repair tools that answer only inside a repair
 turn Agent Merge started and only for what it was asked to fix. GitHub is a fake of the adapter."""
+import asyncio
 import json
 
 import pytest
 
 from sessions_app import actions as session_actions
 from tools_app.families.agent_merge import github
-from tools_app.families.agent_merge.actions import do_start_repair_turn
-from tools_app.families.agent_merge.tools import perform_deferred_reruns
-from tools_app.models import AgentMergeConfig, DeferredRerun
+from tools_app.families.agent_merge.actions import PENDING_REVIEW, do_set_agent_merge, do_start_repair_turn
+from tools_app.families.agent_merge.tools import NO_FOLDER, perform_deferred_reruns
+from tools_app.models import AgentMergeConfig, DeferredRerun, PullRequestWatch
 
+from ...conftest import tenant_made
 from .helpers import Desk
 
 LOG = "\n".join(f"step {i}" for i in range(1, 251)) + "\nError: test_login failed\nexit 1"
@@ -71,10 +73,19 @@ def call_in_repair(desk, people, tool, arguments):
     return asyncio.run(ChatToolbox(turn).call(tool, arguments))
 
 
-def test_set_agent_merge_enabled_answers_the_configuration_in_force(acme, host, hub):
-    with Desk(host, acme) as desk:
+@pytest.fixture
+def project(acme, workspace):
+    (workspace / "app").mkdir()
+    return tenant_made(workspace / "app", acme.tenant)
+
+
+def test_set_agent_merge_enabled_answers_the_configuration_in_force(acme, host, hub, project):
+    with Desk(host, acme) as bare:
+        assert bare.call("setAgentMergeEnabled", {"enabled": True}) == NO_FOLDER
+        assert not AgentMergeConfig.objects.filter(session=bare.session).exists()
+    with Desk(host, acme, folders=[project.as_uri()]) as desk:
         on = json.loads(desk.call("setAgentMergeEnabled", {"enabled": True, "mergePullRequest": "ifUnchanged"}))
-        assert on == {"folder": "", "enabled": True, "addressReviews": True, "fixCI": True, "resolveConflicts": True,
+        assert on == {"folder": project.as_uri(), "enabled": True, "addressReviews": True, "fixCI": True, "resolveConflicts": True,
                       "mergePullRequest": "ifUnchanged",
                       "merges": "merges when ready, unless Agent Merge itself changed the pull request"}
         changed = json.loads(desk.call("setAgentMergeEnabled", {"enabled": True, "fixCI": False}))
@@ -85,7 +96,7 @@ def test_set_agent_merge_enabled_answers_the_configuration_in_force(acme, host, 
 
 
 @pytest.mark.django_db(transaction=True)
-def test_set_agent_merge_enabled_asks_no_grant_of_a_turn_nobody_sent(acme, hub):
+def test_set_agent_merge_enabled_asks_no_grant_of_a_turn_nobody_sent(acme, hub, project):
     """A wakeup's or Agent Merge's own turn holds only session:read, and still configures it."""
     import asyncio
 
@@ -94,7 +105,7 @@ def test_set_agent_merge_enabled_asks_no_grant_of_a_turn_nobody_sent(acme, hub):
 
     from .session.conftest import Place
 
-    place = Place(acme)
+    place = Place(acme, folders=[project.as_uri()])
     Turn.objects.filter(pk=place.turn.pk).update(sender=None)
     turn = Turn.objects.select_related("chat__session__tenant", "sender").get(pk=place.turn.pk)
     answer = json.loads(asyncio.run(ChatToolbox(turn).call("setAgentMergeEnabled", {"enabled": True})))
@@ -146,15 +157,46 @@ def test_a_review_reply_is_published_before_its_thread_is_resolved(acme, hub):
 def test_a_reply_landing_in_the_pending_review_answers_pending_and_resolves_nothing(acme, hub):
     hub.pending_review = True
     desk = BareDesk(acme)
-    answer = call_in_repair(desk, acme, "replyToAgentMergeReviewThread", {"threadId": "PRRT_1", "body": "Fixed."})
+    watch = do_set_agent_merge(desk.session, "file:///work/app", True, {}).watch
+    started = repair(desk, acme)
+    PullRequestWatch.objects.filter(pk=watch.pk).update(state="repairing", repair=started.agent_merge_repair)
+    answer = asyncio.run(desk.toolbox_of_last_turn().call("replyToAgentMergeReviewThread",
+                                                          {"threadId": "PRRT_1", "body": "Fixed."}))
     assert answer.startswith("pending: ")
     assert ("resolve", "PRRT_1") not in hub.calls
+    # The watch stops: only the person can submit that review.
+    stopped = PullRequestWatch.objects.get(pk=watch.pk)
+    assert (stopped.state, stopped.last_problem) == ("off", PENDING_REVIEW)
+
+
+def answering(people, approved):
+    """A thread that answers the first question a tool asks the person, as their client would."""
+    import threading
+    import time
+
+    from tools_app.families.comments.actions import do_answer_question
+    from tools_app.families.comments.models import Question
+
+    def answer():
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            question = Question.objects.select_related("chat").filter(approved__isnull=True).first()
+            if question is not None:
+                do_answer_question(people.principal("member"), question.chat, question.turn_id,
+                                   question.tool_call_id, approved)
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    return thread
 
 
 @pytest.mark.django_db(transaction=True)
 def test_rerun_asks_once_and_defers_while_the_attempt_is_still_going(acme, hub):
     hub.run_status = "in_progress"
     desk = BareDesk(acme)
+    answering(acme, True)
     assert call_in_repair(desk, acme, "rerunAgentMergeWorkflow", {"runId": "501"}) == (
         "deferred: run 501's current attempt is still in_progress; Agent Merge reruns it when it finishes. "
         "Do not poll or ask again.")
@@ -174,9 +216,22 @@ def test_rerun_asks_once_and_defers_while_the_attempt_is_still_going(acme, hub):
 @pytest.mark.django_db(transaction=True)
 def test_rerun_of_a_finished_run_asks_github_at_once(acme, hub):
     desk = BareDesk(acme)
+    answering(acme, True)
     assert call_in_repair(desk, acme, "rerunAgentMergeWorkflow", {"runId": "501", "failedJobsOnly": False}) == (
         "Asked GitHub to rerun run 501.")
     assert hub.calls[-1] == ("rerun", "501", False)
+    from tools_app.families.comments.models import Question
+
+    assert Question.objects.get().title == "Rerun workflow run 501 of acme/app#7?"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rerun_the_person_declines_is_not_asked_of_github(acme, hub):
+    desk = BareDesk(acme)
+    answering(acme, False)
+    assert call_in_repair(desk, acme, "rerunAgentMergeWorkflow", {"runId": "501"}) == (
+        "The person declined to rerun the failed jobs of workflow run 501.")
+    assert not [c for c in hub.calls if c[0] in ("rerun", "workflow_run")]
 
 
 class BareDesk:

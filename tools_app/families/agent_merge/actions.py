@@ -9,6 +9,8 @@ from sessions_app import actions as session_actions
 
 from .models import AgentMergeConfig, AgentMergeRepair, CIEvidence, DeferredRerun, PullRequestWatch
 
+PENDING_REVIEW = ("A reply landed in the person's pending review: Agent Merge stopped watching this pull request until "
+                  "they submit that review and turn it on again.")
 AGENT_MERGE_OPTIONS = {"addressReviews": "address_reviews", "fixCI": "fix_ci", "resolveConflicts": "resolve_conflicts",
                        "mergePullRequest": "merge_pull_request"}
 
@@ -80,3 +82,11 @@ def do_start_watch_repair(watch, principal, chat, text, pull_number, head_sha, f
     PullRequestWatch.objects.filter(pk=watch.pk).update(state="repairing", repair=turn.agent_merge_repair,
                                                         repaired=True, last_problem="")
     return turn
+
+
+@transaction.atomic
+def do_stop_watch_at_pending_review(repair):
+    """The watch that started `repair` stops: a reply of it waits in the person's pending review,
+    which only they can submit, so another look would only ask the same again."""
+    PullRequestWatch.objects.filter(repair=repair, state__in=PullRequestWatch.POLLED).update(
+        state="off", last_problem=PENDING_REVIEW)

@@ -4,8 +4,11 @@ only for what that turn was asked to fix."""
 import json
 
 from kernel.refusals import Refused
+from sessions_app.models import ChatBackend
 from tools_app.catalog.registry import Tool
 
+from ..comments import actions as questions
+from ..comments import tools as comment_tools
 from . import actions, github
 from .models import AgentMergeRepair, CIEvidence, DeferredRerun
 
@@ -14,14 +17,23 @@ END_THE_TURN = ("End this turn instead of reaching for another GitHub tool or th
 TAIL_LINES, MAX_RANGE_LINES, SEARCH_CONTEXT = 100, 200, 2
 
 
-def folder_of(session):
-    return (session.working_directories or [""])[0]
+NO_FOLDER = ("setAgentMergeEnabled configures a folder's pull request, and this chat has no folder: give its "
+             "session a working directory (set_workspace) first.")
+
+
+def folder_of(context):
+    """The calling chat's folder: its own (a chat kept in a folder of its own), else its session's first."""
+    own = ChatBackend.objects.filter(chat_id=context.chat.id).values_list("working_directory", flat=True).first() \
+        if context.chat is not None else None
+    folder = own or (context.session.working_directories or [""])[0]
+    if not folder:
+        raise Refused(NO_FOLDER, "invalid")
+    return folder
 
 
 def set_agent_merge_enabled(context, arguments):
     options = {k: v for k, v in arguments.items() if k != "enabled"}
-    config = actions.do_set_agent_merge(context.session, folder_of(context.session),
-                                        arguments["enabled"], options)
+    config = actions.do_set_agent_merge(context.session, folder_of(context), arguments["enabled"], options)
     return json.dumps(config.to_wire())
 
 
@@ -100,8 +112,9 @@ def reply_to_agent_merge_review_thread(context, arguments):
     # Published first, so a thread is never resolved without the answer that resolves it.
     reply = hub.reply_to_review_comment(repair.repository, repair.pull_number, thread["commentId"], arguments["body"])
     if reply["pending"]:
+        actions.do_stop_watch_at_pending_review(repair)
         return ("pending: the reply landed in the person's pending review, so it is not published and the thread "
-                "stays open until they submit that review.")
+                "stays open until they submit that review; Agent Merge stops watching the pull request until then.")
     if arguments.get("resolve", True):
         hub.resolve_thread(arguments["threadId"])
         return f"Replied to review thread {arguments['threadId']} and resolved it."
@@ -116,6 +129,12 @@ def rerun_agent_merge_workflow(context, arguments):
     failed_only = arguments.get("failedJobsOnly", True)
     if DeferredRerun.objects.filter(repair=repair, run_id=run_id, done=False).exists():
         return f"deferred: the rerun of run {run_id} is already waiting for its current attempt to finish."
+    what = f"{'the failed jobs of ' if failed_only else ''}workflow run {run_id}"
+    approved = questions.ask_and_wait(context.tool_call_id, f"Rerun {what} of {repair.repository}#{repair.pull_number}?",
+                                      comment_tools.QUESTION_SECONDS, comment_tools.QUESTION_POLL_SECONDS)
+    if not approved:
+        return (f"The person declined to rerun {what}." if approved is False
+                else f"Nobody answered whether to rerun {what}; it was not rerun.")
     hub = github.adapter()
     run = hub.workflow_run(repair.repository, run_id)
     if run["status"] in github.ACTIVE_RUN_STATUSES:

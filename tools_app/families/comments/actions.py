@@ -1,6 +1,7 @@
 """Every change of comments (the session's annotations) and of questions a tool asks the person:
 one `do_*` function each, which checks the grant, writes in one transaction and publishes what
 subscribers see with sessions_app.events.publish."""
+import time
 
 from django.db import transaction
 
@@ -157,6 +158,18 @@ def do_ask(tool_call_id, title):
 
 def open_question(tool_call_id):
     return Question.objects.filter(tool_call_id=str(tool_call_id), approved__isnull=True).first()
+
+
+def ask_and_wait(tool_call_id, title, seconds, poll_seconds):
+    """Asks the person (`do_ask`) from a tool's own thread and waits at most `seconds` for the
+    answer: True or False, or None when none came."""
+    do_ask(tool_call_id, title)
+    deadline = time.monotonic() + seconds
+    while open_question(tool_call_id) is not None:
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(poll_seconds)
+    return Question.objects.get(tool_call_id=str(tool_call_id)).approved
 
 
 @transaction.atomic

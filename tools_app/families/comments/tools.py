@@ -5,7 +5,6 @@ channel; answers are JSON. `replyToComment` is this host's own, and so are `list
 `includeResolved` and the `author` of a comment and of each of its replies (read from each entry's
 `_meta`, as VS Code's agentFeedbackAnnotations.ts stamps and resolves it)."""
 import json
-import time
 import uuid
 
 from kernel.refusals import Refused
@@ -212,18 +211,11 @@ def view_unreviewed_comments(context, arguments):
     if not rows:
         return answer({"comments": []})
     count = len(rows)
-    actions.do_ask(context.tool_call_id, f"Show the agent {count} comment{'s' if count != 1 else ''} waiting "
-                                         f"for your review?")
-    deadline = time.monotonic() + QUESTION_SECONDS
-    question = actions.open_question(context.tool_call_id)
-    while question is not None and time.monotonic() < deadline:
-        time.sleep(QUESTION_POLL_SECONDS)
-        question = actions.open_question(context.tool_call_id)
-    if question is not None:
+    approved = actions.ask_and_wait(context.tool_call_id, f"Show the agent {count} comment{'s' if count != 1 else ''} "
+                                    "waiting for your review?", QUESTION_SECONDS, QUESTION_POLL_SECONDS)
+    if approved is None:
         raise Refused("The person did not answer whether to show the waiting comments.")
-    from .models import Question
-
-    if not Question.objects.get(tool_call_id=context.tool_call_id).approved:
+    if not approved:
         return "The person declined to show the waiting comments."
     shown = []
     for row in waiting(context.session):  # read again: the person may have acted meanwhile

@@ -108,7 +108,7 @@ def rename_chat_wording(session):
     if title_strategy(session) != "deferred":
         return None
     properties = {k: v for k, v in RENAME_CHAT_SCHEMA["properties"].items() if k != "automatic"}
-    return {"inputSchema": {**RENAME_CHAT_SCHEMA, "properties": properties}}
+    return {"inputSchema": {**RENAME_CHAT_SCHEMA, "properties": properties, "additionalProperties": False}}
 
 
 READS, WRITES = frozenset({"reads"}), frozenset({"writes"})

@@ -142,8 +142,10 @@ def create_session(context, arguments):
         return json.dumps({"relationship": relationship, "chat": chat.uri,
                            "openLink": open_link(context.session, chat), "agent": agent})
     folders = [_folder_uri(arguments["workspace"])] if arguments.get("workspace") else []
+    # The new session is the calling session's owner's, whoever sent the turn that asked for it.
+    owner = context.session.owner if context.session is not None else None
     session, chat, started = do_tool_start_session(principal, orchestration, agent, arguments["title"],
-                                                   arguments["prompt"], folders, config)
+                                                   arguments["prompt"], folders, config, owner)
     launch_after_commit(started)
     return json.dumps({"relationship": relationship, "session": session.uri, "openLink": open_link(session),
                        "agent": agent})
@@ -232,11 +234,12 @@ def archive_chat(context, arguments):
 
 
 @transaction.atomic
-def do_tool_start_session(principal, orchestration, agent, title, prompt, folders, config):
-    """create_session (independent), with the new session's MCP servers captured."""
+def do_tool_start_session(principal, orchestration, agent, title, prompt, folders, config, owner=None):
+    """create_session (independent), with the new session's MCP servers captured; `owner` (the
+    calling session's) owns it, else `principal`'s person."""
     check_definition(principal.tenant, agent, config)
     session, chat, started = actions.do_tool_create_session(principal, orchestration, agent, title, prompt, folders,
-                                                            config)
+                                                            config, owner)
     capture_servers(session)
     return session, chat, started
 

@@ -1,8 +1,11 @@
 """The fourteen session tools as the catalog offers them."""
+import pytest
+
 from sessions_app.models import Chat
 from tools_app.catalog.catalog import Caller, sessionless_tools
 from tools_app.catalog.host_tools import REGISTRY
 from tools_app.catalog.loader import catalog_for_chat
+from tools_app.catalog.validation import ToolRefusal
 
 FOURTEEN = ["list_sessions", "list_agents", "list_models", "get_current_session", "get_session_context",
             "send_message", "create_session", "create_chat", "rename_chat", "archive_chat", "set_workspace",
@@ -53,6 +56,10 @@ def test_rename_chat_follows_the_title_strategy_deferred_unless_configured(place
         return set(definition["inputSchema"]["properties"])
 
     assert properties() == {"session", "chat", "title"}
+    with pytest.raises(ToolRefusal) as refused:  # what was not offered is not taken either
+        catalog_for_chat(place.chat).check_input("rename_chat", {"title": "t", "automatic": True})
+    assert refused.value.sentence == ("Invalid input for rename_chat at /: Additional properties are not allowed "
+                                      "('automatic' was unexpected)")
     place.session.config = {"titleStrategy": "agent"}
     place.session.save()
     assert properties() == {"session", "chat", "title", "automatic"}

@@ -10,6 +10,7 @@ from sessions_app import actions
 from kernel.refusals import Refused
 from sessions_app.actions import Orchestration
 from sessions_app.models import OrchestrationCharge, Session
+from tools_app.catalog.validation import ToolRefusal
 from tools_app.models import HostConfig
 
 from .conftest import Place, sessionless
@@ -78,8 +79,10 @@ def test_older_charges_leave_the_window(place):
 
 
 def test_a_refused_call_costs_nothing_and_a_done_one_costs_one(acme, place):
-    with pytest.raises(Refused):
+    with pytest.raises(ToolRefusal):  # not an agent the session was offered
         place.call("create_session", agent="nope", **NEW)
+    with pytest.raises(Refused):
+        place.call("create_session", config={"model": 3}, **NEW)
     with pytest.raises(Refused):
         place.call("send_message", session="ahp-session:/00000000-0000-0000-0000-000000000000", message="m")
     assert OrchestrationCharge.objects.count() == 0

@@ -7,6 +7,7 @@ from sessions_app import actions, state
 from kernel.refusals import Refused
 from sessions_app.models import ChatBackend, Chat, PendingMessage, Session, Turn
 from tools_app.families.session.links import open_link
+from tools_app.catalog.validation import ToolRefusal
 from tools_app.models import HostConfig
 
 from .conftest import Place
@@ -54,8 +55,11 @@ def test_create_session_defaults_the_agent_and_validates_config_first(place, wor
     assert refusal(place, "create_session", relationship="independent", prompt="p", title="t",
                    agent=worktree_agent, config={"effort": "max"}) == (
         "Invalid config for agent echo-worktree at /effort: 'max' is not one of ['low', 'high']")
-    assert refusal(place, "create_session", relationship="independent", prompt="p", title="t", agent="nope") == (
-        'No agent "nope" to start; choose one of: echo, echo-worktree.')
+    # The call is checked against the schema this session was offered: its `agent` enum.
+    with pytest.raises(ToolRefusal) as refused:
+        place.call("create_session", relationship="independent", prompt="p", title="t", agent="nope")
+    assert refused.value.sentence == ("Invalid input for create_session at /agent: 'nope' is not one of "
+                                      "['echo', 'echo-worktree']")
     assert Session.objects.count() == before
 
 
@@ -239,3 +243,11 @@ def test_create_session_without_a_relationship_makes_a_chat_here_as_the_referenc
     assert made["relationship"] == "currentSession"
     chat = Chat.objects.get(pk=made["chat"].split("/")[-1])
     assert (chat.session, chat.origin_kind) == (place.session, "tool")
+
+
+def test_a_session_a_tool_creates_is_the_calling_sessions_owners_whoever_sent_the_turn(acme, make_place):
+    place = make_place(role="admin")
+    made = place.call("create_session", principal=acme.principal("member"), relationship="independent",
+                      prompt="do it", title="Child")
+    child = Session.objects.get(id=made["session"].removeprefix("ahp-session:/"))
+    assert child.owner == acme.admin and child.owner != acme.member
