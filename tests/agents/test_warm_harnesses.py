@@ -133,3 +133,15 @@ def test_harnesses_over_the_nodes_memory_bound_stop_after_their_turn(acme, host,
         assert wait_for(lambda: not harness_pids(session), 30)
         assert WARM.chats() == []
 
+
+
+def test_a_new_sessions_harness_starts_before_its_first_message_which_goes_to_it(acme, host, model):
+    model.add(Text("first answer"))
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        session = alice.create_session(provider="claude")
+        assert wait_for(lambda: len(harness_pids(session)) == 1, 60)
+        pids = harness_pids(session)
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        assert alice.reply_to(alice.start_turn(chat, "hello"), timeout=90) == "first answer"
+        assert harness_pids(session) == pids
