@@ -16,9 +16,10 @@ import hashlib
 import json
 import logging
 import os
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, AsyncIterator, Awaitable, Callable, Protocol
 
 from django.conf import settings
 
@@ -77,6 +78,18 @@ class CurrentTurn:
 
 
 @dataclass
+class Launch:
+    """How a chat's harness is started for a turn: what with (`key`), the turn's agents and
+    permission asker, and `start`, which starts it (its last words in `stderr`, where it has them)."""
+
+    key: str
+    agents: Any
+    asks: Callable
+    start: Callable[[], Awaitable[Harness]]
+    stderr: deque = field(default_factory=deque)
+
+
+@dataclass
 class Warm:
     harness: Harness
     session_id: str
@@ -118,6 +131,7 @@ class WarmHarnesses:
     def __init__(self) -> None:
         self.warm: OrderedDict[tuple[str, str], Warm] = OrderedDict()
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.warming: dict[tuple[str, str], asyncio.Event] = {}  # chats whose harness is being pre-warmed
 
     def serve_on(self, loop: asyncio.AbstractEventLoop) -> None:
         """Turns on `loop` (this process's serving loop) keep their harnesses warm."""
@@ -127,11 +141,27 @@ class WarmHarnesses:
         """Whether a turn running now may keep its harness for the chat's next turn."""
         return self.loop is not None and asyncio.get_running_loop() is self.loop
 
+    @asynccontextmanager
+    async def prewarming(self, provider: str, chat_id: str) -> AsyncIterator[bool]:
+        """While the chat's harness is pre-warmed, its turns wait for it (one process, not two);
+        yields False when the chat has one, warm or being warmed, already."""
+        key = (provider, str(chat_id))
+        if key in self.warm or key in self.warming:
+            yield False
+            return
+        self.warming[key] = asyncio.Event()
+        try:
+            yield True
+        finally:
+            self.warming.pop(key).set()
+
     async def take(self, provider: str, chat_id: str, launch: str) -> Harness | None:
         """The chat's warm harness if it runs and was started with `launch`, now the turn's; else
         None (a stale one is stopped: the turn starts its own)."""
         if not self.keeps_warm():
             return None
+        if (provider, str(chat_id)) in self.warming:
+            await self.warming[(provider, str(chat_id))].wait()
         warm = self.warm.pop((provider, str(chat_id)), None)
         if warm is None:
             return None

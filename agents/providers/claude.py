@@ -47,7 +47,7 @@ from ..conversations import do_keep_conversation, resumed_conversation
 from ..harness import RunningTurns, builtin_permission, claude_cli, host_connection, not_installed
 from ..instructions import session_instructions
 from ..model_check import model_problem
-from ..warm import WARM
+from ..warm import WARM, Launch
 from .claude_process import STDERR_LINES, ClaudeProcess, CurrentClaudeTurn, launch_key
 
 logger = logging.getLogger(__name__)
@@ -365,9 +365,8 @@ class ClaudeProvider:
             model=(definition.model if definition else "") or connection.get("model") or None,
             include_partial_messages=True), {HOST_SERVER: host, CLIENT_SERVER: client}
 
-    async def run_turn(self, text, toolbox):
-        """The chat's warm CLI answers when it was started as this turn needs it; otherwise a new
-        one starts, resuming the chat's conversation, and stays warm after a turn that ended cleanly."""
+    async def prepared(self, toolbox):
+        """How the chat's CLI runs a turn now: its launch key, and how it starts."""
         cli = claude_cli()
         if cli is None:
             raise Refused(NO_CLI, "no_agent")
@@ -388,14 +387,38 @@ class ClaudeProvider:
                                            await toolbox.agent_definition())
         environment = {**CLI_ENVIRONMENT, "ANTHROPIC_BASE_URL": model.inside(connection["baseUrl"]),
                        "ANTHROPIC_API_KEY": PLACEHOLDER_KEY}
-        launch, chat_id, session_id = launch_key(options, tool_lists, sandbox, environment), toolbox.chat.id, toolbox.session.id
-        replies, streamed, process, clean, stderr = [], Streamed(toolbox), None, False, deque(maxlen=STDERR_LINES)
+        stderr = deque(maxlen=STDERR_LINES)
+
+        async def start():
+            options.resume = await resumed_conversation(toolbox.chat.id, self.id)
+            return await ClaudeProcess.start(options, sandbox, environment, current, stderr)
+
+        return Launch(launch_key(options, tool_lists, sandbox, environment), agents,
+                      permission_asker(toolbox, connection, own), start, stderr)
+
+    async def prewarm(self, toolbox):
+        """The chat's CLI starts before its first turn (its session was just made); the turn goes to
+        it when nothing it was started with changed meanwhile."""
+        async with WARM.prewarming(self.id, toolbox.chat.id) as needed:
+            if not needed:
+                return
+            launch = await self.prepared(toolbox)
+            try:
+                process = await launch.start()
+            except ClaudeSDKError as error:  # the first turn starts it and says why it cannot
+                logger.warning("Pre-warming the claude harness of chat %s failed: %s", toolbox.chat.id, error)
+                return
+            await WARM.keep(self.id, toolbox.chat.id, toolbox.session.id, launch.key, process)
+
+    async def run_turn(self, text, toolbox):
+        """The chat's warm CLI answers when it was started as this turn needs it; otherwise a new
+        one starts, resuming the chat's conversation, and stays warm after a turn that ended cleanly."""
+        launch = await self.prepared(toolbox)
+        agents, chat_id, session_id = launch.agents, toolbox.chat.id, toolbox.session.id
+        replies, streamed, process, clean = [], Streamed(toolbox), None, False
         try:
-            process = await WARM.take(self.id, chat_id, launch)
-            if process is None:
-                options.resume = await resumed_conversation(chat_id, self.id)
-                process = await ClaudeProcess.start(options, sandbox, environment, current, stderr)
-            process.current.begin(agents, permission_asker(toolbox, connection, own))
+            process = await WARM.take(self.id, chat_id, launch.key) or await launch.start()
+            process.current.begin(agents, launch.asks)
             async with self.turns.running(session_id, process.client):
                 await process.client.query(text)
                 async for message in process.client.receive_response():
@@ -414,11 +437,11 @@ class ClaudeProvider:
                             raise RuntimeError(message.result or f"The claude harness ended the turn: {message.subtype}.")
             clean = True
         except ClaudeSDKError as error:
-            raise HarnessStopped(stopped_sentence(error, list(process.stderr if process else stderr))) from error
+            raise HarnessStopped(stopped_sentence(error, list(process.stderr if process else launch.stderr))) from error
         finally:
             await agents.stop()
             if process is not None:
                 process.current.end()
                 # A turn that ended otherwise may have left the CLI mid-answer: it stops.
-                await (WARM.keep(self.id, chat_id, session_id, launch, process) if clean else process.stop())
+                await (WARM.keep(self.id, chat_id, session_id, launch.key, process) if clean else process.stop())
         return streamed.text or "\n\n".join(reply for reply in replies if reply)

@@ -122,3 +122,4 @@ class ClaudeProcess:
             await self.client.disconnect()
         except Exception:  # it is going away either way; a failed close is no turn's failure
             logger.warning("Closing a claude harness failed", exc_info=True)
+

@@ -40,7 +40,7 @@ from ..conversations import do_keep_conversation, resumed_conversation
 from ..harness import RunningTurns, builtin_permission, copilot_cli, host_connection, not_installed
 from ..instructions import session_instructions
 from ..model_check import model_problem
-from ..warm import NO_TURN, WARM, CurrentTurn, launch_digest, sandbox_fields
+from ..warm import NO_TURN, WARM, CurrentTurn, Launch, launch_digest, sandbox_fields
 
 logger = logging.getLogger(__name__)
 
@@ -223,6 +223,7 @@ class CopilotProcess:
 
     def __init__(self, client, current):
         self.client, self.current, self.session = client, current, None
+        self.conversation_kept = False  # the chat's next cold start resumes this session
 
     @classmethod
     async def start(cls, cli, sandbox, environment, connection, mode, storage, current):
@@ -280,11 +281,9 @@ class GitHubCopilotProvider:
         """NO_RUNTIME while the Copilot CLI is not installed: no turn could start."""
         return None if copilot_cli() else NO_RUNTIME
 
-    async def run_turn(self, text, toolbox):
-        """The chat's warm CLI server and session answer when they were started as this turn needs;
-        otherwise a new CLI starts, resuming the chat's conversation, and stays warm after a turn
-        that ended cleanly. A changed catalog, definition, connection or folder restarts it: the
-        session's tools, agents and provider are fixed when it is created or resumed."""
+    async def prepared(self, toolbox):
+        """How the chat's CLI runs a turn now: its launch key, and how it starts (with the chat's
+        session on it, created or resumed)."""
         cli = copilot_cli()
         if cli is None:
             raise Refused(NO_RUNTIME, "no_agent")
@@ -328,23 +327,51 @@ class GitHubCopilotProvider:
                    "working_directory": sandbox.working_directory}
         if connection.get("baseUrl"):
             options["provider"] = byok_provider(connection, stand_in)
-        launch = launch_digest(cli, mode, storage, sandbox_fields(sandbox), environment, connection.get("githubToken"),
-                               snapshot.definitions, {k: v for k, v in options.items() if k not in HANDLERS})
-        chat_id, session_id = toolbox.chat.id, toolbox.session.id
-        process, clean, answer, listening = await WARM.take(self.id, chat_id, launch), False, None, []
-        try:
-            if process is None:
-                process = await CopilotProcess.start(cli, sandbox, environment, connection, mode, storage, current)
-                conversation = await resumed_conversation(chat_id, self.id)
+
+        async def start():
+            process = await CopilotProcess.start(cli, sandbox, environment, connection, mode, storage, current)
+            try:
+                conversation = await resumed_conversation(toolbox.chat.id, self.id)
                 process.session = await (process.client.resume_session(conversation, **options) if conversation
                                          else process.client.create_session(**options))
-                await do_keep_conversation(chat_id, self.id, process.session.session_id)
-            process.current.begin(agents, permission_handler(toolbox, connection))
+            except BaseException:
+                await process.stop()
+                raise
+            return process
+
+        return Launch(launch_digest(cli, mode, storage, sandbox_fields(sandbox), environment,
+                                    connection.get("githubToken"), snapshot.definitions,
+                                    {k: v for k, v in options.items() if k not in HANDLERS}),
+                      agents, permission_handler(toolbox, connection), start)
+
+    async def prewarm(self, toolbox):
+        """The chat's CLI and session start before its first turn (its session was just made); the
+        turn goes to them when nothing they were started with changed meanwhile."""
+        async with WARM.prewarming(self.id, toolbox.chat.id) as needed:
+            if needed:
+                launch = await self.prepared(toolbox)
+                await WARM.keep(self.id, toolbox.chat.id, toolbox.session.id, launch.key, await launch.start())
+
+    async def run_turn(self, text, toolbox):
+        """The chat's warm CLI server and session answer when they were started as this turn needs;
+        otherwise a new CLI starts, resuming the chat's conversation, and stays warm after a turn
+        that ended cleanly. A changed catalog, definition, connection or folder restarts it: the
+        session's tools, agents and provider are fixed when it is created or resumed."""
+        launch = await self.prepared(toolbox)
+        agents, chat_id, session_id = launch.agents, toolbox.chat.id, toolbox.session.id
+        process, clean, answer, listening = None, False, None, []
+        try:
+            process = await WARM.take(self.id, chat_id, launch.key) or await launch.start()
+            process.current.begin(agents, launch.asks)
             streamed = Streamed(toolbox)
             listening = [process.session.on(streamed.take), process.session.on(agents.take)]
             try:
                 async with self.turns.running(session_id, process.session):
                     answer = await process.session.send_and_wait(text, timeout=TURN_TIMEOUT_SECONDS)
+                    # Kept once it holds a message: the CLI has nothing to resume before.
+                    if not process.conversation_kept:
+                        await do_keep_conversation(chat_id, self.id, process.session.session_id)
+                        process.conversation_kept = True
             except RuntimeError:
                 # An aborted message ends as an error: the turn is already over, cancelled.
                 if session_id not in self.turns.interrupted:
@@ -359,7 +386,7 @@ class GitHubCopilotProvider:
             if process is not None:
                 process.current.end()
                 # A turn that ended otherwise may have left the CLI mid-answer: it stops.
-                await (WARM.keep(self.id, chat_id, session_id, launch, process) if clean else process.stop())
+                await (WARM.keep(self.id, chat_id, session_id, launch.key, process) if clean else process.stop())
         return streamed.text or getattr(getattr(answer, "data", None), "content", "") or ""
 
     def storage_for(self, definition):

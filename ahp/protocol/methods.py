@@ -8,6 +8,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Q
 
+from agents.registry import get_provider
 from grants.models import ApiToken
 from kernel.ids import parse_uuid
 from kernel.orm import database_sync_to_async
@@ -17,6 +18,7 @@ from sessions_app.channels import chat_at, parse, session_at
 from sessions_app.models import Session, Turn
 from tools_app.config import HostConfig
 from tools_app.live import refresh_server_tools
+from tools_app.prewarm import prewarm_session
 from tools_app.sessions import do_end_session, do_fork_session, do_start_session
 
 from . import client_actions, completions, errors, homes, resources, session_config, subscriptions, terminals, watches
@@ -234,6 +236,8 @@ async def create_session(consumer, params):
         if refusal.kind == "exists":
             raise errors.RpcError(errors.SESSION_ALREADY_EXISTS, refusal.sentence) from None
         raise
+    if hasattr(get_provider(provider), "prewarm"):  # a provider that keeps a harness warm
+        consumer.in_background(prewarm_session(session_id))
     return None
 
 
