@@ -6,7 +6,8 @@ import subprocess
 
 from claude_agent_sdk import ClaudeAgentOptions
 
-from agents.providers.claude import MCP_CONFIG, OwnServers, SandboxedCli
+from agents.providers.claude import OwnServers
+from agents.providers.claude_process import MCP_CONFIG, SandboxedCli
 from sandbox.bubblewrap import HOME, PRIVATE, Sandbox, end_sandbox
 from sandbox.proxy import StandIn
 
