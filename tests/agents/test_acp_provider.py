@@ -9,6 +9,7 @@ import pytest
 
 from agents.warm import WARM
 from sandbox import identity
+from sandbox.bubblewrap import bubblewrap
 from sessions_app.models import ToolCall, Turn
 from agents.registry import PROVIDERS
 
@@ -19,7 +20,8 @@ from .test_warm_harnesses import chat_id, wait_for
 
 # A small ACP agent: it reports what it was given (and its pid and ACP session), for "/call <tool>
 # <json>" calls that tool on the MCP server named "ahp" it was handed, through the official mcp
-# client, and for "/wait" reports a tool call and waits for the prompt's session/cancel.
+# client, for "/wait" reports a tool call and waits for the prompt's session/cancel, and for
+# "/exit" exits once it answered (an agent that takes one prompt per process).
 AGENT = textwrap.dedent('''
     import asyncio, json, os
     import acp, httpx
@@ -65,6 +67,8 @@ AGENT = textwrap.dedent('''
             report = {"prompt": self.prompts, "blocks": texts, "servers": sorted(self.servers),
                       "uid": os.getuid(), "env": sorted(os.environ), "process": PROCESS, "session": session_id}
             command = texts[-1]
+            if command == "/exit":
+                asyncio.get_running_loop().call_later(0.2, os._exit, 0)
             if command == "/wait":
                 self.cancelled.clear()
                 await self.conn.session_update(session_id, acp.start_tool_call("w1", "wait"))
@@ -154,6 +158,17 @@ def test_two_turns_of_a_chat_go_to_one_agent_process_and_acp_session(acme, host,
         assert (second["process"], second["session"]) == (first["process"], first["session"])
         assert harness_pids(session, sys.executable) == pids
         assert second["prompt"] == 2 and second["blocks"] == ["what was it?"]
+
+
+def test_an_agent_that_exits_after_its_prompt_is_started_again_for_the_next_turn(acme, host, acp_agent):
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        session = alice.create_session(provider="acp")
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        first = json.loads(alice.reply_to(alice.start_turn(chat, "/exit"), timeout=60))
+        assert wait_for(lambda: not harness_pids(session, bubblewrap()), 10)
+        again = json.loads(alice.reply_to(alice.start_turn(chat, "hello"), timeout=60))
+        assert again["process"] != first["process"] and again["prompt"] == 1 and len(again["blocks"]) == 2
 
 
 def test_a_cancelled_prompt_keeps_the_agent_process_for_the_next_turn(acme, host, acp_agent):
