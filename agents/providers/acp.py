@@ -1,12 +1,14 @@
 """The `acp` provider: an Agent Client Protocol agent, run as a subprocess, answers the turns.
 
-One agent process and one ACP session per AHP session and process, started on the first turn
-and kept for the next ones. On `session/new` the agent is handed the session's MCP tools
-endpoint (as the http server "ahp", with its bearer token) and the session's mcpServers map;
-its first prompt opens with the host's instructions as a text block of its own. What the agent
-streams back maps onto the chat: message chunks become the turn's reply, and a tool call it
-reports becomes a chat tool call, except one it made through the endpoint, which the endpoint
-has already recorded as the chat's own call.
+A chat's agent process and its ACP session stay warm between the chat's turns (agents/warm.py):
+the next turn's `session/prompt` goes to the same process and session, unless what the agent is
+started with (its command, sandbox, servers) changed; a cancelled turn sends `session/cancel` and
+keeps the process. An agent that exits after a prompt is started again, cold, for the next turn.
+On `session/new` the agent is handed the session's MCP tools endpoint (as the http server "ahp",
+with its bearer token) and the session's mcpServers map; its first prompt opens with the host's
+instructions as a text block of its own. What the agent streams back maps onto the chat: message
+chunks become the turn's reply, and a tool call it reports becomes a chat tool call, except one it
+made through the endpoint, which the endpoint has already recorded as the chat's own call.
 
 The agent's command line is the operator's: `AHP_ACP_AGENT_COMMAND` (split like a shell), or
 the `command` this provider was built with; the host folders it reads are
@@ -19,6 +21,7 @@ import json
 import logging
 import os
 import shlex
+from typing import Any, Awaitable, Callable
 from urllib.parse import urlparse
 
 import acp
@@ -32,8 +35,9 @@ from sandbox.outbound import CLIENT_DECLARED
 from sessions_app import actions
 from sessions_app.models import Session
 
-from ..harness import destination
+from ..harness import RunningTurns, destination
 from ..instructions import tool_hints
+from ..warm import WARM, launch_digest, sandbox_fields
 
 logger = logging.getLogger(__name__)
 
@@ -171,24 +175,33 @@ class TurnMapper:
             outcome=schema.AllowedOutcome(outcome="selected", option_id=chosen.option_id))
 
 
-class RunningAgent:
-    def __init__(self, stack, connection, process, acp_session_id, mapper):
+class AcpAgent:
+    """A running ACP agent process and the ACP session it holds for a chat's conversation."""
+
+    def __init__(self, stack: contextlib.AsyncExitStack, connection: Any, process: Any, acp_session_id: str,
+                 mapper: TurnMapper) -> None:
         self.stack = stack
         self.connection = connection
         self.process = process
         self.acp_session_id = acp_session_id
         self.mapper = mapper
-        self.prompted = False
-        self.lock = asyncio.Lock()
-        self.loop = asyncio.get_running_loop()
+        self.prompted = False  # its first prompt opens with the host's instructions
 
     @property
-    def alive(self):
-        return self.process.returncode is None and self.loop is asyncio.get_running_loop()
+    def pid(self) -> int | None:
+        return self.process.pid
 
-    async def close(self):
-        with contextlib.suppress(Exception):
+    def alive(self) -> bool:
+        """An agent that exits after a prompt is started again, cold, for the next turn."""
+        return self.process.returncode is None
+
+    async def stop(self) -> None:
+        with contextlib.suppress(Exception):  # it is going away either way
             await self.stack.aclose()
+
+
+async def cancel_prompt(agent: AcpAgent) -> None:
+    await agent.connection.cancel(session_id=agent.acp_session_id)
 
 
 def agent_endpoint(session_id):
@@ -202,10 +215,10 @@ class AcpProvider:
     description = "An Agent Client Protocol agent the host runs; it reaches the session's tools over MCP."
     models = ({"id": "acp", "provider": "acp", "name": "ACP agent"},)
 
-    def __init__(self, command=None, read_only_paths=()):
+    def __init__(self, command: list[str] | None = None, read_only_paths: Any = ()) -> None:
         self.command = command
         self.read_only_paths = list(read_only_paths)
-        self.agents = {}
+        self.turns = RunningTurns()
 
     def agent_info(self):
         return {"provider": self.id, "displayName": self.display_name, "description": self.description,
@@ -232,7 +245,9 @@ class AcpProvider:
         configured = os.environ.get("AHP_ACP_AGENT_READ_ONLY_PATHS", "")
         return [*self.read_only_paths, *(p for p in configured.split(os.pathsep) if p)]
 
-    async def start_agent(self, toolbox):
+    async def prepared(self, toolbox: Any) -> tuple[str, Callable[[], Awaitable[AcpAgent]]]:
+        """How the chat's agent runs a turn now: its launch key (what it is started with: its command,
+        sandbox and servers), and how it starts."""
         command = self.command_line((await toolbox.agent_connection(self.id, {})).get("agent"))
         if not command:
             raise Refused(NO_COMMAND, "no_agent")
@@ -240,47 +255,41 @@ class AcpProvider:
         endpoint_url, token = endpoint.url, endpoint.token
         servers, read_only = await toolbox.runnable_mcp_servers()
         sandbox = agent_sandbox(session, endpoint_url, servers, [*self.agent_read_only_paths(), *read_only])
-        argv = sandbox.argv(command)
-        mapper = TurnMapper()
-        stack = contextlib.AsyncExitStack()
-        try:
-            # The sandbox clears the environment: the agent sees only what the sandbox sets.
-            connection, process = await stack.enter_async_context(
-                acp.spawn_agent_process(mapper, argv[0], *argv[1:], env={}))
-            await connection.initialize(protocol_version=acp.PROTOCOL_VERSION,
-                                        client_info=schema.Implementation(name="ahp-host", version="1"))
-            created = await connection.new_session(cwd=sandbox.working_directory,
-                                                   mcp_servers=acp_servers(endpoint_url, token, servers))
-        except BaseException:
-            await stack.aclose()
-            raise
-        return RunningAgent(stack, connection, process, created.session_id, mapper)
+        handed = acp_servers(endpoint_url, token, servers)
 
-    async def agent_for(self, toolbox):
-        session_id = toolbox.session.id
-        agent = self.agents.get(session_id)
-        if agent is None or not agent.alive:
-            if agent is not None:
-                await agent.close()
-            agent = self.agents[session_id] = await self.start_agent(toolbox)
-        return agent
+        async def start() -> AcpAgent:
+            argv = sandbox.argv(command)
+            mapper = TurnMapper()
+            stack = contextlib.AsyncExitStack()
+            try:
+                # The sandbox clears the environment: the agent sees only what the sandbox sets.
+                connection, process = await stack.enter_async_context(
+                    acp.spawn_agent_process(mapper, argv[0], *argv[1:], env={}))
+                await connection.initialize(protocol_version=acp.PROTOCOL_VERSION,
+                                            client_info=schema.Implementation(name="ahp-host", version="1"))
+                created = await connection.new_session(cwd=sandbox.working_directory, mcp_servers=handed)
+            except BaseException:
+                await stack.aclose()
+                raise
+            return AcpAgent(stack, connection, process, created.session_id, mapper)
 
-    def forget(self, session_id):
-        """The session is gone: stop its agent, on the loop it runs on."""
-        agent = self.agents.pop(session_id, None)
-        if agent is not None and not agent.loop.is_closed():
-            agent.loop.call_soon_threadsafe(lambda: agent.loop.create_task(agent.close()))
+        key = launch_digest(command, sandbox_fields(sandbox), [server.model_dump() for server in handed])
+        return key, start
 
-    async def cancel(self, session_id):
+    async def cancel(self, session_id: Any) -> None:
         """The running turn was cancelled: ACP's session/cancel, after which the agent ends its
-        prompt with stopReason `cancelled` (run_turn's answer is then dropped)."""
-        agent = self.agents.get(session_id)
-        if agent is not None and agent.alive:
-            await agent.connection.cancel(session_id=agent.acp_session_id)
+        prompt with stopReason `cancelled` (run_turn's answer is then dropped); the process stays
+        warm for the chat's next turn."""
+        await self.turns.interrupt(session_id, cancel_prompt)
 
-    async def run_turn(self, text, toolbox):
-        agent = await self.agent_for(toolbox)
-        async with agent.lock:
+    async def run_turn(self, text: str, toolbox: Any) -> str:
+        """The chat's warm agent answers in its ACP session when it was started as this turn needs
+        it; otherwise a new one starts, and stays warm after a prompt that ended cleanly."""
+        key, start = await self.prepared(toolbox)
+        chat_id, session_id = toolbox.chat.id, toolbox.session.id
+        agent, clean = None, False
+        try:
+            agent = await WARM.take(self.id, chat_id, key) or await start()
             snapshot = await toolbox.snapshot()
             prompt = []
             if not agent.prompted:
@@ -288,9 +297,15 @@ class AcpProvider:
             prompt.append(acp.text_block(text))
             agent.mapper.start(toolbox.turn, snapshot.names)
             agent.prompted = True
-            response = await agent.connection.prompt(session_id=agent.acp_session_id, prompt=prompt)
+            async with self.turns.running(session_id, agent):
+                response = await agent.connection.prompt(session_id=agent.acp_session_id, prompt=prompt)
             reply = "".join(agent.mapper.reply)
-            agent.mapper.turn = None
+            clean = True
+        finally:
+            if agent is not None:
+                agent.mapper.turn = None
+                # A prompt that ended otherwise may have left the agent mid-answer: it stops.
+                await (WARM.keep(self.id, chat_id, session_id, key, agent) if clean else agent.stop())
         if response.stop_reason == "refusal":
             raise RuntimeError(reply or "The agent refused the prompt.")
         return reply

@@ -162,7 +162,8 @@ def operator_agents(tmp_path, monkeypatch):
     script = tmp_path / "agent.py"
     script.write_text(AGENT)
     tmp_path.chmod(0o755)
-    monkeypatch.setenv("AHP_ACP_AGENTS", json.dumps({"reporter": [sys.executable, str(script)]}))
+    monkeypatch.setenv("AHP_ACP_AGENTS", json.dumps({"reporter": [sys.executable, str(script)],
+                                                     "second": [sys.executable, str(script), "second"]}))
     monkeypatch.setenv("AHP_ACP_AGENT_READ_ONLY_PATHS", f"{tmp_path}:{sys.prefix}")
 
 
@@ -227,3 +228,15 @@ def test_the_model_key_never_enters_the_sandbox_the_proxy_adds_it(acme, host, se
             assert alice.reply_to(turn, timeout=90) == "answered"
     assert (inside, files) == ([], [])
     assert secret in json.dumps(model.headers)
+
+
+def test_a_chat_whose_tenant_names_another_acp_agent_starts_it_for_its_next_turn(acme, host, operator_agents):
+    set_config(host.port, acme.tokens["root"], agentConnections={"acp": {"agent": "reporter"}})
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        chat = default_chat(alice, alice.create_session(provider="acp"))
+        alice.subscribe(chat)
+        first = json.loads(alice.reply_to(alice.start_turn(chat, "hello"), timeout=60))
+        set_config(host.port, acme.tokens["root"], agentConnections={"acp": {"agent": "second"}})
+        # The warm agent was started with the other command: a new one, in a new ACP session.
+        again = json.loads(alice.reply_to(alice.start_turn(chat, "hello"), timeout=60))
+    assert again["process"] != first["process"] and again["prompt"] == 1 and len(again["blocks"]) == 2
