@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 import zlib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -131,11 +132,17 @@ class Tenants:
 
 
 class ServingProcess(Child):
-    """A serving process, started with its end of a Unix socket the front hands connections over."""
+    """A serving process, started with its end of a Unix socket the front hands connections over;
+    `ready` once it says it serves them (ahp.serve sends a byte when its server runs)."""
 
     handoff = None
+    ready = False
 
-    def start(self):
+    def __init__(self, name: str, argv: list[str], on_ready: Callable[[], None]) -> None:
+        super().__init__(name, argv)
+        self.on_ready = on_ready
+
+    def start(self) -> None:
         front_end, process_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         front_end.setblocking(False)
         fd = process_end.fileno()
@@ -144,9 +151,22 @@ class ServingProcess(Child):
         self.process = subprocess.Popen([*self.argv, "--handoff-fd", str(fd)], pass_fds=[fd], process_group=0)
         self.started = time.monotonic()
         process_end.close()
+        loop = asyncio.get_running_loop()
         if self.handoff is not None:
+            loop.remove_reader(self.handoff.fileno())
             self.handoff.close()
-        self.handoff = front_end
+        self.handoff, self.ready = front_end, False
+        loop.add_reader(front_end.fileno(), self.heard)
+
+    def heard(self) -> None:
+        """Its one word: it serves (a byte), or it has gone (nothing)."""
+        asyncio.get_running_loop().remove_reader(self.handoff.fileno())
+        try:
+            self.ready = bool(self.handoff.recv(1))
+        except OSError:
+            self.ready = False
+        if self.ready:
+            self.on_ready()
 
 
 class Front:
@@ -158,24 +178,30 @@ class Front:
         self.home = {}  # tenant id -> index of the process serving it
         self.turns = itertools.count()
 
-    def serving(self):
+    def running(self) -> list[int]:
         return [i for i, p in enumerate(self.processes) if p.running()]
 
-    def process_for(self, tenant, failing=None):
+    def serving(self, running: list[int]) -> list[int]:
+        """Of `running`, those that serve; while none does (all starting again), all: a
+        connection handed to one still importing the host waits there until it serves."""
+        return [i for i in running if self.processes[i].ready] or running
+
+    def process_for(self, tenant: int | None, failing: str | None = None) -> int | None:
         """The process for `tenant`'s connections; with none, for a token that does not check out
         (`failing`, its public prefix) always the same one, which counts its failures
         (ahp/protocol/throttle.py), and for anything else the next in turn."""
-        serving = self.serving()
-        if not serving:
+        running = self.running()
+        if not running:
             return None
+        serving = self.serving(running)
         if tenant is None:
             turn = zlib.crc32(failing.encode()) if failing is not None else next(self.turns)
             return serving[turn % len(serving)]
         home = self.home.get(tenant)
         if home is None:
             tenants_of = [list(self.home.values()).count(i) for i in range(len(self.processes))]
-            home = self.home[tenant] = min(serving, key=lambda i: tenants_of[i])
-        # A tenant whose process is starting again is served by another meanwhile.
+            home = self.home[tenant] = min(running, key=lambda i: tenants_of[i])
+        # A tenant whose process is starting (again) is served by another meanwhile.
         return home if home in serving else serving[hash(tenant) % len(serving)]
 
     async def serve(self):
@@ -229,34 +255,47 @@ class Front:
             await asyncio.sleep(0.5)
 
 
-def serving_processes(count, app):
+def serving_processes(count: int, app: str, on_ready: Callable[[], None]) -> list[ServingProcess]:
     argv = [sys.executable, "-m", "ahp.serve", app]
-    return [ServingProcess(f"serving process {i + 1}", argv) for i in range(count)]
+    return [ServingProcess(f"serving process {i + 1}", argv, on_ready) for i in range(count)]
 
 
-async def run(host, port, count, app):
+async def run(host: str, port: int, count: int, app: str) -> list[subprocess.Popen]:
     """Serve on `host:port` until SIGINT or SIGTERM; the processes still to stop."""
     # Signals first: a client (runhost's test) may send Ctrl-C as soon as the port answers.
     stopped, loop = asyncio.Event(), asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stopped.set)
-    listener = socket.create_server((host, port), backlog=1024)
-    listener.setblocking(False)
     os.environ[FRONT_PROCESSES] = str(count)  # the serving processes' /healthz reports how many of them run
-    processes = serving_processes(count, app)
+    all_ready = asyncio.Event()
+
+    def said_ready() -> None:
+        if all(p.ready for p in processes):
+            all_ready.set()
+
+    processes = serving_processes(count, app, said_ready)
     for process in processes:
         process.start()
 
     def log(line):
         print(line, file=sys.stderr, flush=True)
 
-    front = Front(listener, processes, log)
-    log(f"Listening on TCP address {host}:{port}, in front of {count} serving processes")
-    tasks = [asyncio.create_task(front.serve()), asyncio.create_task(front.supervise())]
-    await stopped.wait()
+    front = Front(None, processes, log)
+    tasks = [asyncio.create_task(front.supervise())]
+    # The port opens once every process serves: a first request (runhost prints its token once
+    # the port answers) is not left waiting while its tenant's process still imports the host.
+    waits = [asyncio.create_task(all_ready.wait()), asyncio.create_task(stopped.wait())]
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    tasks += waits
+    if not stopped.is_set():
+        front.listener = socket.create_server((host, port), backlog=1024)
+        front.listener.setblocking(False)
+        log(f"Listening on TCP address {host}:{port}, in front of {count} serving processes")
+        tasks.append(asyncio.create_task(front.serve()))
+        await stopped.wait()
+        front.listener.close()
     for task in tasks:
         task.cancel()
-    listener.close()
     return [p.process for p in processes if p.running()]
 
 

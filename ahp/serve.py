@@ -154,6 +154,7 @@ class HandoffServer(daphne.server.Server):
         self.handoff = socket.socket(fileno=self.handoff_fd)
         self.handoff.setblocking(False)
         asyncio.get_event_loop().add_reader(self.handoff_fd, self.adopt_handed)
+        self.handoff.send(b"r")  # the front hands this process connections from now on
         logging.getLogger(__name__).info("Serving the connections the front hands over")
 
     def adopt_handed(self):

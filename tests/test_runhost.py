@@ -78,8 +78,17 @@ def test_runhost_starts_everything_on_a_fresh_install_and_ctrl_c_stops_it(tmp_pa
         # The banner comes after the server and the worker have started, not buried under them.
         assert output.index("Listening on TCP address") < output.index("First start: tenant 'demo' created.")
 
-        # The front answers at once; the serving process it hands the socket to may still be
-        # starting on a loaded machine (seen: past the library's 10 s handshake default).
+        # The first thing a newcomer does, as soon as the token is printed: a sessionless
+        # create_session with a prompt answers with the new session.
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/api/v1/tools/create_session", method="POST",
+            data=json.dumps({"prompt": "hello", "title": "First", "agent": "echo"}).encode(),
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        created = json.loads(json.load(urllib.request.urlopen(request, timeout=PROCESS_DEADLINE_SECONDS))["text"])
+        assert created["relationship"] == "independent" and created["agent"] == "echo"
+        assert created["session"].startswith("ahp-session:/")
+
+        # A loaded machine may take past the library's 10 s handshake default.
         with connect(f"ws://127.0.0.1:{port}/ahp?tkn={token}", open_timeout=PROCESS_DEADLINE_SECONDS) as ws:
             ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
                 "channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": "newcomer"}}))
