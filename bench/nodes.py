@@ -13,6 +13,8 @@ import os
 import time
 import uuid
 
+from cryptography.fernet import Fernet
+
 from .servers import daphne, free_port, host_install
 from .ws_roundtrip import Client, percentile
 
@@ -86,7 +88,8 @@ def main():
         os.makedirs(folder)
         with open(os.path.join(folder, "notes.txt"), "w") as notes:
             notes.write("a line of notes\n" * 20)
-        nodes = [{**env, "AHP_WORKSPACE_ROOT": shared, "AHP_NODE_ID": name,
+        secrets_key = Fernet.generate_key().decode()  # one for every node of the host
+        nodes = [{**env, "AHP_WORKSPACE_ROOT": shared, "AHP_NODE_ID": name, "AHP_SECRETS_KEY": secrets_key,
                   "AHP_VAR_DIR": os.path.join(env["AHP_VAR_DIR"], name)} for name in ("node-1", "node-2")]
         port_1, port_2 = free_port(), free_port()
         with daphne("ahp.asgi:application", nodes[0], port_1), daphne("ahp.asgi:application", nodes[1], port_2):

@@ -9,14 +9,16 @@ import time
 import uuid
 
 import pytest
+from cryptography.fernet import Fernet
 from django.conf import settings
 from django.db import connection
 
+from sandbox.models import SecretsKeyCheck
 from sessions_app import actions
 from sessions_app.actions.turns import RUNNER_GONE
 from sessions_app.models import Chat, HostProcess, SessionHome, Turn
-from tools_app.runtime import launch_turn
 from tools_app.families.terminals.models import Terminal
+from tools_app.runtime import launch_turn
 
 from ...conftest import ROOT, child_env, free_port, stop, tenant_made, wait_for_port
 from .harness import AhpClient, RpcFailed, default_chat
@@ -35,13 +37,18 @@ pytestmark = [
 
 @pytest.fixture
 def two_nodes(transactional_db, workspace, tmp_path):
+    # Every node of a host shares one AHP_SECRETS_KEY (each var/ would make its own), and the check
+    # value it seals is this pair's, not one left by an earlier test's node.
+    SecretsKeyCheck.objects.all().delete()
+    secrets_key = Fernet.generate_key().decode()
     processes, ports = [], []
     for name in ("node-1", "node-2"):
         port = free_port()
         log = open(tmp_path / f"{name}.log", "w")
         processes.append(subprocess.Popen(
             [sys.executable, "-m", "ahp.serve", "-b", "127.0.0.1", "-p", str(port), "ahp.asgi:application"],
-            env=child_env(AHP_HEARTBEAT_SECONDS="0.5", AHP_NODE_ID=name, AHP_VAR_DIR=str(tmp_path / name)),
+            env=child_env(AHP_HEARTBEAT_SECONDS="0.5", AHP_NODE_ID=name, AHP_VAR_DIR=str(tmp_path / name),
+                          AHP_SECRETS_KEY=secrets_key),
             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
         ports.append(port)
     try:
