@@ -7,6 +7,7 @@ tasks). Processes a test starts inherit DJANGO_SETTINGS_MODULE and the worker's 
 import hashlib
 import os
 from pathlib import Path
+from typing import Any, cast
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 if WORKER and "AHP_VAR_DIR" not in os.environ:
@@ -20,7 +21,7 @@ CHECKOUT = Path(__file__).resolve().parent.parent
 _SLOT = int(hashlib.sha256(str(CHECKOUT).encode()).hexdigest(), 16) % 80
 
 if WORKER and REDIS_URL:
-    CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = f"asgi-{_SLOT}-{WORKER}"
+    cast(dict[str, Any], CHANNEL_LAYERS["default"]["CONFIG"])["prefix"] = f"asgi-{_SLOT}-{WORKER}"
     CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": f"{_SLOT}-{WORKER}-"}
     AHP_REDIS_KEY_PREFIX = f"ahp-{_SLOT}-{WORKER}"
     CELERY_REDBEAT_KEY_PREFIX = f"{AHP_REDIS_KEY_PREFIX}:redbeat"

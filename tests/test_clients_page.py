@@ -28,7 +28,7 @@ def page_transcript(text: str) -> list[tuple[str, Any]]:
     steps: list[tuple[str, Any]] = []
     decoder = json.JSONDecoder()
     for block in re.findall(r"```jsonc\n(.*?)```", text, re.S):
-        direction, body = None, ""
+        direction, body = "", ""
         for line in [*block.splitlines(), "// end"]:
             if not line.lstrip().startswith("//"):
                 body += line + "\n"
@@ -72,11 +72,11 @@ class HostIds:
                 for key in expected)
         if isinstance(expected, list):
             return isinstance(actual, list) and len(expected) == len(actual) and all(
-                self.matches(e, a, new) for e, a in zip(expected, actual))
+                self.matches(e, a, new) for e, a in zip(expected, actual, strict=True))
         if isinstance(expected, str) and isinstance(actual, str):
             if UUID.split(expected) != UUID.split(actual):
                 return False
-            for page_id, run_id in zip(UUID.findall(expected), UUID.findall(actual)):
+            for page_id, run_id in zip(UUID.findall(expected), UUID.findall(actual), strict=True):
                 known = self.bound.get(page_id, new.get(page_id))
                 if known is None and run_id in (*self.bound.values(), *new.values()):
                     return False  # already the run's name for another of the page's ids

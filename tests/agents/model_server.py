@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
+
 
 @dataclass(frozen=True)
 class Text:
@@ -157,136 +159,149 @@ class ModelServer:
         return step(request) if callable(step) else step
 
     def handler(self):
-        model = self
+        """The request handler class answering for this server."""
+        return type("Handler", (ModelHandler,), {"model": self})
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
 
-            def log_message(self, *args):
-                pass
+class ModelHandler(BaseHTTPRequestHandler):
+    """Answers the model APIs from `model`'s script (a subclass per server sets `model`)."""
 
-            def parse_request(self):
-                parsed = super().parse_request()
-                if parsed:
-                    model.headers.append(dict(self.headers))
-                return parsed
+    model: ModelServer
+    protocol_version = "HTTP/1.1"
 
-            def do_GET(self):
-                if self.path.rstrip("/").endswith("/models"):
-                    return self.send_json({"object": "list", "data": [
-                        {"id": "scripted", "object": "model", "created": 0, "owned_by": "tests"}]})
-                self.send_json({"error": {"message": f"no {self.path}"}}, status=404)
+    def log_message(self, *args):
+        pass
 
-            def do_POST(self):
-                started = time.perf_counter()
-                try:
-                    self.answer_post()
-                finally:
-                    with model.lock:
-                        model.seconds += time.perf_counter() - started
+    def parse_request(self):
+        parsed = super().parse_request()
+        if parsed:
+            self.model.headers.append(dict(self.headers))
+        return parsed
 
-            def answer_post(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                path = self.path.split("?")[0]
-                if model.refuse:
-                    model.requests.append(ModelRequest("refused", body))
-                    return self.send_json({"type": "error", "error": {"type": "authentication_error",
-                                                                      "message": "invalid x-api-key"}},
-                                          status=model.refuse)
-                if path.endswith("/messages/count_tokens"):
-                    return self.send_json({"input_tokens": 10})
-                if path.endswith("/messages"):
-                    reply = model.reply_to(ModelRequest("anthropic", body))
-                    return self.anthropic(body, reply, next(model.ids))
-                if path.endswith("/chat/completions"):
-                    reply = model.reply_to(ModelRequest("openai", body))
-                    return self.openai(body, reply, next(model.ids))
-                self.send_json({"error": {"message": f"no {self.path}"}}, status=404)
+    def do_GET(self):
+        if self.path.rstrip("/").endswith("/models"):
+            return self.send_json({"object": "list", "data": [
+                {"id": "scripted", "object": "model", "created": 0, "owned_by": "tests"}]})
+        self.send_json({"error": {"message": f"no {self.path}"}}, status=404)
 
-            def send_json(self, payload, status=200):
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+    def do_POST(self):
+        started = time.perf_counter()
+        try:
+            self.answer_post()
+        finally:
+            with self.model.lock:
+                self.model.seconds += time.perf_counter() - started
 
-            def send_events(self, events):
-                data = "".join(events).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+    def answer_post(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        path = self.path.split("?")[0]
+        if self.model.refuse:
+            self.model.requests.append(ModelRequest("refused", body))
+            return self.send_json({"type": "error", "error": {"type": "authentication_error",
+                                                              "message": "invalid x-api-key"}},
+                                  status=self.model.refuse)
+        if path.endswith("/messages/count_tokens"):
+            return self.send_json({"input_tokens": 10})
+        if path.endswith("/messages"):
+            reply = self.model.reply_to(ModelRequest("anthropic", body))
+            return self.anthropic(body, reply, next(self.model.ids))
+        if path.endswith("/chat/completions"):
+            reply = self.model.reply_to(ModelRequest("openai", body))
+            return self.openai(body, reply, next(self.model.ids))
+        self.send_json({"error": {"message": f"no {self.path}"}}, status=404)
 
-            def anthropic(self, body, reply, number):
-                usage = {"input_tokens": 10, "output_tokens": 5}
-                if isinstance(reply, ToolUse):
-                    block = {"type": "tool_use", "id": f"toolu_{number}", "name": reply.name, "input": reply.input}
-                    stop = "tool_use"
-                else:
-                    block = {"type": "text", "text": reply.text}
-                    stop = "end_turn"
-                message = {"id": f"msg_{number}", "type": "message", "role": "assistant",
-                           "model": body.get("model", "scripted"), "stop_reason": None, "stop_sequence": None}
-                if not body.get("stream"):
-                    return self.send_json({**message, "content": [block], "stop_reason": stop, "usage": usage})
+    def send_json(self, payload, status=200):
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
-                def event(name, payload):
-                    return f"event: {name}\ndata: {json.dumps({'type': name, **payload})}\n\n"
+    def send_events(self, events):
+        data = "".join(events).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
-                if block["type"] == "tool_use":
-                    start, delta = {**block, "input": {}}, {"type": "input_json_delta",
-                                                             "partial_json": json.dumps(block["input"])}
-                    deltas = [delta]
-                else:
-                    # The text in two pieces, as a model streams it.
-                    start, half = {"type": "text", "text": ""}, len(block["text"]) // 2
-                    deltas = [{"type": "text_delta", "text": piece}
-                              for piece in (block["text"][:half], block["text"][half:]) if piece]
-                self.send_events([
-                    event("message_start", {"message": {**message, "content": [], "usage": usage}}),
-                    event("content_block_start", {"index": 0, "content_block": start}),
-                    *(event("content_block_delta", {"index": 0, "delta": delta}) for delta in deltas),
-                    event("content_block_stop", {"index": 0}),
-                    event("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None},
-                                            "usage": {"output_tokens": 5}}),
-                    event("message_stop", {}),
-                ])
+    def anthropic(self, body, reply, number):
+        usage = {"input_tokens": 10, "output_tokens": 5}
+        if isinstance(reply, ToolUse):
+            block = {"type": "tool_use", "id": f"toolu_{number}", "name": reply.name, "input": reply.input}
+            stop = "tool_use"
+        else:
+            block = {"type": "text", "text": reply.text}
+            stop = "end_turn"
+        message = {"id": f"msg_{number}", "type": "message", "role": "assistant",
+                   "model": body.get("model", "scripted"), "stop_reason": None, "stop_sequence": None}
+        if not body.get("stream"):
+            return self.send_json({**message, "content": [block], "stop_reason": stop, "usage": usage})
 
-            def openai(self, body, reply, number):
-                if isinstance(reply, ToolUse):
-                    delta = {"role": "assistant", "content": None, "tool_calls": [{
-                        "index": 0, "id": f"call_{number}", "type": "function",
-                        "function": {"name": reply.name, "arguments": json.dumps(reply.input)}}]}
-                    finish = "tool_calls"
-                else:
-                    delta = {"role": "assistant", "content": reply.text}
-                    finish = "stop"
-                usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
-                common = {"id": f"chatcmpl-{number}", "created": 0, "model": body.get("model", "scripted")}
-                if not body.get("stream"):
-                    message = {k: v for k, v in delta.items() if k != "tool_calls"}
-                    if "tool_calls" in delta:
-                        message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"}
-                                                 for c in delta["tool_calls"]]
-                    return self.send_json({**common, "object": "chat.completion", "usage": usage, "choices": [
-                        {"index": 0, "message": message, "finish_reason": finish}]})
-                chunk = {**common, "object": "chat.completion.chunk"}
-                if delta.get("content"):
-                    # The text in two pieces, as a model streams it.
-                    half = len(delta["content"]) // 2
-                    deltas = [{**delta, "content": delta["content"][:half]}, {"content": delta["content"][half:]}]
-                else:
-                    deltas = [delta]
-                self.send_events([
-                    *(f"data: {json.dumps({**chunk, 'choices': [{'index': 0, 'delta': d, 'finish_reason': None}]})}\n\n"
-                      for d in deltas),
-                    f"data: {json.dumps({**chunk, 'choices': [{'index': 0, 'delta': {}, 'finish_reason': finish}]})}\n\n",
-                    f"data: {json.dumps({**chunk, 'choices': [], 'usage': usage})}\n\n",
-                    "data: [DONE]\n\n",
-                ])
+        def event(name, payload):
+            return f"event: {name}\ndata: {json.dumps({'type': name, **payload})}\n\n"
 
-        return Handler
+        if block["type"] == "tool_use":
+            start, delta = {**block, "input": {}}, {"type": "input_json_delta",
+                                                     "partial_json": json.dumps(block["input"])}
+            deltas = [delta]
+        else:
+            # The text in two pieces, as a model streams it.
+            start, half = {"type": "text", "text": ""}, len(block["text"]) // 2
+            deltas = [{"type": "text_delta", "text": piece}
+                      for piece in (block["text"][:half], block["text"][half:]) if piece]
+        self.send_events([
+            event("message_start", {"message": {**message, "content": [], "usage": usage}}),
+            event("content_block_start", {"index": 0, "content_block": start}),
+            *(event("content_block_delta", {"index": 0, "delta": delta}) for delta in deltas),
+            event("content_block_stop", {"index": 0}),
+            event("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None},
+                                    "usage": {"output_tokens": 5}}),
+            event("message_stop", {}),
+        ])
+
+    def openai(self, body, reply, number):
+        if isinstance(reply, ToolUse):
+            delta = {"role": "assistant", "content": None, "tool_calls": [{
+                "index": 0, "id": f"call_{number}", "type": "function",
+                "function": {"name": reply.name, "arguments": json.dumps(reply.input)}}]}
+            finish = "tool_calls"
+        else:
+            delta = {"role": "assistant", "content": reply.text}
+            finish = "stop"
+        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        common = {"id": f"chatcmpl-{number}", "created": 0, "model": body.get("model", "scripted")}
+        if not body.get("stream"):
+            message = {k: v for k, v in delta.items() if k != "tool_calls"}
+            if "tool_calls" in delta:
+                message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"}
+                                         for c in delta["tool_calls"]]
+            return self.send_json({**common, "object": "chat.completion", "usage": usage, "choices": [
+                {"index": 0, "message": message, "finish_reason": finish}]})
+        chunk = {**common, "object": "chat.completion.chunk"}
+        if delta.get("content"):
+            # The text in two pieces, as a model streams it.
+            half = len(delta["content"]) // 2
+            deltas = [{**delta, "content": delta["content"][:half]}, {"content": delta["content"][half:]}]
+        else:
+            deltas = [delta]
+        self.send_events([
+            *(f"data: {json.dumps({**chunk, 'choices': [{'index': 0, 'delta': d, 'finish_reason': None}]})}\n\n"
+              for d in deltas),
+            f"data: {json.dumps({**chunk, 'choices': [{'index': 0, 'delta': {}, 'finish_reason': finish}]})}\n\n",
+            f"data: {json.dumps({**chunk, 'choices': [], 'usage': usage})}\n\n",
+            "data: [DONE]\n\n",
+        ])
+
+
+@pytest.fixture
+def model(monkeypatch, settings):
+    """The scripted model Claude Code is pointed at (the agents' and the console's conftest offer it)."""
+    with ModelServer() as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        settings.AHP_OUTBOUND_ALLOW = "127.0.0.1"  # the scripted model is on loopback: allow-listed here only
+        yield server

@@ -9,7 +9,7 @@ from tools_app.models import AgentDefinition
 
 from ..ahp.protocol.harness import AhpClient, default_chat, set_config
 from .model_server import tool_result_text, use_tool
-from .test_claude_provider import model, needs_cli, offered  # noqa: F401  (model is a fixture)
+from .test_claude_provider import needs_cli, offered
 
 pytestmark = [pytest.mark.e2e, needs_cli]
 BUILTIN = "github-cli-builtin-tools"

@@ -21,20 +21,11 @@ from tools_app.catalog.loader import catalog_for_chat
 from ..ahp.protocol.harness import AhpClient, default_chat, set_config
 from ..ahp.protocol.test_client_tools import OPEN_FILE, announce, complete
 from ..ahp.protocol.test_worker_chats import PICK
-from ..tools_app.families.mcp_servers.test_configured_servers import listed, tiny_server  # noqa: F401  (a fixture)
-from .model_server import Hold, ModelServer, Text, ToolUse, tool_result_text, use_tool
+from ..tools_app.families.mcp_servers.test_configured_servers import listed
+from .model_server import Hold, Text, ToolUse, tool_result_text, use_tool
 
 needs_cli = pytest.mark.skipif(claude_cli() is None, reason=f"needs the Claude Code CLI: {NO_CLI}")
 HARNESS_PROGRAM = os.path.realpath(claude_cli() or "claude")
-
-
-@pytest.fixture
-def model(monkeypatch, settings):
-    with ModelServer() as server:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-        settings.AHP_OUTBOUND_ALLOW = "127.0.0.1"  # the scripted model is on loopback: allow-listed here only
-        yield server
 
 
 def offered(chat_uri):

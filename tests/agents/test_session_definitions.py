@@ -6,7 +6,6 @@ from sessions_app.models import Session
 from tools_app.models import AgentDefinition
 
 from ..ahp.protocol.harness import AhpClient, RpcFailed
-from ..tools_app.families.session.conftest import place  # noqa: F401  (a fixture)
 from kernel.refusals import Refused
 
 

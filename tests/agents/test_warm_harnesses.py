@@ -10,7 +10,7 @@ from agents.warm import WARM
 from ..ahp.protocol.harness import AhpClient, default_chat
 from ..ahp.protocol.test_client_tools import announce, complete
 from .model_server import Text, use_tool
-from .test_claude_provider import harness_pids, model, needs_cli  # noqa: F401  (a fixture)
+from .test_claude_provider import harness_pids, needs_cli
 
 pytestmark = [pytest.mark.e2e, needs_cli]
 

@@ -12,6 +12,9 @@ from tools_app.agent_connection_rows import EDITED as CONNECTION_FIELDS, to_rows
 from tools_app.families.mcp_servers.forms import to_rows
 from tools_app.models import StdioServer
 
+from ..agents.model_server import model  # noqa: F401  (a fixture)
+from .browser import chromium
+
 
 def _rows(prefix, defaults, rows, initial):
     """Rows as the admin's form posts them: one dict of row fields each, then the empty row."""
@@ -157,3 +160,10 @@ def tiny_stdio_server(tmp_path, transactional_db):
     tmp_path.chmod(0o755)  # the sandbox's user reads the operator's program
     return StdioServer.objects.create(name="tiny", command=sys.executable, args=[str(script)],
                                       read_only_paths=[str(tmp_path), sys.prefix])
+
+
+@pytest.fixture
+def browser():
+    """Headless Chromium at the live page's size."""
+    with chromium(1280, 1000) as driver:
+        yield driver

@@ -10,9 +10,9 @@ from tools_app.models import AgentDefinition
 
 from ..agents.model_server import tool_result_text, use_tool
 from ..agents.test_claude_builtins import BUILTIN
-from ..agents.test_claude_provider import model, needs_cli  # noqa: F401  (model is a fixture)
+from ..agents.test_claude_provider import needs_cli
 from .test_browser_pages import until
-from .test_live_steering import browser, click, last_turn_state, open_live, send, text  # noqa: F401  (a fixture)
+from .test_live_steering import click, last_turn_state, open_live, send, text
 
 pytestmark = [pytest.mark.e2e, needs_cli]
 BASH = '.live-tool-call[data-tool="Bash"]'

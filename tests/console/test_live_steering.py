@@ -10,17 +10,11 @@ from sessions_app.actions import do_create_session, do_set_title
 from tools_app.families.comments.actions import do_set_annotation
 from tools_app.families.comments.models import FEEDBACK_KEY
 
-from .browser import CuttableProxy, chromium, log_in
+from .browser import CuttableProxy, log_in
 from .conftest import OPERATOR_PASSWORD
 from .test_browser_pages import screenshot, until
 
 pytestmark = pytest.mark.e2e  # a browser
-
-
-@pytest.fixture
-def browser():
-    with chromium(1280, 1000) as driver:
-        yield driver
 
 
 def text(browser, selector):

@@ -139,13 +139,18 @@ def test_it_answers_every_fuzzed_call_of_each_method_with_a_defined_error_or_a_r
     checker = FrameChecker(client)
     # One connection for every method and example (a server per method would cost more than the fuzzing).
     for method in SOCKET_METHODS:
+        fuzz_method(checker, method, params_for(method_params(places, client.client_id)[method]))
 
-        @FUZZ
-        @given(params=params_for(method_params(places, client.client_id)[method]), as_request=st.booleans())
-        def run(params, as_request):
-            checker.frame(method, params, as_request)
 
-        run()
+def fuzz_method(checker, method, params):
+    """Sends `method` with every example `params` draws, as a request and as a notification."""
+
+    @FUZZ
+    @given(params=params, as_request=st.booleans())
+    def run(params, as_request):
+        checker.frame(method, params, as_request)
+
+    run()
 
 
 def test_it_answers_every_fuzzed_initialize_before_and_after_initializing(acme, globex, host):

@@ -75,19 +75,24 @@ def test_each_tools_fuzzed_input_ends_in_a_result_or_a_refusal(turn, caplog, mon
     snapshot = catalog_for_chat(started.chat)
     for name in TOOL_NAMES:  # offered or not: a tool the snapshot does not hold is refused too
         tool = next(t for t in REGISTRY.tools if t.effective_name == name)
-
-        @settings(FUZZ, max_examples=30)
-        @given(arguments=arguments_for(tool, uris))
-        def run(arguments):
-            caplog.clear()
-            result = asyncio.run(toolbox.execute(snapshot, name, arguments))
-            assert isinstance(result.get("success"), bool), (name, result)
-            if not result["success"]:
-                assert isinstance(result["error"]["message"], str) and result["error"]["message"], (name, result)
-            assert crashes(caplog) == [], (name, repr(arguments)[:500])
-
         with caplog.at_level(logging.ERROR):
-            run()
+            fuzz_tool(toolbox, snapshot, name, arguments_for(tool, uris), caplog)
+
+
+def fuzz_tool(toolbox, snapshot, name, arguments_drawn, caplog):
+    """Calls tool `name` with every example drawn: each ends in a result or a refusal, never a crash."""
+
+    @settings(FUZZ, max_examples=30)
+    @given(arguments=arguments_drawn)
+    def run(arguments):
+        caplog.clear()
+        result = asyncio.run(toolbox.execute(snapshot, name, arguments))
+        assert isinstance(result.get("success"), bool), (name, result)
+        if not result["success"]:
+            assert isinstance(result["error"]["message"], str) and result["error"]["message"], (name, result)
+        assert crashes(caplog) == [], (name, repr(arguments)[:500])
+
+    run()
 
 
 SESSIONLESS = sorted(t.effective_name for t in REGISTRY.tools if t.sessionless)

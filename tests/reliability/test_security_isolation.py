@@ -80,7 +80,7 @@ def test_actions_on_another_tenants_channels_are_ignored_as_on_channels_that_do_
          {"type": "annotations/removed", "annotationId": "a"}),
     ]
     for theirs, none, action in attempts:
-        def heard(uri):
+        def heard(uri, action=action):
             mine.dispatch(uri, action)
             assert mine.call("ping", {"channel": ROOT}) is None  # answered after whatever the action caused
             return [n for n in mine.notifications if n.get("method") == "action"]
@@ -131,8 +131,8 @@ def test_rest_answers_another_tenants_session_as_one_that_does_not_exist(two_ten
         ("list_sessions", session, f"ahp-session:/{nobody}", lambda u: {"session": u}),
     ]
     for name, theirs, none, arguments in tool_calls:
-        got = same_answer(lambda u: answer(client.post(f"/api/v1/tools/{name}", arguments(u), format="json")),
-                          theirs, none)
+        got = same_answer(lambda u, name=name, arguments=arguments:
+                          answer(client.post(f"/api/v1/tools/{name}", arguments(u), format="json")), theirs, none)
         assert got[0] in (200, 400, 404), (name, got)
         assert "globex" not in got[1], (name, got)
 
@@ -144,7 +144,7 @@ def test_rest_keeps_agent_definitions_and_config_to_the_tokens_tenant(acme, glob
     client = rest(acme.tokens["root"])
     nobody = theirs.pk + 1000
     for method in ("get", "put"):
-        got = same_answer(lambda i: answer(getattr(client, method)(f"/api/v1/agent-definitions/{i}", {},
+        got = same_answer(lambda i, method=method: answer(getattr(client, method)(f"/api/v1/agent-definitions/{i}", {},
                                                                    format="json")), str(theirs.pk), str(nobody))
         assert got[0] == 404
     assert "secret-agent" not in client.get("/api/v1/agent-definitions").content.decode()
@@ -161,7 +161,7 @@ def test_the_mcp_endpoint_answers_a_foreign_or_wrong_token_as_if_there_were_no_e
     nobody = f"http://127.0.0.1:{host.port}/ahp-mcp/{uuid.uuid4()}"
     listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     for token in (acme.tokens["root"], acme.tokens["member"], opened.json()["token"] + "x"):
-        def post(u):
+        def post(u, token=token):
             response = httpx.post(u, json=listing, headers={"Authorization": f"Bearer {token}",
                                                              "Accept": "application/json, text/event-stream"})
             return [response.status_code, response.text]
@@ -196,7 +196,7 @@ def test_the_admin_answers_another_tenants_rows_as_rows_that_do_not_exist(acme, 
     admin.force_login(acme.admin)
     nobody = uuid.uuid4()
     for path in ("/admin/sessions_app/session/{}/change/", "/admin/sessions_app/session/{}/delete/"):
-        def page(i):
+        def page(i, path=path):
             response = admin.get(path.format(i), follow=True)
             return [response.status_code, response.redirect_chain and response.redirect_chain[-1][0],
                     [str(m) for m in response.context["messages"]] if response.context else None]

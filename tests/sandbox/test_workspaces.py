@@ -15,7 +15,7 @@ from sessions_app.models import Session
 from tools_app.families.session.workspace import settle_turn_effects
 
 from ..ahp.protocol.harness import AhpClient, RpcFailed, default_chat
-from ..tools_app.families.session.conftest import Place, worktree_agent  # noqa: F401 (a fixture)
+from ..tools_app.families.session.conftest import Place
 
 
 def outside(path):

@@ -34,7 +34,8 @@ class ServerThread:
         class InThreadCommandLine(CommandLineInterface):
             server_class = InThreadServer
 
-        self.daphne = None
+        self.daphne: Server | None = None
+        self.reactor: Any = None  # twisted's reactor, installed as the server starts
         self.command_line = InThreadCommandLine()
         self.thread = threading.Thread(target=self.serve, daemon=True, name="daphne")
 
@@ -61,7 +62,8 @@ class ServerThread:
         asyncioreactor.install(asyncio.new_event_loop())
         from twisted.internet import reactor
 
-        daphne.server.reactor = txaio.config.loop = self.reactor = reactor
+        daphne.server.reactor = self.reactor = reactor
+        txaio.config.loop = reactor  # type: ignore[attr-defined]  # txaio sets `config` up at import
         self.thread.start()
         deadline = time.monotonic() + 20
         while not (self.daphne and self.daphne.listening_addresses):
@@ -89,13 +91,15 @@ class ServerThread:
     async def drop_connections(self) -> None:
         """Every client cut off, its application told and given its close timeout to end (its
         rows closed), then the reactor stopped."""
-        instances = [details["application_instance"] for details in self.daphne.connections.values()
+        server = self.daphne
+        assert server is not None, "the server never started"
+        instances = [details["application_instance"] for details in server.connections.values()
                      if "application_instance" in details]
-        for protocol in list(self.daphne.connections):
+        for protocol in list(server.connections):
             if protocol.transport is not None:
                 protocol.transport.abortConnection()
         if instances:
-            await asyncio.wait(instances, timeout=self.daphne.application_close_timeout)
+            await asyncio.wait(instances, timeout=server.application_close_timeout)
         self.reactor.stop()
 
 

@@ -45,49 +45,59 @@ def upsert(items, key, value, item):
     return [*rest, item] if len(rest) == len(items) else [item if i[key] == value else i for i in items]
 
 
+def add_working_directory(state, action):
+    if action["directory"] not in state["workingDirectories"]:
+        state["workingDirectories"] = [*state["workingDirectories"], action["directory"]]
+
+
+def set_config_values(state, action):
+    values = action["config"] if action.get("replace") else {**state["config"]["values"], **action["config"]}
+    state["config"] = {**state["config"], "values": values}
+
+
+def set_input_needed(state, entries):
+    state["inputNeeded"] = entries
+    state["status"] = with_input_needed(state["status"], entries)
+
+
+# Each session action's rule, applied to a copy of the state.
+SESSION_RULES = {
+    "session/ready": lambda s, a: s.update(lifecycle="ready"),
+    "session/titleChanged": lambda s, a: s.update(title=a["title"]),
+    "session/isReadChanged": lambda s, a: s.update(status=with_flag(s["status"], IS_READ, a["isRead"])),
+    "session/isArchivedChanged": lambda s, a: s.update(status=with_flag(s["status"], IS_ARCHIVED, a["isArchived"])),
+    "session/serverToolsChanged": lambda s, a: s.update(serverTools=a["tools"]),
+    "session/metaChanged": lambda s, a: s.update(_meta=a["_meta"]),
+    "session/activeClientSet": lambda s, a: s.update(activeClients=upsert(
+        s["activeClients"], "clientId", a["activeClient"]["clientId"], a["activeClient"])),
+    "session/activeClientRemoved": lambda s, a: s.update(
+        activeClients=[c for c in s["activeClients"] if c["clientId"] != a["clientId"]]),
+    "session/chatAdded": lambda s, a: s.update(chats=[*s["chats"], a["summary"]]),
+    "session/chatRemoved": lambda s, a: s.update(chats=[c for c in s["chats"] if c["resource"] != a["chat"]]),
+    "session/chatUpdated": lambda s, a: s.update(
+        chats=[{**c, **a["changes"]} if c["resource"] == a["chat"] else c for c in s["chats"]]),
+    "session/inputNeededSet": lambda s, a: set_input_needed(
+        s, upsert(s["inputNeeded"], "id", a["request"]["id"], a["request"])),
+    "session/inputNeededRemoved": lambda s, a: set_input_needed(
+        s, [r for r in s["inputNeeded"] if r["id"] != a["id"]]),
+    "session/configChanged": set_config_values,
+    "session/defaultChatChanged": lambda s, a: s.update(defaultChat=a.get("defaultChat")),  # absent clears the hint
+    "session/workingDirectorySet": add_working_directory,
+    "session/workingDirectoryRemoved": lambda s, a: s.update(
+        workingDirectories=[d for d in s["workingDirectories"] if d != a["directory"]]),
+}
+
+
 def reduce_session(state, action):
+    return applied(SESSION_RULES, "session", state, action)
+
+
+def applied(rules, reducer, state, action):
+    """A copy of `state` with `action`'s rule applied to it."""
     state, kind = copy.deepcopy(state), action["type"]
-    if kind == "session/ready":
-        state["lifecycle"] = "ready"
-    elif kind == "session/titleChanged":
-        state["title"] = action["title"]
-    elif kind == "session/isReadChanged":
-        state["status"] = with_flag(state["status"], IS_READ, action["isRead"])
-    elif kind == "session/isArchivedChanged":
-        state["status"] = with_flag(state["status"], IS_ARCHIVED, action["isArchived"])
-    elif kind == "session/serverToolsChanged":
-        state["serverTools"] = action["tools"]
-    elif kind == "session/metaChanged":
-        state["_meta"] = action["_meta"]
-    elif kind == "session/activeClientSet":
-        client = action["activeClient"]
-        state["activeClients"] = upsert(state["activeClients"], "clientId", client["clientId"], client)
-    elif kind == "session/activeClientRemoved":
-        state["activeClients"] = [c for c in state["activeClients"] if c["clientId"] != action["clientId"]]
-    elif kind == "session/chatAdded":
-        state["chats"] = [*state["chats"], action["summary"]]
-    elif kind == "session/chatRemoved":
-        state["chats"] = [c for c in state["chats"] if c["resource"] != action["chat"]]
-    elif kind == "session/chatUpdated":
-        state["chats"] = [{**c, **action["changes"]} if c["resource"] == action["chat"] else c for c in state["chats"]]
-    elif kind == "session/inputNeededSet":
-        state["inputNeeded"] = upsert(state["inputNeeded"], "id", action["request"]["id"], action["request"])
-        state["status"] = with_input_needed(state["status"], state["inputNeeded"])
-    elif kind == "session/inputNeededRemoved":
-        state["inputNeeded"] = [r for r in state["inputNeeded"] if r["id"] != action["id"]]
-        state["status"] = with_input_needed(state["status"], state["inputNeeded"])
-    elif kind == "session/configChanged":
-        values = action["config"] if action.get("replace") else {**state["config"]["values"], **action["config"]}
-        state["config"] = {**state["config"], "values": values}
-    elif kind == "session/defaultChatChanged":
-        state["defaultChat"] = action.get("defaultChat")  # absent clears the hint
-    elif kind == "session/workingDirectorySet":
-        if action["directory"] not in state["workingDirectories"]:
-            state["workingDirectories"] = [*state["workingDirectories"], action["directory"]]
-    elif kind == "session/workingDirectoryRemoved":
-        state["workingDirectories"] = [d for d in state["workingDirectories"] if d != action["directory"]]
-    else:
-        raise AssertionError(f"the session reducer does not know {kind}")
+    if kind not in rules:
+        raise AssertionError(f"the {reducer} reducer does not know {kind}")
+    rules[kind](state, action)
     return state
 
 
@@ -124,95 +134,128 @@ def update_call(state, action, change):
     return state
 
 
-def reduce_chat(state, action):
-    state, kind = copy.deepcopy(state), action["type"]
-    if kind == "chat/turnStarted":
-        state["activeTurn"] = {"id": action["turnId"], "startedAt": action["startedAt"], "message": action["message"],
-                               "responseParts": []}
-        state["status"] = with_flag(chat_activity(state), IS_READ, False)
-        state["modifiedAt"] = ANY_TIME
-        queued = action.get("queuedMessageId")
-        if queued:
-            if (state.get("steeringMessage") or {}).get("id") == queued:
-                del state["steeringMessage"]
-            rest = [m for m in state.get("queuedMessages", []) if m["id"] != queued]
-            state.pop("queuedMessages", None)
-            if rest:
-                state["queuedMessages"] = rest
-    elif kind == "chat/responsePart":
-        if (state.get("activeTurn") or {}).get("id") == action["turnId"]:
-            state["activeTurn"]["responseParts"].append(action["part"])
-    elif kind == "chat/turnComplete":
-        state = end_turn(state, action, "complete")
-    elif kind == "chat/turnCancelled":
-        state = end_turn(state, action, "cancelled")
-    elif kind == "chat/error":
-        state = end_turn(state, action, "error", ERROR, action.get("error"))
-    elif kind == "chat/toolCallStart":
-        if (state.get("activeTurn") or {}).get("id") == action["turnId"]:
-            call = {k: action[k] for k in ("toolCallId", "toolName", "displayName", "contributor", "_meta") if k in action}
-            state["activeTurn"]["responseParts"].append({"kind": "toolCall", "toolCall": {**call, "status": "streaming"}})
-    elif kind == "chat/toolCallReady":
-        fields = {k: v for k, v in action.items() if k not in ("type", "turnId")}
-        status = "running" if action.get("confirmed") else "pending-confirmation"
-        # As the protocol's reducer: the state is rebuilt, so a running call asked again drops `confirmed`.
-        state = update_call(state, action, lambda tc: {**call_base(tc), **fields, "status": status})
-    elif kind == "chat/toolCallConfirmed":
-        status = "running" if action["approved"] else "cancelled"
-        fields = {k: action[k] for k in ("confirmed", "reason") if k in action}
-        state = update_call(state, action, lambda tc: {**call_base(tc), **fields, "status": status} if tc[
-            "status"] == "pending-confirmation" else tc)
-    elif kind == "chat/toolCallComplete":
-        def complete(tc):
-            if tc["status"] not in ("running", "pending-confirmation"):
-                return tc
-            confirmed = tc.get("confirmed") if tc["status"] == "running" else "not-needed"
-            return {**call_base(tc), "confirmed": confirmed, **action["result"], "status": "completed"}
-        state = update_call(state, action, complete)
-    elif kind == "chat/pendingMessageSet":
-        entry = {"id": action["id"], "message": action["message"]}
-        if action["kind"] == "steering":
-            state["steeringMessage"] = entry
-        else:
-            state["queuedMessages"] = upsert(state.get("queuedMessages", []), "id", action["id"], entry)
-    elif kind == "chat/pendingMessageRemoved":
-        if action["kind"] == "steering":
-            if (state.get("steeringMessage") or {}).get("id") == action["id"]:
-                del state["steeringMessage"]
-        else:
-            rest = [m for m in state.get("queuedMessages", []) if m["id"] != action["id"]]
-            state.pop("queuedMessages", None)
-            if rest:
-                state["queuedMessages"] = rest
-    elif kind == "chat/truncated":
-        keep = next((i + 1 for i, t in enumerate(state["turns"]) if t["id"] == action.get("turnId")), 0)
-        state["turns"] = state["turns"][:keep]
-        state.pop("activeTurn", None)
-        state["status"] = chat_activity(state, ERROR if state["turns"] and state["turns"][-1]["state"] == "error" else None)
-        state["modifiedAt"] = ANY_TIME
-    elif kind == "chat/queuedMessagesReordered":
-        queued = {m["id"]: m for m in state.get("queuedMessages", [])}
-        wanted = [i for i in dict.fromkeys(action["order"]) if i in queued]
-        if queued:
-            state["queuedMessages"] = [queued[i] for i in wanted + [i for i in queued if i not in wanted]]
+def drop_steering(state, message_id):
+    if (state.get("steeringMessage") or {}).get("id") == message_id:
+        del state["steeringMessage"]
+
+
+def drop_queued(state, message_id):
+    rest = [m for m in state.get("queuedMessages", []) if m["id"] != message_id]
+    state.pop("queuedMessages", None)
+    if rest:
+        state["queuedMessages"] = rest
+
+
+def turn_started(state, action):
+    state["activeTurn"] = {"id": action["turnId"], "startedAt": action["startedAt"], "message": action["message"],
+                           "responseParts": []}
+    state["status"] = with_flag(chat_activity(state), IS_READ, False)
+    state["modifiedAt"] = ANY_TIME
+    queued = action.get("queuedMessageId")
+    if queued:
+        drop_steering(state, queued)
+        drop_queued(state, queued)
+
+
+def add_response_part(state, action, part):
+    if (state.get("activeTurn") or {}).get("id") == action["turnId"]:
+        state["activeTurn"]["responseParts"].append(part)
+
+
+def tool_call_started(state, action):
+    call = {k: action[k] for k in ("toolCallId", "toolName", "displayName", "contributor", "_meta") if k in action}
+    add_response_part(state, action, {"kind": "toolCall", "toolCall": {**call, "status": "streaming"}})
+
+
+def tool_call_ready(state, action):
+    fields = {k: v for k, v in action.items() if k not in ("type", "turnId")}
+    status = "running" if action.get("confirmed") else "pending-confirmation"
+    # As the protocol's reducer: the state is rebuilt, so a running call asked again drops `confirmed`.
+    update_call(state, action, lambda tc: {**call_base(tc), **fields, "status": status})
+
+
+def tool_call_confirmed(state, action):
+    status = "running" if action["approved"] else "cancelled"
+    fields = {k: action[k] for k in ("confirmed", "reason") if k in action}
+    update_call(state, action, lambda tc: {**call_base(tc), **fields, "status": status} if tc[
+        "status"] == "pending-confirmation" else tc)
+
+
+def tool_call_completed(state, action):
+    def complete(tc):
+        if tc["status"] not in ("running", "pending-confirmation"):
+            return tc
+        confirmed = tc.get("confirmed") if tc["status"] == "running" else "not-needed"
+        return {**call_base(tc), "confirmed": confirmed, **action["result"], "status": "completed"}
+    update_call(state, action, complete)
+
+
+def pending_message_set(state, action):
+    entry = {"id": action["id"], "message": action["message"]}
+    if action["kind"] == "steering":
+        state["steeringMessage"] = entry
     else:
-        raise AssertionError(f"the chat reducer does not know {kind}")
-    return state
+        state["queuedMessages"] = upsert(state.get("queuedMessages", []), "id", action["id"], entry)
+
+
+def pending_message_removed(state, action):
+    if action["kind"] == "steering":
+        drop_steering(state, action["id"])
+    else:
+        drop_queued(state, action["id"])
+
+
+def truncated(state, action):
+    keep = next((i + 1 for i, t in enumerate(state["turns"]) if t["id"] == action.get("turnId")), 0)
+    state["turns"] = state["turns"][:keep]
+    state.pop("activeTurn", None)
+    state["status"] = chat_activity(state, ERROR if state["turns"] and state["turns"][-1]["state"] == "error" else None)
+    state["modifiedAt"] = ANY_TIME
+
+
+def queued_messages_reordered(state, action):
+    queued = {m["id"]: m for m in state.get("queuedMessages", [])}
+    wanted = [i for i in dict.fromkeys(action["order"]) if i in queued]
+    if queued:
+        state["queuedMessages"] = [queued[i] for i in wanted + [i for i in queued if i not in wanted]]
+
+
+# Each chat action's rule, applied to a copy of the state.
+CHAT_RULES = {
+    "chat/turnStarted": turn_started,
+    "chat/responsePart": lambda s, a: add_response_part(s, a, a["part"]),
+    "chat/turnComplete": lambda s, a: end_turn(s, a, "complete"),
+    "chat/turnCancelled": lambda s, a: end_turn(s, a, "cancelled"),
+    "chat/error": lambda s, a: end_turn(s, a, "error", ERROR, a.get("error")),
+    "chat/toolCallStart": tool_call_started,
+    "chat/toolCallReady": tool_call_ready,
+    "chat/toolCallConfirmed": tool_call_confirmed,
+    "chat/toolCallComplete": tool_call_completed,
+    "chat/pendingMessageSet": pending_message_set,
+    "chat/pendingMessageRemoved": pending_message_removed,
+    "chat/truncated": truncated,
+    "chat/queuedMessagesReordered": queued_messages_reordered,
+}
+
+
+def reduce_chat(state, action):
+    return applied(CHAT_RULES, "chat", state, action)
+
+
+def root_config_changed(state, action):
+    if "config" in state:  # as the protocol's reducer: a root state without config stays without
+        set_config_values(state, action)
+
+
+ROOT_RULES = {
+    "root/configChanged": root_config_changed,
+    "root/terminalsChanged": lambda s, a: s.update(terminals=a["terminals"]),  # the whole list, replaced
+    "root/agentsChanged": lambda s, a: s.update(agents=a["agents"]),
+}
 
 
 def reduce_root(state, action):
-    state, kind = copy.deepcopy(state), action["type"]
-    if kind == "root/configChanged":
-        if "config" in state:  # as the protocol's reducer: a root state without config stays without
-            values = action["config"] if action.get("replace") else {**state["config"]["values"], **action["config"]}
-            state["config"] = {**state["config"], "values": values}
-    elif kind == "root/terminalsChanged":
-        state["terminals"] = action["terminals"]  # the whole list, replaced
-    elif kind == "root/agentsChanged":
-        state["agents"] = action["agents"]
-    else:
-        raise AssertionError(f"the root reducer does not know {kind}")
-    return state
+    return applied(ROOT_RULES, "root", state, action)
 
 
 SESSION_CHAT_SUMMARY_KEYS = {"resource", "title", "origin", "status"}

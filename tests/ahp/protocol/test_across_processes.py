@@ -36,7 +36,7 @@ def two_servers(transactional_db):
         ))
         ports.append(port)
     try:
-        for port, process in zip(ports, processes):
+        for port, process in zip(ports, processes, strict=True):
             wait_for_port(port, process)
         yield ports, processes
     finally:

@@ -52,7 +52,7 @@ def two_nodes(transactional_db, workspace, tmp_path):
             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
         ports.append(port)
     try:
-        for port, process in zip(ports, processes):
+        for port, process in zip(ports, processes, strict=True):
             wait_for_port(port, process)
         yield ports, processes
     finally:

@@ -9,9 +9,11 @@ Run `python tests/ahp/protocol/schema/make_schema.py` after changing a shape; th
 JSON file, never this script."""
 import json
 from pathlib import Path
+from typing import Any
 
 STRING, INTEGER, NUMBER, BOOLEAN = {"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"}
-OBJECT, ANY = {"type": "object"}, {}
+OBJECT = {"type": "object"}
+ANY: dict[str, Any] = {}
 META = {"type": "object"}  # _meta: Record<string, unknown>
 
 

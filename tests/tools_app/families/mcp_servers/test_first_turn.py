@@ -9,7 +9,6 @@ import pytest
 from tools_app.models import AgentDefinition
 
 from ....ahp.protocol.harness import AhpClient, default_chat, set_config
-from .test_configured_servers import tiny_http_server  # noqa: F401  (a fixture)
 
 OPEN_FILE = {"name": "open_file", "description": "Open a file in the editor",
              "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}}}

@@ -108,7 +108,6 @@ def test_isolate_session_takes_no_input(make_place, worktree_agent, workspace):
 def test_set_workspace_is_offered_up_front_only_to_a_session_that_started_without_a_folder(acme, workspace):
     from tools_app.catalog.loader import catalog_for_chat
 
-    from .conftest import Place
 
     without = catalog_for_chat(Place(acme).chat)
     with_folder = catalog_for_chat(Place(acme, folders=[f"file://{workspace}/repo"]).chat)
@@ -120,7 +119,6 @@ def test_a_chat_made_on_another_backend_runs_its_turns_there(acme):
     from sessions_app.models import ChatBackend
     from tools_app.runtime import provider_of
 
-    from .conftest import Place
 
     place = Place(acme)
     assert provider_of(place.chat) == "echo"

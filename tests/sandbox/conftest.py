@@ -1,0 +1,1 @@
+from ..tools_app.families.session.conftest import worktree_agent  # noqa: F401  (a fixture)
