@@ -9,7 +9,7 @@ from .rules import parse_rule
 
 
 @transaction.atomic
-def do_save_outbound_allow(allow):
+def do_save_outbound_allow(allow: OutboundAllow) -> OutboundAllow:
     """Save an allow-list entry (new or edited); this process applies it at once, others
     within outbound.RULES_CACHE_SECONDS."""
     parse_rule(allow.entry)
@@ -20,6 +20,6 @@ def do_save_outbound_allow(allow):
 
 
 @transaction.atomic
-def do_delete_outbound_allow(allow):
+def do_delete_outbound_allow(allow: OutboundAllow) -> None:
     OutboundAllow.objects.filter(pk=allow.pk).delete()
     after_commit("forgetting the cached allow-list in this process", forget_admin_rules)

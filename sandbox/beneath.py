@@ -9,6 +9,7 @@ to it as to the session's processes, and what it creates belongs to the session.
 import ctypes
 import errno
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 # openat2(2) has one number on every architecture Linux added it after (5.6).
@@ -32,7 +33,7 @@ class Unavailable(RuntimeError):
     """The kernel cannot resolve paths beneath a folder; the host touches no tenant path."""
 
 
-def _syscall(number, *args):
+def _syscall(number: int, *args: object) -> int:
     result = _libc.syscall(ctypes.c_long(number), *args)
     if result < 0:
         code = ctypes.get_errno()
@@ -40,7 +41,7 @@ def _syscall(number, *args):
     return result
 
 
-def open_beneath(folder_fd, relative, flags, mode=0o666):
+def open_beneath(folder_fd: int, relative: str, flags: int, mode: int = 0o666) -> int:
     """A descriptor of `relative` (no leading slash; "" or "." is the folder itself) beneath the
     open folder `folder_fd`, following no link. Raises OSError: ELOOP for a link on the way,
     EXDEV for a way out, ENOENT for nothing there."""
@@ -55,12 +56,12 @@ def open_beneath(folder_fd, relative, flags, mode=0o666):
         raise
 
 
-def open_root(path):
+def open_root(path: str | os.PathLike[str]) -> int:
     """The descriptor of a host-made folder (a tenant's workspace root), refusing a link."""
     return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
 
 
-def remove_tree(folder, name):
+def remove_tree(folder: int, name: str) -> None:
     """`name` in the open `folder` and all in it, by descriptor: links are removed, not followed."""
     inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
     try:
@@ -74,7 +75,7 @@ def remove_tree(folder, name):
     os.rmdir(name, dir_fd=folder)
 
 
-def _set_fs_ids(uid, gid):
+def _set_fs_ids(uid: int, gid: int) -> None:
     # setfsuid/setfsgid change the calling thread alone (glibc does not broadcast them to the
     # process's other threads, as it does setuid): other threads keep acting as the host.
     _libc.setfsgid(ctypes.c_uint(gid))
@@ -82,7 +83,7 @@ def _set_fs_ids(uid, gid):
 
 
 @contextmanager
-def as_identity(uid, gid):
+def as_identity(uid: int, gid: int) -> Iterator[None]:
     """While inside, this thread's file system checks are those of uid:gid (the kernel drops
     root's overriding capabilities for it); the host's own identity comes back after."""
     if os.geteuid() != 0:

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+from typing import Any
 
 LIMITS = {
     "cpu": resource.RLIMIT_CPU,
@@ -26,7 +27,7 @@ LIMITS = {
 }
 
 
-def pipe(source, target):
+def pipe(source: socket.socket, target: socket.socket) -> None:
     try:
         while chunk := source.recv(65536):
             target.sendall(chunk)
@@ -40,7 +41,7 @@ def pipe(source, target):
                 pass
 
 
-def carry(inside, proxy_path):
+def carry(inside: socket.socket, proxy_path: str) -> None:
     outside = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         outside.connect(proxy_path)
@@ -54,13 +55,13 @@ def carry(inside, proxy_path):
     outside.close()
 
 
-def listen(port, proxy_path):
+def listen(port: int, proxy_path: str) -> None:
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     server.bind(("127.0.0.1", port))
     server.listen(64)
 
-    def accept():
+    def accept() -> None:
         while True:
             inside, _ = server.accept()
             threading.Thread(target=carry, args=(inside, proxy_path), daemon=True).start()
@@ -68,14 +69,14 @@ def listen(port, proxy_path):
     threading.Thread(target=accept, daemon=True).start()
 
 
-def apply_limits(limits):
+def apply_limits(limits: dict[str, int]) -> None:
     os.umask(0o002)  # what the command makes in a tenant's folder stays writable by the tenant's other sessions
     for name, value in limits.items():
         resource.setrlimit(LIMITS[name], (value, value))
 
 
-def parse(argv):
-    options = {"limits": {}}
+def parse(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
+    options: dict[str, Any] = {"limits": {}}
     while argv and argv[0] != "--":
         flag, value, argv = argv[0], argv[1], argv[2:]
         if flag == "--limit":
@@ -86,7 +87,7 @@ def parse(argv):
     return options, argv[1:]
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     options, command = parse(argv)
     if options.get("proxy"):
         listen(int(options["port"]), options["proxy"])

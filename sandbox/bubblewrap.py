@@ -33,16 +33,22 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
 from . import cgroups, identity, seccomp
 from .beneath import as_identity, open_beneath, open_root, remove_tree
 from .outbound import check_destination
-from .proxy import PROXIES, Destinations
+from .mounts import Mounts
+from .proxy import PROXIES, Destinations, Launch, StandIn
 from .workspaces import folder_path, host_root, relative_to_host_root
+
+if TYPE_CHECKING:
+    from sessions_app.models import Session
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +69,7 @@ BRIDGE = Path(__file__).with_name("bridge.py")
 GIT_SHARED = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*"}
 # A folder's descriptor is held this long after a launch binds it (bubblewrap mounts it at once).
 HELD_SECONDS = 60
-HELD = {}  # sandbox key -> [(when opened, descriptor)], in this process
+HELD: dict[str, list[tuple[float, int]]] = {}  # sandbox key -> [(when opened, descriptor)], in this process
 GROUP_SHARED = 0o2070  # a tenant folder's group may enter and write it; what is made in it stays the group's
 PROXY_SOCKET = "/.proxy.sock"  # this launch's own proxy socket, seen from inside
 # fd 3: the environment file ($0), removed as bubblewrap reads it; fd 4: the launch's proxy
@@ -78,18 +84,18 @@ class SandboxUnavailable(RuntimeError):
     """The host has no way to run the command confined; it runs nothing instead."""
 
 
-def bubblewrap():
+def bubblewrap() -> str:
     found = shutil.which("bwrap")
     if not found:
         raise SandboxUnavailable(NO_BUBBLEWRAP)
     return found
 
 
-def sandbox_root():
+def sandbox_root() -> Path:
     return Path(settings.VAR_DIR) / "sandboxes"
 
 
-def limits():
+def limits() -> dict[str, int]:
     return {
         "cpu": settings.AHP_SANDBOX_CPU_SECONDS,
         "as": settings.AHP_SANDBOX_MEMORY_MB * 1024 * 1024,
@@ -99,15 +105,15 @@ def limits():
     }
 
 
-def bridge_python():
+def bridge_python() -> str:
     """A Python for the bridge that the sandbox's user can run: the system's, else the host's own."""
-    for candidate in ("/usr/bin/python3", sys._base_executable):
+    for candidate in ("/usr/bin/python3", getattr(sys, "_base_executable", None)):
         if candidate and os.access(candidate, os.X_OK):
             return os.path.realpath(candidate)
     raise SandboxUnavailable("This host cannot start a sandbox: no Python for its bridge.")
 
 
-def program_prefix(command):
+def program_prefix(command: str) -> str | None:
     """The folder a program outside /usr (pyenv, nvm, an operator's /opt) is bound with so it
     runs in a sandbox, or None."""
     program = os.path.realpath(shutil.which(command) or command)
@@ -116,54 +122,49 @@ def program_prefix(command):
     return str(Path(program).parents[1])
 
 
-def _ancestors(path):
-    parts = Path(path).parts
-    return [str(Path(*parts[:i])) for i in range(2, len(parts))]
-
-
 @dataclass(frozen=True)
 class Sandbox:
     """The confinement of one session's commands. `key` names it (the session id)."""
 
     key: str
     tenant_id: int | None = None  # whose group its user is in
-    writable: tuple = ()  # the tenant's folders (checked to lie in its workspace root), bound writable
-    read_only: tuple = ()
-    destinations: tuple = ()  # (host, port) pairs the proxy forwards to, each under the outbound rule
-    host_destinations: tuple = ()  # the host's own listeners (its tools endpoint)
-    check: object = field(default=check_destination, compare=False)  # the outbound rule for `destinations`
-    limit_overrides: tuple = ()  # (name, value) pairs tighter than the host's limits (a disposable computer's)
-    host_writable: tuple = ()  # folders the host made for the tenant's sandboxes (a harness's state), bound writable
-    stand_ins: tuple = ()  # proxy.StandIn: endpoints whose credentials the proxy adds, so none is inside
+    writable: tuple[str, ...] = ()  # the tenant's folders (checked to lie in its workspace root), bound writable
+    read_only: tuple[str, ...] = ()
+    destinations: tuple[tuple, ...] = ()  # (host, port) pairs the proxy forwards to, each under the outbound rule
+    host_destinations: tuple[tuple, ...] = ()  # the host's own listeners (its tools endpoint)
+    check: Callable[[str, int, bool], list[str]] = field(default=check_destination, compare=False)  # the outbound rule for `destinations`
+    limit_overrides: tuple[tuple[str, int], ...] = ()  # (name, value) pairs tighter than the host's limits (a disposable computer's)
+    host_writable: tuple[str, ...] = ()  # folders the host made for the tenant's sandboxes (a harness's state), bound writable
+    stand_ins: tuple[StandIn, ...] = ()  # proxy.StandIn: endpoints whose credentials the proxy adds, so none is inside
 
     @property
-    def reaches_out(self):
+    def reaches_out(self) -> bool:
         return bool(self.destinations or self.host_destinations or self.stand_ins)
 
     @property
-    def working_directory(self):
+    def working_directory(self) -> str:
         return self.writable[0] if self.writable else HOME
 
     @property
-    def folder(self):
+    def folder(self) -> Path:
         return sandbox_root() / self.key
 
     @property
-    def alive_marker(self):
+    def alive_marker(self) -> Path:
         return self.folder / "control" / "alive"
 
     @property
-    def privileged(self):
+    def privileged(self) -> bool:
         return os.geteuid() == 0
 
-    def owner(self):
+    def owner(self) -> tuple[int, int]:
         """(uid, gid) its processes run as: its own user, in its tenant's group."""
         if not self.privileged:
             return os.getuid(), os.getgid()
         uid = identity.sandbox_user(self.key)
         return uid, identity.tenant_group(self.tenant_id) if self.tenant_id is not None else uid
 
-    def prepare(self):
+    def prepare(self) -> None:
         control, home = self.folder / "control", self.folder / "home"
         control.mkdir(parents=True, exist_ok=True)
         uid, gid = self.owner()
@@ -176,7 +177,7 @@ class Sandbox:
         (control / "group").write_text(f"sandbox:x:{gid}:\n")
         self.alive_marker.touch()
 
-    def tenant_folders(self):
+    def tenant_folders(self) -> list[tuple[str, str]]:
         """(descriptor path, path) for each of `writable` that is, right now, a folder beneath the
         tenant's root reached through no link; a folder that is not is left out (and logged)."""
         if not self.writable:
@@ -199,7 +200,7 @@ class Sandbox:
             os.close(root)
         return opened
 
-    def share_with_tenant(self, fd):
+    def share_with_tenant(self, fd: int) -> None:
         """A tenant folder its sessions can all write: the tenant's group, group-writable (the
         folder itself, by its descriptor; nothing in it is touched)."""
         if not self.privileged or self.tenant_id is None:
@@ -210,7 +211,7 @@ class Sandbox:
         if mode & GROUP_SHARED != GROUP_SHARED:
             os.fchmod(fd, (mode | GROUP_SHARED) & 0o7777)
 
-    def make_folder(self, path):
+    def make_folder(self, path: str) -> None:
         """Make `path` (a tenant's folder) as this sandbox's user, through no link."""
         parent, name = os.path.split(relative_to_host_root(path))
         root = open_root(host_root())
@@ -226,69 +227,81 @@ class Sandbox:
         finally:
             os.close(root)
 
-    def argv(self, command, env=None, cwd=None, private=None):
+    def argv(self, command: Sequence[str], env: Mapping[str, str] | None = None, cwd: str | None = None,
+             private: Path | None = None) -> list[str]:
         """The host command line that runs `command` in this sandbox; `private`, a folder from
         `private_folder`, is bound at PRIVATE in this launch only."""
         self.prepare()
         syscalls = seccomp.filter_file()
-        args = [bubblewrap(), "--args", "3", *(("--seccomp", "5") if syscalls else ()), "--die-with-parent",
-                "--new-session", "--unshare-net", "--unshare-pid",
-                "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"]
+        args = Mounts([bubblewrap(), "--args", "3", *(("--seccomp", "5") if syscalls else ()), "--die-with-parent",
+                       "--new-session", "--unshare-net", "--unshare-pid",
+                       "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"],
+                      existing=MERGED_USR)
         if not self.privileged:
             args.append("--unshare-user")
-        made = set()
+        python = bridge_python()
+        self.mount_system(args, python, command[0])
+        launch = self.mount_session(args, private)
+        args.extend(["--chdir", cwd or self.working_directory, "--", *self.bridge_command(python)])
+        return ["/bin/sh", "-c", LAUNCH, str(self.environment_file(self.launch_environment(env))),
+                str(launch.lifeline if launch else os.devnull), str(cgroups.group_for(self.key) or "-"),
+                str(syscalls or os.devnull), *args, "--", *command]
 
-        def mount(flag, source, target=None):
-            target = target or source
-            for ancestor in _ancestors(target):
-                if ancestor not in made and ancestor not in MERGED_USR:
-                    args.extend(["--perms", "0755", "--dir", ancestor])
-                    made.add(ancestor)
-            args.extend([flag, str(source), str(target)])
-            made.add(str(target))
-
+    def mount_system(self, args: Mounts, python: str, program: str) -> None:
+        """The host's system folders read-only, /proc, /dev and a /tmp of its own, and the folders of
+        the bridge's Python and of `program` when they live outside /usr."""
         for path in SYSTEM_PATHS:
             if os.path.exists(path):
-                mount("--ro-bind", path)
+                args.mount("--ro-bind", path)
         for path in MERGED_USR:
             if os.path.islink(path):
                 args.extend(["--symlink", os.readlink(path), path])
             elif os.path.isdir(path):
-                mount("--ro-bind", path)
+                args.mount("--ro-bind", path)
         # /tmp is everyone's, as on any host: the sandbox's user (after setpriv) writes there too.
         args.extend(["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"])
-        python = bridge_python()
-        for prefix in (program_prefix(python), program_prefix(command[0])):
-            if prefix and prefix not in made:
-                mount("--ro-bind", prefix)
+        for prefix in (program_prefix(python), program_prefix(program)):
+            if prefix and prefix not in args.made:
+                args.mount("--ro-bind", prefix)
+
+    def mount_session(self, args: Mounts, private: Path | None) -> Launch | None:
+        """The session's folders, its home and control files, `private`, and the launch's proxy."""
         for path in self.read_only:
             if os.path.exists(path):
-                mount("--ro-bind", os.path.realpath(path), path)
+                args.mount("--ro-bind", os.path.realpath(path), path)
         for source, path in self.tenant_folders():
-            mount("--bind", source, path)
+            args.mount("--bind", source, path)
         for path in self.host_writable:
-            mount("--bind", self.host_folder(path), path)
+            args.mount("--bind", self.host_folder(path), path)
         control = self.folder / "control"
-        mount("--bind", self.folder / "home", HOME)
-        mount("--ro-bind", control, CONTROL)
-        mount("--ro-bind", control / "passwd", "/etc/passwd")
-        mount("--ro-bind", control / "group", "/etc/group")
-        mount("--ro-bind", BRIDGE, "/.bridge.py")
+        args.mount("--bind", self.folder / "home", HOME)
+        args.mount("--ro-bind", control, CONTROL)
+        args.mount("--ro-bind", control / "passwd", "/etc/passwd")
+        args.mount("--ro-bind", control / "group", "/etc/group")
+        args.mount("--ro-bind", BRIDGE, "/.bridge.py")
         if private:
-            mount("--ro-bind", private, PRIVATE)
-        launch = None
-        if self.reaches_out:  # a socket of this launch's own: a later launch never inherits it
-            launch = PROXIES.serve_launch(self.folder / "proxies", Destinations(
-                self.destinations, self.host_destinations, self.check, self.stand_ins))
-            mount("--ro-bind", launch.socket, PROXY_SOCKET)
+            args.mount("--ro-bind", private, PRIVATE)
+        if not self.reaches_out:
+            return None
+        # A socket of this launch's own: a later launch never inherits it.
+        launch = PROXIES.serve_launch(self.folder / "proxies", Destinations(
+            self.destinations, self.host_destinations, self.check, self.stand_ins))
+        args.mount("--ro-bind", launch.socket, PROXY_SOCKET)
+        return launch
+
+    def launch_environment(self, env: Mapping[str, str] | None) -> dict[str, str]:
+        """The command's whole environment: the sandbox's own, its proxy when it reaches out, then `env`."""
         environment = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": HOME, "LANG": "C.UTF-8",
                        "TMPDIR": "/tmp", "USER": "sandbox", **GIT_SHARED}
         if self.reaches_out:
             proxy = f"http://127.0.0.1:{PROXY_PORT}"
             for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY"):
                 environment[name] = proxy
-        environment.update(env or {})
-        args.extend(["--chdir", cwd or self.working_directory, "--"])
+        return {**environment, **(env or {})}
+
+    def bridge_command(self, python: str) -> list[str]:
+        """What bubblewrap runs: setpriv to the sandbox's user (a root host), then the bridge under the limits."""
+        args = []
         if self.privileged:
             uid, gid = self.owner()
             args.extend(["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
@@ -298,11 +311,9 @@ class Sandbox:
             args.extend(["--proxy", PROXY_SOCKET, "--port", str(PROXY_PORT)])
         for name, value in {**limits(), **dict(self.limit_overrides)}.items():
             args.extend(["--limit", f"{name}={value}"])
-        return ["/bin/sh", "-c", LAUNCH, str(self.environment_file(environment)),
-                str(launch.lifeline if launch else os.devnull), str(cgroups.group_for(self.key) or "-"),
-                str(syscalls or os.devnull), *args, "--", *command]
+        return args
 
-    def private_folder(self, files):
+    def private_folder(self, files: Mapping[str, str]) -> Path:
         """A folder of `files` ({name: text}) for one launch (argv's `private`): its command reads
         them, readable by the sandbox's user alone; another launch of the session (a member's
         terminal) runs in a mount namespace without it, so a secret there stays the launch's."""
@@ -319,7 +330,7 @@ class Sandbox:
             os.chown(folder, uid, gid)
         return folder
 
-    def host_folder(self, path):
+    def host_folder(self, path: str) -> str:
         """A folder the host made for the tenant, bound by its real path: its group's, group-writable."""
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:
@@ -328,7 +339,7 @@ class Sandbox:
             os.close(fd)
         return os.path.realpath(path)
 
-    def environment_file(self, environment):
+    def environment_file(self, environment: Mapping[str, str]) -> Path:
         """A file of bubblewrap arguments that clear the environment and set `environment`,
         readable by the host alone; the launch removes it."""
         folder = self.folder / "launch"
@@ -339,13 +350,14 @@ class Sandbox:
             file.write("".join(f"{part}\0" for part in fields))
         return path
 
-    def run(self, command, env=None, cwd=None, timeout=60):
+    def run(self, command: Sequence[str], env: Mapping[str, str] | None = None, cwd: str | None = None,
+            timeout: float = 60) -> subprocess.CompletedProcess[str]:
         """Run a short command to completion (bounded in time); its CompletedProcess."""
         return subprocess.run(self.argv(command, env, cwd), capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL)
 
 
-def release_held(key, older_than=None):
+def release_held(key: str, older_than: float | None = None) -> None:
     """Close the folder descriptors launches of `key` held (those older than `older_than` s)."""
     kept = []
     for opened, fd in HELD.pop(key, []):
@@ -357,7 +369,7 @@ def release_held(key, older_than=None):
         HELD[key] = kept
 
 
-def processes_of(uid):
+def processes_of(uid: int) -> list[int]:
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -370,7 +382,7 @@ def processes_of(uid):
     return found
 
 
-def kill_user(uid):
+def kill_user(uid: int) -> bool:
     """Every process of `uid` killed: `kill -1` run as that user signals all of them at once, so
     a stopped process, a fork loop or a child that left its session cannot outlive it."""
     for _ in range(20):
@@ -383,7 +395,7 @@ def kill_user(uid):
     return False
 
 
-def end_sandbox(key, own_folder=None, tenant_id=None):
+def end_sandbox(key: object, own_folder: str | None = None, tenant_id: int | None = None) -> None:
     """The session is gone: everything still running in its sandbox ends, its proxy stops, its
     own folder (`own_folder`, a path beneath the host's root, the session's `tenant_id`) is
     removed as its user once nothing of it runs, and its user id is free again."""
@@ -404,7 +416,7 @@ def end_sandbox(key, own_folder=None, tenant_id=None):
     shutil.rmtree(folder, ignore_errors=True)  # its home goes with it; the bridge sees no marker either way
 
 
-def remove_own_folder(owner, path):
+def remove_own_folder(owner: tuple[int, int], path: Path) -> None:
     """`path` and all in it removed as `owner` (uid, gid), by descriptor beneath the host's root:
     a link on the way is never followed, a link inside is removed, not followed."""
     root = open_root(str(host_root()))
@@ -423,14 +435,15 @@ def remove_own_folder(owner, path):
         os.close(root)
 
 
-def session_folders(session):
+def session_folders(session: "Session") -> tuple[str, ...]:
     """The session's working directories, as paths (each checked to lie in its tenant's root when
     the session was made; the sandbox opens each without following a link as it starts)."""
     paths = (folder_path(str(directory)) for directory in session.working_directories or ())
     return tuple(os.path.normpath(path) for path in paths if path and os.path.isdir(path))
 
 
-def session_sandbox(session, read_only=(), destinations=(), host_destinations=()):
+def session_sandbox(session: "Session", read_only: Iterable[str] = (), destinations: Iterable[tuple] = (),
+                    host_destinations: Iterable[tuple] = ()) -> Sandbox:
     """The sandbox of `session`: its folders writable, `read_only` host paths readable."""
     return Sandbox(str(session.id), tenant_id=session.tenant_id, writable=session_folders(session),
                    read_only=tuple(read_only),

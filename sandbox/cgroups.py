@@ -18,10 +18,10 @@ logger = logging.getLogger(__name__)
 V2 = Path("/sys/fs/cgroup")
 V1_MEMORY = Path("/sys/fs/cgroup/memory")
 PARENT = "ahp-sandboxes"
-_warned = []
+_warned: list[OSError] = []
 
 
-def hierarchy():
+def hierarchy() -> tuple[Path, str] | None:
     """(folder sandboxes' groups go in, its memory limit file's name), or None."""
     if "memory" in _read(V2 / "cgroup.controllers").split():
         return V2 / PARENT, "memory.max"
@@ -30,14 +30,14 @@ def hierarchy():
     return None
 
 
-def _read(path):
+def _read(path: Path) -> str:
     try:
         return path.read_text()
     except OSError:
         return ""
 
 
-def group_for(key):
+def group_for(key: str) -> Path | None:
     """The `cgroup.procs` file of sandbox `key`'s group, made with its limit; None where the host
     cannot make one."""
     limit = settings.AHP_SANDBOX_SESSION_MEMORY_MB
@@ -62,7 +62,7 @@ def group_for(key):
     return group / "cgroup.procs"
 
 
-def remove_group(key):
+def remove_group(key: str) -> None:
     """Sandbox `key`'s group, gone (its processes were killed before)."""
     found = hierarchy()
     if found is not None:

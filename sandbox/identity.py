@@ -28,24 +28,24 @@ class NoIdentity(RuntimeError):
     pass
 
 
-def id_range():
+def id_range() -> tuple[int, int]:
     first, _, last = settings.AHP_SANDBOX_IDS.partition("-")
     return int(first), int(last)
 
 
-def _folder(name):
+def _folder(name: str) -> Path:
     folder = Path(settings.VAR_DIR) / "sandboxes" / name
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     return folder
 
 
-def _claims():
+def _claims() -> Path:
     folder = Path(settings.AHP_SANDBOX_ID_FOLDER)
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     return folder
 
 
-def _claim(holder):
+def _claim(holder: str) -> int:
     """A number of the range no one holds, now held by `holder` (a string kept for operators)."""
     claims = _claims()
     taken = {int(name) for name in os.listdir(claims) if name.isdigit()}
@@ -63,14 +63,14 @@ def _claim(holder):
     raise NoIdentity(RANGE_EXHAUSTED)
 
 
-def _release(number):
+def _release(number: int) -> None:
     try:
         os.unlink(_claims() / str(number))
     except FileNotFoundError:
         pass
 
 
-def _recorded(record, holder):
+def _recorded(record: Path, holder: str) -> int:
     """The number written in `record`, claiming one for `holder` when there is none yet (the
     first writer wins: the record is linked into place, never overwritten)."""
     try:
@@ -90,7 +90,7 @@ def _recorded(record, holder):
     return number
 
 
-_groups = {}  # tenant id -> its group id, as the database records it (it never changes)
+_groups: dict[int, int] = {}  # tenant id -> its group id, as the database records it (it never changes)
 
 
 def tenant_group(tenant_id: int) -> int:
@@ -125,18 +125,18 @@ def _in_own_connection(work: Callable[[int], int], tenant_id: int) -> int:
         connection.close()
 
 
-def sandbox_user(key):
+def sandbox_user(key: str) -> int:
     return _recorded(_folder("users") / key, f"sandbox {key}")
 
 
-def existing_sandbox_user(key):
+def existing_sandbox_user(key: str) -> int | None:
     try:
         return int((_folder("users") / key).read_text())
     except FileNotFoundError:
         return None
 
 
-def free_sandbox_user(key):
+def free_sandbox_user(key: str) -> None:
     record = _folder("users") / key
     try:
         number = int(record.read_text())

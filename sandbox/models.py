@@ -19,10 +19,10 @@ class OutboundAllow(models.Model):
         verbose_name = "outbound allow-list entry"
         verbose_name_plural = "outbound allow-list"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.entry
 
-    def clean(self):
+    def clean(self) -> None:
         try:
             parse_rule(self.entry)
         except ValueError as invalid:
@@ -36,7 +36,7 @@ class TenantGroup(models.Model):
     tenant_id = models.BigIntegerField(primary_key=True)
     gid = models.IntegerField(unique=True)
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"tenant {self.tenant_id}: group {self.gid}"
 
 
@@ -47,5 +47,5 @@ class SecretsKeyCheck(models.Model):
 
     sealed = models.TextField()
 
-    def __str__(self):
+    def __str__(self) -> str:
         return "secrets key check"

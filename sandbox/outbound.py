@@ -18,12 +18,15 @@ import ipaddress
 import os
 import socket
 import time
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
 
-from .rules import parse_rule
+from .rules import Rule, parse_rule
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 RULES_CACHE_SECONDS = 5
 # Marks an MCP server entry a client declared (its plugins' .mcp.json), for check_destination.
@@ -33,34 +36,34 @@ CLIENT_DECLARED = "clientDeclared"
 class OutboundRefused(httpx.ConnectError):
     """A destination the host does not connect to; the message is the sentence."""
 
-    def __init__(self, sentence, request=None):
+    def __init__(self, sentence: str, request: httpx.Request | None = None) -> None:
         super().__init__(sentence, request=request)
         self.sentence = sentence
 
 
-def host_and_port(host, port):
+def host_and_port(host: str, port: int) -> str:
     bare = host.strip("[]")
     return f"[{bare}]:{port}" if ":" in bare else f"{host}:{port}"
 
 
-def refused_sentence(host, port):
+def refused_sentence(host: str, port: int) -> str:
     return f"The host does not connect to {host_and_port(host, port)}: it is a private address and not allow-listed."
 
 
-def own_service_sentence(host, port):
+def own_service_sentence(host: str, port: int) -> str:
     return f"The host does not connect to {host_and_port(host, port)}: it is one of the host's own services."
 
 
-def client_declared_sentence(host, port):
+def client_declared_sentence(host: str, port: int) -> str:
     return (f"The host does not connect to {host_and_port(host, port)} for a client's server: a private address "
             "needs an allow-list entry with that port.")
 
 
-def unresolved_sentence(host):
+def unresolved_sentence(host: str) -> str:
     return f"The host could not resolve {host}."
 
 
-def _environment_rules():
+def _environment_rules() -> list[Rule]:
     rules = []
     for text in (settings.AHP_OUTBOUND_ALLOW or "").split(","):
         if text.strip():
@@ -71,15 +74,15 @@ def _environment_rules():
     return rules
 
 
-_cached = {"at": None, "rules": ()}
+_cached: dict[str, Any] = {"at": None, "rules": ()}
 
 
-def forget_admin_rules():
+def forget_admin_rules() -> None:
     """Called after the admin's list changes, so this process reads it again at once."""
     _cached["at"] = None
 
 
-def _admin_rules():
+def _admin_rules() -> list[Rule]:
     now = time.monotonic()
     if _cached["at"] is None or now - _cached["at"] > RULES_CACHE_SECONDS:
         from .models import OutboundAllow
@@ -94,20 +97,20 @@ def _admin_rules():
     return list(_cached["rules"])
 
 
-def allow_rules():
+def allow_rules() -> list[Rule]:
     return _environment_rules() + _admin_rules()
 
 
 # The port this process last served a connection on (ahp.asgi notes it).
-_served = {}
+_served: dict[str, int] = {}
 DATABASE_PORTS = {"postgis": 5432, "postgresql": 5432, "mysql": 3306, "oracle": 1521}
 
 
-def remember_served_port(port):
+def remember_served_port(port: int | str) -> None:
     _served["port"] = int(port)
 
 
-def own_services():
+def own_services() -> list[tuple[str | None, int]]:
     """(host, port) of each of the host's own services; host None is this machine. Its
     databases, Redis, and the ports it serves HTTP on here: runhost's PORT, this process's,
     AHP_MCP_BASE_URL's (on this machine only: its name may be a front shared with other sites)."""
@@ -132,7 +135,7 @@ def own_services():
     return services
 
 
-def _on_this_machine(address):
+def _on_this_machine(address: IPAddress) -> bool:
     """Whether connecting to `address` reaches this machine: loopback, unspecified (0.0.0.0 is
     this host), or an address of one of its interfaces (which a socket can bind)."""
     if address.is_loopback or address.is_unspecified:
@@ -145,7 +148,7 @@ def _on_this_machine(address):
     return True
 
 
-def _is_own_service(addresses, port):
+def _is_own_service(addresses: list[IPAddress], port: int) -> bool:
     """Whether `port` at any of `addresses` is one of the host's own services, compared by address."""
     hosts = [host for host, service_port in own_services() if service_port == port]
     if not hosts:
@@ -167,7 +170,7 @@ def _is_own_service(addresses, port):
     return False
 
 
-def _embedded(address):
+def _embedded(address: IPAddress) -> list[IPAddress]:
     """The address and any IPv4 address it carries (mapped, 6to4, Teredo)."""
     if address.version == 6 and address.ipv4_mapped is not None:
         return [address.ipv4_mapped]  # the IPv4 address is what is reached
@@ -179,22 +182,22 @@ def _embedded(address):
     return found
 
 
-def _is_public_one(address):
+def _is_public_one(address: IPAddress) -> bool:
     return address.is_global and not (address.is_multicast or address.is_reserved or address.is_private
                                       or address.is_loopback or address.is_link_local or address.is_unspecified)
 
 
-def is_public(address):
+def is_public(address: IPAddress) -> bool:
     return all(_is_public_one(a) for a in _embedded(address))
 
 
-def _allowed(address, rules):
-    networks = [rule.value for rule in rules if rule.kind == "network"]
+def _allowed(address: IPAddress, rules: list[Rule]) -> bool:
+    networks = [rule.value for rule in rules if not isinstance(rule.value, str)]
     return all(_is_public_one(a) or any(a in network for network in networks if network.version == a.version)
                for a in _embedded(address))
 
 
-def resolve(host, port):
+def resolve(host: str, port: int) -> list[IPAddress]:
     """The addresses `host` names: itself when it is an IP literal, else every DNS answer."""
     bare = host.strip("[]").split("%")[0]
     try:
@@ -207,7 +210,7 @@ def resolve(host, port):
         raise OutboundRefused(unresolved_sentence(host)) from None
     addresses = []
     for *_, sockaddr in answers:
-        address = ipaddress.ip_address(sockaddr[0].split("%")[0])
+        address = ipaddress.ip_address(str(sockaddr[0]).split("%")[0])
         if address not in addresses:
             addresses.append(address)
     if not addresses:
@@ -215,7 +218,7 @@ def resolve(host, port):
     return addresses
 
 
-def check_destination(host, port, client_declared=False):
+def check_destination(host: str, port: int, client_declared: bool = False) -> list[str]:
     """The addresses the host may connect to for `host`:`port`, the one to use first; raises
     OutboundRefused (its `sentence` naming the destination) when any of them is not allowed.
     `client_declared`: a client named it, so only entries naming this port admit a private address."""
@@ -231,7 +234,7 @@ def check_destination(host, port, client_declared=False):
     return [str(a) for a in addresses]
 
 
-def _pinned(request, address):
+def _pinned(request: httpx.Request, address: str) -> httpx.Request:
     """`request` sent to `address`, still naming its host for HTTP and TLS."""
     host = request.url.host
     if host.strip("[]") == address:
@@ -243,18 +246,18 @@ def _pinned(request, address):
                          stream=request.stream, extensions=extensions)
 
 
-def _port(url):
+def _port(url: httpx.URL) -> int:
     return url.port or (443 if url.scheme == "https" else 80)
 
 
 class OutboundTransport(httpx.HTTPTransport):
     """A sync httpx transport that refuses what check_destination refuses."""
 
-    def __init__(self, *args, client_declared=False, **kwargs):
+    def __init__(self, *args: Any, client_declared: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.client_declared = client_declared
 
-    def handle_request(self, request):
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
         try:
             address = check_destination(request.url.host, _port(request.url), self.client_declared)[0]
         except OutboundRefused as refused:
@@ -265,7 +268,7 @@ class OutboundTransport(httpx.HTTPTransport):
 class AsyncOutboundTransport(httpx.AsyncHTTPTransport):
     """The async one; the check (DNS and a rarely read allow-list) runs off the event loop."""
 
-    def __init__(self, *args, client_declared=False, **kwargs):
+    def __init__(self, *args: Any, client_declared: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.client_declared = client_declared
 
@@ -280,7 +283,7 @@ class AsyncOutboundTransport(httpx.AsyncHTTPTransport):
         return await super().handle_async_request(_pinned(request, address))
 
 
-async def acheck_url(url, client_declared=False):
+async def acheck_url(url: str, client_declared: bool = False) -> list[str]:
     """check_destination for a URL, from async code."""
     from channels.db import database_sync_to_async
 

@@ -19,6 +19,7 @@ import ssl
 import threading
 import uuid
 from pathlib import Path
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
@@ -32,12 +33,12 @@ HEAD_LIMIT = 16 * 1024
 CONNECT_TIMEOUT_SECONDS = 10
 
 
-def refusal_sentence(host, port):
+def refusal_sentence(host: str, port: int) -> str:
     return (f"This sandbox may not connect to {host_and_port(host, port)}: it is not one of the destinations its "
             "session was given.")
 
 
-def own_path_sentence(host, port, path):
+def own_path_sentence(host: str, port: int, path: str) -> str:
     return f"This sandbox may reach only {path} on {host_and_port(host, port)}: the session's tools endpoint."
 
 
@@ -54,25 +55,25 @@ class StandIn(NamedTuple):
 
     alias: str
     url: str
-    headers: tuple = ()  # (name, value) pairs
+    headers: tuple[tuple[str, str], ...] = ()  # (name, value) pairs
     declared: bool = False  # a server a client declared (the outbound rule is stricter for it)
 
     @property
-    def host(self):
+    def host(self) -> str:
         return f"{self.alias}.{STAND_IN_DOMAIN}"
 
-    def inside(self, url):
+    def inside(self, url: str) -> str:
         """`url` (an address of this endpoint) as the sandbox is to use it: without its query,
         which the proxy adds back (a query may hold a key too)."""
         parts = urlsplit(url)
         return parts._replace(scheme="http", netloc=self.host, query="").geturl()
 
     @property
-    def target(self):
+    def target(self) -> tuple[str, str, int]:
         parts = urlsplit(self.url)
-        return parts.scheme, parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+        return parts.scheme, parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
 
-    def request_head(self, head):
+    def request_head(self, head: bytes) -> bytes:
         """The origin-form head to send on: its Host the endpoint's, `headers` set in place of the
         sandbox's, one request per connection."""
         request_line, _, rest = head.partition(b"\r\n")
@@ -95,16 +96,18 @@ class Destinations:
     would reach all of the host's server). `allowed`: the others, (host, port) or (host, port,
     True) for a server a client declared; each must also pass the outbound rule (`sandbox.outbound`)."""
 
-    def __init__(self, allowed, own=(), check=check_destination, stand_ins=()):
+    def __init__(self, allowed: Iterable[tuple], own: Iterable[tuple] = (),
+                 check: Callable[[str, int, bool], list[str]] = check_destination,
+                 stand_ins: Iterable[StandIn] = ()) -> None:
         self.stand_ins = {stand_in.host: stand_in for stand_in in stand_ins}
-        self.allowed = {}  # (host, port) -> whether only a client declared it
+        self.allowed: dict[tuple[str, int], bool] = {}  # (host, port) -> whether only a client declared it
         for host, port, *declared in (*allowed, *((*s.target[1:], s.declared) for s in stand_ins)):
             key = (host.lower(), int(port))
             self.allowed[key] = self.allowed.get(key, True) and bool(declared and declared[0])
         self.own = {(host.lower(), int(port)): path[0] if path else None for host, port, *path in own}
         self.check = check
 
-    def resolve(self, host, port, path=None):
+    def resolve(self, host: str, port: int, path: str | None = None) -> tuple[str | None, str | None]:
         """(refusal sentence, None) or (None, the address to connect to): the checked one, so a
         name cannot resolve elsewhere between the check and the connection. `path`: an
         absolute-form request's (None for CONNECT)."""
@@ -125,7 +128,7 @@ class Destinations:
             return f"This sandbox may not connect to {host}:{port} now: the host could not check it.", None
 
 
-def split_host_port(authority, default_port):
+def split_host_port(authority: str, default_port: int) -> tuple[str, int]:
     if authority.startswith("["):  # [v6]:port
         host, _, rest = authority[1:].partition("]")
         port = rest[1:] if rest.startswith(":") else ""
@@ -136,7 +139,7 @@ def split_host_port(authority, default_port):
     return host, int(port) if port.isdigit() else default_port
 
 
-def parse_head(head):
+def parse_head(head: bytes) -> tuple[str, str, int, str | None, bytes | None]:
     """(method, host, port, path, the head to send on) of a proxy request head; path and head
     are None for CONNECT."""
     request_line, _, rest = head.partition(b"\r\n")
@@ -157,7 +160,7 @@ def parse_head(head):
     return method, host, port, f"/{path}", forwarded
 
 
-async def pump(reader, writer):
+async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         while chunk := await reader.read(65536):
             writer.write(chunk)
@@ -168,7 +171,7 @@ async def pump(reader, writer):
         writer.close()
 
 
-async def refuse(writer, sentence, status="403 Forbidden"):
+async def refuse(writer: asyncio.StreamWriter, sentence: str, status: str = "403 Forbidden") -> None:
     body = sentence.encode()
     writer.write(f"HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
                  "Connection: close\r\n\r\n".encode() + body)
@@ -176,7 +179,7 @@ async def refuse(writer, sentence, status="403 Forbidden"):
     writer.close()
 
 
-async def serve_one(destinations, reader, writer):
+async def serve_one(destinations: Destinations, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
@@ -217,7 +220,7 @@ async def serve_one(destinations, reader, writer):
     await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
 
 
-def listening_unix_socket(path):
+def listening_unix_socket(path: str) -> socket.socket:
     """A Unix socket bound at `path` however deep its folder: a socket's address holds 108 bytes,
     so it is bound through /proc/self/fd/<the folder>, which names the same folder briefly."""
     folder = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY)
@@ -244,20 +247,20 @@ class Launch(NamedTuple):
 class ProxyLoop:
     """One event loop thread per process serving every sandbox proxy of the process."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.loop = None
-        self.servers = {}  # socket path -> (asyncio server, Destinations)
-        self.lifelines = {}  # a launch's socket path -> its lifeline's read descriptor
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.servers: dict[str, tuple[asyncio.Server, Destinations]] = {}  # socket path -> (server, Destinations)
+        self.lifelines: dict[str, int] = {}  # a launch's socket path -> its lifeline's read descriptor
 
-    def _loop(self):
+    def _loop(self) -> asyncio.AbstractEventLoop:
         with self.lock:
             if self.loop is None:
                 self.loop = asyncio.new_event_loop()
                 threading.Thread(target=self.loop.run_forever, name="sandbox-proxy", daemon=True).start()
             return self.loop
 
-    def serve(self, path, destinations):
+    def serve(self, path: str | Path, destinations: Destinations) -> None:
         """Serve `destinations` on the Unix socket `path` (replacing what it served before)."""
         path = str(path)
         loop = self._loop()
@@ -266,7 +269,7 @@ class ProxyLoop:
             existing[1].__dict__.update(destinations.__dict__)
             return
 
-        async def start():
+        async def start() -> asyncio.Server:
             if os.path.exists(path):
                 os.unlink(path)
             server = await asyncio.start_unix_server(lambda r, w: serve_one(destinations, r, w),
@@ -277,7 +280,7 @@ class ProxyLoop:
         server = asyncio.run_coroutine_threadsafe(start(), loop).result(10)
         self.servers[path] = (server, destinations)
 
-    def serve_launch(self, folder, destinations):
+    def serve_launch(self, folder: str | Path, destinations: Destinations) -> Launch:
         """A Launch: `destinations` served on a socket of its own, in a new folder under `folder`
         (which no sandbox sees), until its lifeline's last holder exits or stop_under(folder)."""
         launch = Path(folder) / uuid.uuid4().hex
@@ -294,10 +297,11 @@ class ProxyLoop:
             os.close(fd)
             raise
         self.lifelines[str(socket_path)] = fd
-        self.loop.call_soon_threadsafe(self.loop.add_reader, fd, self._lifeline_read, fd, str(socket_path))
+        loop = self._loop()
+        loop.call_soon_threadsafe(loop.add_reader, fd, self._lifeline_read, fd, str(socket_path))
         return Launch(socket_path, lifeline)
 
-    def _lifeline_read(self, fd, path):
+    def _lifeline_read(self, fd: int, path: str) -> None:
         try:
             ended = not os.read(fd, 4096)  # what a sandbox process writes into it means nothing
         except BlockingIOError:
@@ -305,24 +309,25 @@ class ProxyLoop:
         if ended:
             self.stop(path)
 
-    def stop(self, path):
+    def stop(self, path: str | Path) -> None:
         path = str(path)
         entry = self.servers.pop(path, None)
         fd = self.lifelines.pop(path, None)
-        if self.loop is None:
+        loop = self.loop
+        if loop is None:
             return
 
-        def close():
+        def close() -> None:
             if entry is not None:
                 entry[0].close()
             if fd is not None:
-                self.loop.remove_reader(fd)
+                loop.remove_reader(fd)
                 os.close(fd)
                 shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
-        self.loop.call_soon_threadsafe(close)
+        loop.call_soon_threadsafe(close)
 
-    def stop_under(self, folder):
+    def stop_under(self, folder: str | Path) -> None:
         """Stop every socket served under `folder` (a sandbox's, when it ends)."""
         prefix = os.path.join(str(folder), "")
         for path in [path for path in list(self.servers) if path.startswith(prefix)]:

@@ -5,6 +5,7 @@ An entry is a CIDR or a host name, optionally with a port: `10.0.0.0/8`, `mcp.in
 port is bracketed). Without a port it allows every port of that destination, except the host's
 own services, which no entry allows (sandbox/outbound.py)."""
 import ipaddress
+from ipaddress import IPv4Network, IPv6Network
 from typing import NamedTuple
 
 SHAPE = "a host name or a CIDR such as 127.0.0.1/32, with an optional port (127.0.0.1/32:8443)"
@@ -16,18 +17,19 @@ HELP = ("A host name (mcp.internal) or a CIDR (10.0.0.0/8, 127.0.0.1/32), with a
 
 class Rule(NamedTuple):
     kind: str  # "network" or "name"
-    value: object  # an ip_network, or a lower-case host name
+    value: IPv4Network | IPv6Network | str  # an ip_network, or a lower-case host name
     port: int | None  # None: every port
 
 
-def _host_and_port(text):
+def _host_and_port(text: str) -> tuple[str, str | None]:
     if text.startswith("["):
         host, _, rest = text[1:].partition("]")
         if rest and not rest.startswith(":"):
             raise ValueError(f"{text} is not {SHAPE}.")
         return host, rest[1:] if rest else None
     if text.count(":") == 1:  # more than one colon is an IPv6 address without a port
-        return tuple(text.split(":"))
+        host, port = text.split(":")
+        return host, port
     return text, None
 
 
@@ -36,7 +38,7 @@ def parse_rule(text: str) -> Rule:
     allow every address: the list makes exceptions to the private-address refusal, not its end."""
     text = text.strip()
     rule = _parsed(text)
-    if rule.kind == "network" and rule.value.prefixlen == 0:
+    if isinstance(rule.value, IPv4Network | IPv6Network) and rule.value.prefixlen == 0:
         raise ValueError(f"{text} would allow every address, private ones included; "
                          "name the networks the host may reach (10.0.0.0/8, 127.0.0.1/32).")
     return rule
@@ -45,11 +47,12 @@ def parse_rule(text: str) -> Rule:
 def _parsed(text: str) -> Rule:
     if not text:
         raise ValueError(f"An allow-list entry is {SHAPE}.")
-    host, port = _host_and_port(text)
-    if port is not None:
-        if not (port.isdigit() and 1 <= int(port) <= 65535):
+    host, written_port = _host_and_port(text)
+    port = None
+    if written_port is not None:
+        if not (written_port.isdigit() and 1 <= int(written_port) <= 65535):
             raise ValueError(f"{text}: the port after the colon must be a number from 1 to 65535.")
-        port = int(port)
+        port = int(written_port)
     try:
         return Rule("network", ipaddress.ip_network(host, strict=False), port)
     except ValueError:

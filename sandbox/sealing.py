@@ -8,12 +8,14 @@ opening, for rotation); embedded hosts without it use a key file made under the 
 import base64
 import os
 from functools import lru_cache
+from typing import Any, TypeGuard, TypeVar
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 
 PREFIX = "ahp-sealed:"
 KEY_FILE_NAME = "secrets.key"
+T = TypeVar("T")
 
 
 class SecretUnreadable(ValueError):
@@ -27,7 +29,7 @@ WRONG_KEY = ("Refusing to start: this node's AHP_SECRETS_KEY cannot open the sec
 KEY_CHECK_TEXT = "the host's secrets key"
 
 
-def _key_file():
+def _key_file() -> bytes:
     path = os.path.join(str(settings.VAR_DIR), KEY_FILE_NAME)
     try:
         # O_EXCL: of several workers starting at once, exactly one writes the key.
@@ -42,7 +44,7 @@ def _key_file():
 
 
 @lru_cache(maxsize=4)
-def _box(configured):
+def _box(configured: str) -> MultiFernet:
     keys = [k.strip().encode() for k in configured.split(",") if k.strip()] or [_key_file()]
     for key in keys:
         if len(base64.urlsafe_b64decode(key + b"=" * (-len(key) % 4))) != 32:
@@ -50,20 +52,20 @@ def _box(configured):
     return MultiFernet([Fernet(key) for key in keys])
 
 
-def box():
+def box() -> MultiFernet:
     return _box(settings.AHP_SECRETS_KEY or "")
 
 
-def is_sealed(value):
+def is_sealed(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and value.startswith(PREFIX)
 
 
-def seal(text):
+def seal(text: str) -> str:
     """Always seals, even text that looks sealed: what a tenant sends is never taken as ciphertext."""
     return PREFIX + box().encrypt(text.encode()).decode()
 
 
-def unseal(value):
+def unseal(value: T) -> T | str:
     """The plaintext of a sealed value; other values (a client's own, rows from before sealing)
     pass as they are."""
     if not is_sealed(value):
@@ -95,7 +97,7 @@ def key_refusal() -> str | None:
 SEALED_KEYS = ("env", "headers")  # where an MCP server entry keeps its secrets
 
 
-def sealed_entries(servers):
+def sealed_entries(servers: T) -> T | dict[str, Any]:
     """`servers` ({name: entry}) with every not yet sealed env and headers value sealed."""
     if not isinstance(servers, dict):
         return servers

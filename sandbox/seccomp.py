@@ -24,11 +24,11 @@ LD_W_ABS, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
 ALLOW = 0x7FFF0000
 
 
-def errno_return(code):
+def errno_return(code: int) -> int:
     return 0x00050000 | code
 
 
-def program():
+def program() -> list[tuple[int, int, int, int]]:
     """The filter's instructions: (code, jump if true, jump if false, k)."""
     arch, unshare, clone, clone3 = ABI[platform.machine()]
     return [
@@ -49,7 +49,7 @@ def program():
     ]
 
 
-def filter_file():
+def filter_file() -> Path | None:
     """The compiled filter's path (made on first use), or None on a machine it has no ABI for."""
     if platform.machine() not in ABI:
         return None

@@ -5,6 +5,7 @@ resolved by spelling) and must be reached through no link, so no spelling of it 
 import errno
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from django.conf import settings
@@ -12,25 +13,28 @@ from django.conf import settings
 from . import identity
 from .beneath import open_beneath, open_root
 
+if TYPE_CHECKING:
+    from grants.models import Tenant
+
 
 class OutsideWorkspace(ValueError):
-    def __init__(self, sentence):
+    def __init__(self, sentence: str) -> None:
         super().__init__(sentence)
         self.sentence = sentence
 
 
-def outside_sentence(shown):
+def outside_sentence(shown: str) -> str:
     return f"{shown} is outside this tenant's workspace root."
 
 
 MISPLACED_ROOT = "This tenant's workspace root is not inside the host's workspace root; an operator must set it."
 
 
-def host_root():
+def host_root() -> Path:
     return Path(os.path.realpath(settings.AHP_WORKSPACE_ROOT))
 
 
-def root_problem(configured):
+def root_problem(configured: str) -> str | None:
     """Why `configured` cannot be a tenant's workspace root, or None."""
     root = Path(os.path.realpath(configured)) if os.path.isabs(configured) else None
     if root is None or root == host_root() or not is_within(root, host_root()):
@@ -38,7 +42,7 @@ def root_problem(configured):
     return None
 
 
-def tenant_root(tenant):
+def tenant_root(tenant: "Tenant") -> Path:
     """The tenant's root, real path; refused when an operator set it outside the host root."""
     configured = getattr(tenant, "workspace_root", "") or os.path.join(settings.AHP_WORKSPACE_ROOT, tenant.slug)
     if root_problem(configured):
@@ -46,7 +50,7 @@ def tenant_root(tenant):
     return Path(os.path.realpath(configured))
 
 
-def relative_to_host_root(path):
+def relative_to_host_root(path: str) -> str:
     """`path` (absolute, no `..`) relative to the host's workspace root, spelled by its real path
     or as the operator configured it; a path outside answers one that leads out, which opening
     beneath the root refuses."""
@@ -57,10 +61,10 @@ def relative_to_host_root(path):
     return os.path.relpath(path, host_root())
 
 
-PREPARED = set()  # (tenant id, root) of the roots this process has prepared
+PREPARED: set[tuple[int, Path]] = set()  # (tenant id, root) of the roots this process has prepared
 
 
-def prepared_root(tenant):
+def prepared_root(tenant: "Tenant") -> Path:
     """The tenant's root (real path), made if missing, where its sessions may work: the host's
     root lets every sandbox user pass (not list), the tenant's belongs to its group (setgid, so
     what any of its sessions makes there stays the group's) and is closed to everyone else.
@@ -92,11 +96,11 @@ def prepared_root(tenant):
     return root
 
 
-def is_within(path, root):
+def is_within(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def folder_path(directory):
+def folder_path(directory: str) -> str | None:
     """The local path a working directory names: a `file:` URI (percent-decoded) or an absolute
     path; None for anything else (another scheme, a relative path)."""
     if "://" in directory or directory.startswith("file:"):
@@ -107,7 +111,7 @@ def folder_path(directory):
     return directory if os.path.isabs(directory) else None
 
 
-def checked_folder(tenant, directory):
+def checked_folder(tenant: "Tenant", directory: str) -> Path:
     """`directory` as a normalised path in the tenant's workspace root, reached through no link
     as far as it exists; raises OutsideWorkspace with the sentence otherwise. Whoever then uses
     the folder opens it beneath the root through no link again (beneath.py): a link made after
@@ -123,12 +127,12 @@ def checked_folder(tenant, directory):
     undecoded = directory.removeprefix("file://")
     spellings = [path, undecoded] if os.path.isabs(undecoded) else [path]
     found = [in_root(Path(os.path.normpath(spelling)), root, configured) for spelling in spellings]
-    if None in found or link_on_the_way(found[0]):
+    if found[0] is None or None in found or link_on_the_way(found[0]):
         raise OutsideWorkspace(outside_sentence(shown))
     return found[0]
 
 
-def in_root(path, root, configured):
+def in_root(path: Path, root: Path, configured: Path) -> Path | None:
     """`path` spelled under the root's real path, or None when it lies in neither spelling of it."""
     for base in (root, configured):
         if is_within(path, base):
@@ -136,7 +140,7 @@ def in_root(path, root, configured):
     return None
 
 
-def is_folder(path):
+def is_folder(path: str | Path) -> bool:
     """Whether `path` (a tenant's) is a folder reached through no link."""
     root = open_root(str(host_root()))
     try:
@@ -148,7 +152,7 @@ def is_folder(path):
         os.close(root)
 
 
-def link_on_the_way(path):
+def link_on_the_way(path: Path) -> bool:
     """Whether the part of `path` that exists is reached through a link (or leads out)."""
     try:
         root = open_root(str(host_root()))
@@ -165,7 +169,7 @@ def link_on_the_way(path):
     return False
 
 
-def checked_worktree_home(tenant, directory):
+def checked_worktree_home(tenant: "Tenant", directory: str) -> Path:
     """`<folder>.worktrees`, where isolation cuts worktrees of `directory`: it must end inside
     the root too (a worktree of the root itself would land beside it)."""
     folder = checked_folder(tenant, directory)
