@@ -39,353 +39,22 @@ Run: `.venv/bin/python -m bench.load` (a small configuration) or
 """
 import argparse
 import asyncio
-import contextlib
-import itertools
-import json
 import os
-import random
-import resource
-import subprocess
 import sys
 import time
-import uuid
-from collections import Counter
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-from websockets.asyncio.client import connect
-from websockets.exceptions import ConnectionClosed
+from .load_clients import KINDS, Agent, Connection, Stats, opened, percentile, watch
+from .servers import descendants, free_port, host_install, serving, tree_rss_kib
+from .stores import DEFAULT_DATABASE, DEFAULT_REDIS, environment, fresh_database, more_tokens, own_redis_db
+from .usage import Usage
 
-from .servers import ROOT, descendants, free_port, host_install, serving, tree_rss_kib
-
-DEFAULT_DATABASE = "postgres://postgres@127.0.0.1:5432/postgres"
-DEFAULT_REDIS = "redis://127.0.0.1:6379/15"
-REDIS_CLAIM_KEY = "ahp-bench-load-claim"
-HOST_CALLS = ("list_sessions", "get_current_session", "list_artifacts_and_references")
-PING = {"name": "ping", "description": "Answers pong.", "inputSchema": {"type": "object", "properties": {}}}
-KINDS = ("host tool", "client tool", "listSessions (socket)")
 # What a serving process logs when a channel layer message was lost.
 LAYER_LOSSES = ("Could not deliver", "The channel layer's receive loop failed", "The channel layer failed",
                 "over capacity")
-REQUEST_TIMEOUT, TURN_TIMEOUT, OPENING_AT_ONCE = 60, 120, 50
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-# Where it runs ---------------------------------------------------------------------------------
-
-@contextlib.contextmanager
-def fresh_database(server_url):
-    """A new, empty PostgreSQL database on `server_url`'s server; dropped afterwards."""
-    import psycopg
-
-    parts = urlsplit(server_url)
-    if not parts.scheme.startswith("postgres"):
-        raise SystemExit(f"bench.load needs PostgreSQL; DATABASE_URL is {parts.scheme}")
-    name = f"ahp_load_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield urlunsplit(parts._replace(path=f"/{name}"))
-    finally:
-        with psycopg.connect(server_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@contextlib.contextmanager
-def own_redis_db(url):
-    """The Redis db `url` names, which must be empty (a run never shares one, nor empties one
-    another run is using), claimed with a key; emptied afterwards."""
-    import redis
-
-    client = redis.Redis.from_url(url)
-    if client.dbsize() != 0 or not client.set(REDIS_CLAIM_KEY, os.getpid(), nx=True):
-        client.close()
-        raise SystemExit(f"bench.load runs on an empty Redis db of its own; {url} holds keys "
-                         "(name another db number in REDIS_URL)")
-    try:
-        yield url
-    finally:
-        client.flushdb()
-        client.close()
-
-
-@contextlib.contextmanager
-def environment(**values):
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-def seed_tenants(count):
-    """In a child process on the install: tenants load-1..count-1, a member and a token each."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ahp.settings")
-    import django
-
-    django.setup()
-    from django.contrib.auth import get_user_model
-
-    from grants.actions import do_add_member, do_create_tenant, do_mint_token
-
-    tokens = []
-    for i in range(1, count):
-        tenant = do_create_tenant(f"load-{i}")
-        do_add_member(tenant, f"loader-{i}", "member")
-        tokens.append(do_mint_token(tenant, get_user_model().objects.get(username=f"loader-{i}"), "load")[1])
-    print(json.dumps(tokens))
-
-
-def more_tokens(env, tenants):
-    out = subprocess.run([sys.executable, "-c", f"from bench.load import seed_tenants; seed_tenants({tenants})"],
-                         env=env, cwd=ROOT, capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-# What the machine did --------------------------------------------------------------------------
-
-def cpu_ticks():
-    """CPU ticks used so far by every process: pid -> (ticks, name)."""
-    used = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        name = cmdline or stat[stat.index("(") + 1:stat.rindex(")")]
-        used[int(entry.name)] = (int(fields[11]) + int(fields[12]), name)
-    return used
-
-
-def machine_busy():
-    """(busy, total) ticks of all cores so far."""
-    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    idle = values[3] + values[4]
-    return sum(values) - idle, sum(values)
-
-
-class Usage:
-    """CPU of each process and of the machine between `start` and `stop`."""
-
-    def start(self):
-        self.began, self.procs, self.machine = time.monotonic(), cpu_ticks(), machine_busy()
-        self.client = resource.getrusage(resource.RUSAGE_SELF)
-
-    def stop(self):
-        self.elapsed = elapsed = time.monotonic() - self.began
-        after, machine = cpu_ticks(), machine_busy()
-        self.percent = {pid: (100 * (ticks - self.procs.get(pid, (0,))[0]) / CLOCK_TICKS / elapsed, name)
-                        for pid, (ticks, name) in after.items()}
-        busy, total = (b - a for a, b in zip(self.machine, machine))
-        self.machine_percent = 100 * busy / total if total else 0
-        client = resource.getrusage(resource.RUSAGE_SELF)
-        self.client_percent = 100 * ((client.ru_utime - self.client.ru_utime) +
-                                     (client.ru_stime - self.client.ru_stime)) / elapsed
-
-
-# The clients -------------------------------------------------------------------------------------
-
-class Stats:
-    def __init__(self):
-        self.latency = {kind: [] for kind in KINDS}
-        self.errors = Counter()
-        self.turn_seconds = []
-        self.samples = []
-        self.window = (float("inf"), float("inf"))
-
-    def error(self, kind, detail):
-        self.errors[kind] += 1
-        if len(self.samples) < 8:
-            self.samples.append(f"{kind}: {str(detail)[:160]}")
-
-    def record(self, kind, seconds, at):
-        if self.window[0] <= at <= self.window[1]:
-            self.latency[kind].append(seconds)
-
-
-class Connection:
-    """One client socket: answers matched to requests, actions handed to `on_action`."""
-
-    def __init__(self, ws, stats, on_action):
-        self.ws, self.stats, self.on_action = ws, stats, on_action
-        self.pending, self.ids, self.seqs = {}, itertools.count(1), itertools.count(1)
-        self.closing = False
-        self.reader = asyncio.create_task(self.read())
-
-    @classmethod
-    async def open(cls, url, client_id, stats, on_action=None):
-        ws = await connect(url, max_size=None, open_timeout=REQUEST_TIMEOUT)
-        connection = cls(ws, stats, on_action)
-        await connection.call("initialize", {"channel": "ahp-root://", "protocolVersions": ["1.0.0"],
-                                             "clientId": client_id})
-        return connection
-
-    async def read(self):
-        try:
-            async for raw in self.ws:
-                frame = json.loads(raw)
-                if "error" in frame:
-                    self.stats.error("JSON-RPC error", frame["error"].get("message"))
-                if "method" not in frame:
-                    future = self.pending.pop(frame.get("id"), None)
-                    if future is not None and not future.done():
-                        future.set_result(frame)
-                elif frame["method"] == "action":
-                    envelope = frame["params"]
-                    if "rejectionReason" in envelope:
-                        self.stats.error("rejected action", envelope["rejectionReason"])
-                    if self.on_action is not None:
-                        await self.on_action(envelope)
-        except ConnectionClosed as closed:
-            if not self.closing:
-                self.stats.error("socket error", f"closed: {closed}")
-        except OSError as exc:
-            self.stats.error("socket error", repr(exc))
-        finally:
-            for future in self.pending.values():
-                if not future.done():
-                    future.set_exception(ConnectionError("the socket closed"))
-
-    async def call(self, method, params):
-        request_id = next(self.ids)
-        future = asyncio.get_running_loop().create_future()
-        self.pending[request_id] = future
-        await self.ws.send(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}))
-        try:
-            frame = await asyncio.wait_for(future, REQUEST_TIMEOUT)
-        except TimeoutError:
-            self.pending.pop(request_id, None)
-            self.stats.error("request timed out", method)
-            return None
-        return frame.get("result")
-
-    async def dispatch(self, channel, action):
-        await self.ws.send(json.dumps({"jsonrpc": "2.0", "method": "dispatchAction", "params": {
-            "channel": channel, "clientSeq": next(self.seqs), "action": action}}))
-
-    async def close(self):
-        self.closing = True
-        await self.ws.close()
-        await self.reader
-
-
-class Agent:
-    """A session whose driver starts turns and whose tool client answers its ping calls."""
-
-    def __init__(self, index, driver_url, tools_url, stats, calls_per_turn):
-        self.index, self.stats = index, stats
-        self.driver_url, self.tools_url = driver_url, tools_url
-        self.client_id = f"tools{index}"
-        lines = []
-        for i in range(calls_per_turn):
-            host = HOST_CALLS[(index + i // 2) % len(HOST_CALLS)]
-            lines.append(f"/call {host} {{}}" if i % 2 == 0 else f"/call {self.client_id}__ping {{}}")
-        self.text = "\n".join(lines)
-        self.kinds, self.turn_id, self.turn_done, self.last_event = {}, None, None, 0.0
-        self.heard = set()  # serverSeq of every action the driver got on its chat
-        self.announced = asyncio.get_running_loop().create_future()
-        self.session = f"ahp-session:/{uuid.uuid4()}"
-        self.driver = self.tools = None
-
-    async def open(self):
-        self.driver = await Connection.open(self.driver_url, f"driver{self.index}", self.stats, self.on_driver_action)
-        self.tools = await Connection.open(self.tools_url, self.client_id, self.stats, self.on_tool_action)
-        await self.driver.call("createSession", {"channel": self.session, "provider": "echo"})
-        snapshot = await self.driver.call("subscribe", {"channel": self.session})
-        self.chat = snapshot["snapshot"]["state"]["defaultChat"]
-        self.chat_from = (await self.driver.call("subscribe", {"channel": self.chat}))["snapshot"]["fromSeq"]
-        await self.tools.call("subscribe", {"channel": self.session})
-        await self.tools.call("subscribe", {"channel": self.chat})
-        await self.tools.dispatch(self.session, {"type": "session/activeClientSet", "activeClient": {
-            "clientId": self.client_id, "tools": [PING]}})
-        await asyncio.wait_for(self.announced, REQUEST_TIMEOUT)
-
-    async def on_tool_action(self, envelope):
-        action = envelope["action"]
-        if action["type"] == "session/activeClientSet" and (envelope.get("origin") or {}).get("clientId") == self.client_id:
-            if not self.announced.done():
-                self.announced.set_result(None)
-        elif action["type"] == "chat/toolCallReady" and (action.get("contributor") or {}).get("clientId") == self.client_id:
-            await self.tools.dispatch(self.chat, {
-                "type": "chat/toolCallComplete", "turnId": action["turnId"], "toolCallId": action["toolCallId"],
-                "result": {"success": True, "pastTenseMessage": "pinged", "content": [{"type": "text", "text": "pong"}]}})
-
-    async def on_driver_action(self, envelope):
-        action = envelope["action"]
-        kind = action["type"]
-        if envelope["channel"] == self.chat:
-            self.heard.add(envelope["serverSeq"])
-        if kind == "chat/toolCallStart":
-            self.kinds[action["toolCallId"]] = "client tool" if action.get("contributor") else "host tool"
-        elif kind == "chat/toolCallComplete":
-            now = time.perf_counter()
-            self.stats.record(self.kinds.pop(action["toolCallId"], "host tool"), now - self.last_event, time.monotonic())
-            self.last_event = now
-            if not action["result"].get("success"):
-                self.stats.error("failed call", (action["result"].get("error") or {}).get("message"))
-        elif kind in ("chat/turnComplete", "chat/error") and action.get("turnId") == self.turn_id:
-            if kind == "chat/error":
-                self.stats.error("chat/error", action.get("error"))
-            if not self.turn_done.done():
-                self.turn_done.set_result(None)
-
-    async def run(self, deadline, patience=0):
-        """Turns until `deadline`. A turn unfinished after TURN_TIMEOUT is an error; with
-        `patience` seconds more the agent waits on, to tell a slow turn (it ends meanwhile) from
-        a stuck one, and carries on after a slow one."""
-        while time.monotonic() < deadline:
-            self.turn_id = str(uuid.uuid4())
-            self.turn_done = asyncio.get_running_loop().create_future()
-            self.last_event = started = time.perf_counter()
-            await self.driver.dispatch(self.chat, {
-                "type": "chat/turnStarted", "turnId": self.turn_id, "startedAt": "2026-01-01T00:00:00.000Z",
-                "message": {"text": self.text, "origin": {"kind": "user"}}})
-            try:
-                await asyncio.wait_for(asyncio.shield(self.turn_done), TURN_TIMEOUT)
-            except TimeoutError:
-                try:
-                    await asyncio.wait_for(self.turn_done, patience)
-                except TimeoutError:
-                    self.stats.error("turn unfinished", f"{self.session} after {TURN_TIMEOUT + patience} s")
-                    return
-                self.stats.error("turn slow", f"{self.session} took {time.perf_counter() - started:.0f} s")
-            self.stats.turn_seconds.append(time.perf_counter() - started)
-
-
-async def watch(connection, chat, deadline, interval, stats):
-    await connection.call("subscribe", {"channel": chat})
-    await asyncio.sleep(random.uniform(0, interval))
-    while time.monotonic() < deadline:
-        started = time.perf_counter()
-        result = await connection.call("listSessions", {"channel": "ahp-root://", "limit": 50})
-        if result is not None:
-            stats.record(KINDS[2], time.perf_counter() - started, time.monotonic())
-        await asyncio.sleep(max(0.0, interval - (time.perf_counter() - started)))
-
-
-async def opened(coroutines, stats):
-    """Run the openings a bounded number at a time; a failed opening is an error, not a crash."""
-    gate = asyncio.Semaphore(OPENING_AT_ONCE)
-
-    async def one(coroutine):
-        async with gate:
-            try:
-                return await coroutine
-            except (OSError, ConnectionClosed, TimeoutError, TypeError) as exc:
-                stats.error("socket error", f"while opening: {exc!r}")
-                return None
-
-    return await asyncio.gather(*(one(c) for c in coroutines))
-
+# Running and reporting ---------------------------------------------------------------------------
 
 async def drive(urls, tenants, agents, connections, seconds, calls_per_turn, watch_interval, server):
     """Open everything, run for `seconds`, let turns in flight finish, close everything."""
@@ -430,13 +99,6 @@ async def drive(urls, tenants, agents, connections, seconds, calls_per_turn, wat
         await connection.close()
     return {"stats": stats, "setup": setup, "drained": drained, "usage": usage, "sockets": len(open_sockets),
             "rss": (rss_start, peak, rss_end), "seconds": seconds, "agents": ready}
-
-
-# Running and reporting ---------------------------------------------------------------------------
-
-def percentile(samples, p):
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * p))] if ordered else float("nan")
 
 
 def run_once(args, worker_count, database_base, redis_base):
@@ -513,6 +175,10 @@ def report(outcome, args):
     print("busiest other processes: " + "; ".join(f"{pct:.0f}% {name[:70]}" for pct, name in others))
 
 
+def p50_p99_ms(samples):
+    return f"{percentile(samples, 0.5) * 1e3:.0f}/{percentile(samples, 0.99) * 1e3:.0f}"
+
+
 def serving_processes(count):
     return "one daphne" if count == 1 else f"the front before {count} serving processes"
 
@@ -532,12 +198,9 @@ def summary(outcomes, args):
     for o in outcomes:
         lat = o["stats"].latency
         per_s = (len(lat["host tool"]) + len(lat["client tool"])) / args.seconds
-
-        def pair(kind):
-            return f"{percentile(lat[kind], 0.5) * 1e3:.0f}/{percentile(lat[kind], 0.99) * 1e3:.0f}"
-
-        print(f"{o['workers']:>7} {per_s:>8.1f} {per_s / o['workers']:>10.1f} {pair('host tool'):>17} "
-              f"{pair('client tool'):>19} {pair(KINDS[2]):>17} {sum(o['stats'].errors.values()):>6} "
+        host, client, listing = (p50_p99_ms(lat[kind]) for kind in KINDS)
+        print(f"{o['workers']:>7} {per_s:>8.1f} {per_s / o['workers']:>10.1f} {host:>17} "
+              f"{client:>19} {listing:>17} {sum(o['stats'].errors.values()):>6} "
               f"{o['layer_losses'] + o['missed'][0]:>7} {o['rss'][1] / 1024:>14.0f} "
               f"{server_cpu_per_call(o) * 1e3:>12.1f} {o['usage'].client_percent:>9.0f}%")
 

@@ -26,7 +26,7 @@ async def file_reads(one, two, uri):
     """(through node 1, through node 2): one read through each in turn, so both meet the same load."""
     samples = ([], [])
     for _ in range(READS):
-        for client, taken in zip((one, two), samples):
+        for client, taken in zip((one, two), samples, strict=True):
             start = time.perf_counter()
             await client.call("resourceRead", {"uri": uri})
             taken.append(time.perf_counter() - start)
@@ -49,7 +49,7 @@ async def keystroke(client, terminal, text):
 async def keystrokes(one, two, terminal):
     samples = ([], [])
     for i in range(KEYSTROKES):
-        for client, taken, name in zip((one, two), samples, ("same", "other")):
+        for client, taken, name in zip((one, two), samples, ("same", "other"), strict=True):
             taken.append(await keystroke(client, terminal, f"{name}-{i}."))
     return samples
 
@@ -60,14 +60,14 @@ async def measure(url_1, url_2, folder):
     await one.call("createSession", {"channel": session, "provider": "echo", "workingDirectories": [folder]})
     uri = f"{folder}/notes.txt"
     await file_reads(one, two, uri)  # warm-up: both nodes' database connections and layer subscriptions
-    figures = dict(zip(("file same", "file other"), await file_reads(one, two, uri)))
+    figures = dict(zip(("file same", "file other"), await file_reads(one, two, uri), strict=True))
     terminal = f"ahp-terminal:/{uuid.uuid4()}"
     await one.call("createTerminal", {"channel": terminal, "session": session})
     for client in (one, two):
         await client.call("subscribe", {"channel": terminal})
     await one.dispatch(terminal, {"type": "terminal/input", "data": "stty -echo; cat\n"})
     await asyncio.sleep(1)
-    figures.update(zip(("keys same", "keys other"), await keystrokes(one, two, terminal)))
+    figures.update(zip(("keys same", "keys other"), await keystrokes(one, two, terminal), strict=True))
     for client in (one, two):
         await client.ws.close()
     return figures

@@ -15,7 +15,7 @@ import os
 import sys
 import time
 
-from . import load
+from . import load_clients, stores
 from .servers import free_port, host_install, serving
 
 PING_EVERY = 0.05
@@ -27,7 +27,7 @@ async def pinger(connection, samples, stop):
         started = time.perf_counter()
         await connection.call("ping", {"channel": "ahp-root://"})  # answers null
         took = time.perf_counter() - started
-        if took < load.REQUEST_TIMEOUT:  # else it timed out, and counts as an error
+        if took < load_clients.REQUEST_TIMEOUT:  # else it timed out, and counts as an error
             samples.append(took)
         await asyncio.sleep(max(0.0, PING_EVERY - (time.perf_counter() - started)))
 
@@ -40,19 +40,19 @@ def measured_by(stats, agents):
 
 async def drive(urls, args):
     """urls: (the quiet tenant's, the noisy tenant's) socket URL per worker."""
-    setup = load.Stats()
-    quiet = [load.Agent(i, urls[i % len(urls)][0], urls[(i + 1) % len(urls)][0], setup, args.calls_per_turn)
+    setup = load_clients.Stats()
+    quiet = [load_clients.Agent(i, urls[i % len(urls)][0], urls[(i + 1) % len(urls)][0], setup, args.calls_per_turn)
              for i in range(args.quiet_agents)]
-    noisy = [load.Agent(args.quiet_agents + i, urls[i % len(urls)][1], urls[(i + 1) % len(urls)][1], setup,
+    noisy = [load_clients.Agent(args.quiet_agents + i, urls[i % len(urls)][1], urls[(i + 1) % len(urls)][1], setup,
                         args.calls_per_turn) for i in range(args.flood_agents)]
-    await load.opened((a.open() for a in quiet + noisy), setup)
-    pingers = [p for p in await load.opened(
-        (load.Connection.open(urls[i % len(urls)][0], f"pinger{i}", setup) for i in range(args.pingers)), setup)
+    await load_clients.opened((a.open() for a in quiet + noisy), setup)
+    pingers = [p for p in await load_clients.opened(
+        (load_clients.Connection.open(urls[i % len(urls)][0], f"pinger{i}", setup) for i in range(args.pingers)), setup)
         if p is not None]
     phases = {}
     for phase in PHASES:
-        stats, pings, stop = load.Stats(), [], asyncio.Event()
-        flood_stats = load.Stats()
+        stats, pings, stop = load_clients.Stats(), [], asyncio.Event()
+        flood_stats = load_clients.Stats()
         measured_by(stats, quiet)
         measured_by(flood_stats, noisy)
         start = time.monotonic()
@@ -83,10 +83,10 @@ def report(setup, phases, args, workers):
         stats, pings = outcome["stats"], outcome["pings"]
         calls = stats.latency["host tool"] + stats.latency["client tool"]
         flood = outcome["flood"].latency
-        figures[phase] = (load.percentile(pings, 0.99), load.percentile(calls, 0.99))
+        figures[phase] = (load_clients.percentile(pings, 0.99), load_clients.percentile(calls, 0.99))
         errors = sum(stats.errors.values()) + sum(outcome["flood"].errors.values())
-        print(f"{phase:<6} {len(pings):>6} {load.percentile(pings, 0.5) * 1e3:>7.1f}/{figures[phase][0] * 1e3:<8.1f} "
-              f"{len(calls):>11} {load.percentile(calls, 0.5) * 1e3:>7.1f}/{figures[phase][1] * 1e3:<8.1f} "
+        print(f"{phase:<6} {len(pings):>6} {load_clients.percentile(pings, 0.5) * 1e3:>7.1f}/{figures[phase][0] * 1e3:<8.1f} "
+              f"{len(calls):>11} {load_clients.percentile(calls, 0.5) * 1e3:>7.1f}/{figures[phase][1] * 1e3:<8.1f} "
               f"{(len(flood['host tool']) + len(flood['client tool'])) / args.seconds:>13.1f} {errors:>6}")
     for what, i in (("ping", 0), ("tool-call", 1)):
         print(f"quiet tenant's {what} p99 during the flood / alone: {figures['flood'][i] / figures['alone'][i]:.2f}x "
@@ -111,11 +111,11 @@ def parse(argv):
 
 def main(argv=()):
     args = parse(list(argv))
-    database_base = os.environ.get("DATABASE_URL") or load.DEFAULT_DATABASE
-    redis_base = os.environ.get("REDIS_URL") or load.DEFAULT_REDIS
-    with load.fresh_database(database_base) as database_url, load.own_redis_db(redis_base) as redis_url, \
-            load.environment(DATABASE_URL=database_url, REDIS_URL=redis_url), host_install() as (env, token):
-        tokens = [token] + load.more_tokens(env, 2)
+    database_base = os.environ.get("DATABASE_URL") or stores.DEFAULT_DATABASE
+    redis_base = os.environ.get("REDIS_URL") or stores.DEFAULT_REDIS
+    with stores.fresh_database(database_base) as database_url, stores.own_redis_db(redis_base) as redis_url, \
+            stores.environment(DATABASE_URL=database_url, REDIS_URL=redis_url), host_install() as (env, token):
+        tokens = [token] + stores.more_tokens(env, 2)
         with contextlib.ExitStack() as stack:
             ports = [free_port() for _ in range(args.workers)]
             for port in ports:

@@ -24,7 +24,7 @@ import sys
 import time
 import uuid
 
-from .load import DEFAULT_DATABASE, environment, fresh_database
+from .stores import DEFAULT_DATABASE, environment, fresh_database
 from .servers import ROOT, host_install
 
 BATCH = 5000

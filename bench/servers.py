@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,7 +26,7 @@ PORTS_PER_WORKER = 500
 FIRST_WORKER_PORT = 20000
 PORT_RANGES = (32768 - FIRST_WORKER_PORT) // PORTS_PER_WORKER
 _ports_taken = itertools.count()
-_range_held = []  # (first port, its lock file) once this worker holds a range
+_range_held: list[tuple[int, IO[str]]] = []  # (first port, its lock file) once this worker holds a range
 
 
 def worker_ports():

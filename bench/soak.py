@@ -19,10 +19,8 @@ import itertools
 import os
 import time
 
-from .load import (
-    DEFAULT_DATABASE, DEFAULT_REDIS, KINDS, TURN_TIMEOUT, Agent, Connection, Stats, environment, fresh_database,
-    more_tokens, opened, percentile, own_redis_db, watch,
-)
+from .load_clients import KINDS, TURN_TIMEOUT, Agent, Connection, Stats, opened, percentile, watch
+from .stores import DEFAULT_DATABASE, DEFAULT_REDIS, environment, fresh_database, more_tokens, own_redis_db
 from .servers import free_port, host_install, serving, tree_rss_kib
 
 # A turn still running after this long is stuck, not slow: its client calls would have timed out

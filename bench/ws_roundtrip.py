@@ -51,6 +51,7 @@ class Client:
         self.ws = ws
         self.client_id = client_id
         self.next_id = 0
+        self.client_seq = 0
 
     @classmethod
     async def open(cls, url, client_id):
@@ -69,10 +70,10 @@ class Client:
                     raise RuntimeError(f"{method} failed: {frame['error']['message']}")
                 return frame.get("result")
 
-    async def dispatch(self, channel, action, seq=[0]):
-        seq[0] += 1
+    async def dispatch(self, channel, action):
+        self.client_seq += 1
         await self.ws.send(json.dumps({"jsonrpc": "2.0", "method": "dispatchAction",
-                                       "params": {"channel": channel, "clientSeq": seq[0], "action": action}}))
+                                       "params": {"channel": channel, "clientSeq": self.client_seq, "action": action}}))
 
 
 async def client_tool_round_trips(url):
