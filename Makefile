@@ -1,4 +1,5 @@
 # The two commands a newcomer needs: `make run` starts the host, `make test` runs the suite.
+# `make lint` runs the fences CI runs before the suites: ruff and mypy (configured in pyproject.toml).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -15,7 +16,7 @@ COPILOT_CLI := @github/copilot@1.0.102
 # Claude Code 2.1 declares Node >= 22: npm installs the CLIs running on this Node, from the npm registry.
 HARNESS_NODE := node@22.23.3
 
-.PHONY: run test install bench harness
+.PHONY: run test install bench harness lint
 
 $(BIN)/.installed: pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -43,6 +44,10 @@ run: install
 
 test: install
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
+
+# Both run, so one report shows every finding; either failing fails the target.
+lint: $(BIN)/.installed
+	@status=0; $(BIN)/ruff check . || status=1; $(BIN)/mypy . || status=1; exit $$status
 
 bench: install
 	$(BIN)/python -m bench
