@@ -39,7 +39,7 @@ class FirstParts:
     """When each turn's first reply piece reached its chat (chat/responsePart committed)."""
 
     def __init__(self):
-        from tools_app.runtime import ChatToolbox
+        from tools_app.runtime.toolbox import ChatToolbox
 
         self.at, stream = {}, ChatToolbox.stream
 
@@ -62,7 +62,7 @@ def host_turns(provider, model, first_parts, turns=TURNS, prewarm=False):
     from sessions_app.actions import do_create_session, do_start_turn
     from sessions_app.models import Turn
     from tools_app.prewarm import prewarm_session
-    from tools_app.runtime import run_turn
+    from tools_app.runtime.turns import run_turn
 
     tenant = do_create_tenant(f"bench-{uuid.uuid4().hex[:6]}")
     do_add_member(tenant, f"bencher-{tenant.slug}", "member")

@@ -80,7 +80,7 @@ def measure(sizes):
     from grants.models import Principal, Tenant
     from sessions_app import actions, state
     from tools_app.catalog.loader import catalog_for_chat
-    from tools_app.runtime import ToolCallContext
+    from tools_app.runtime.context import ToolCallContext
 
     tenant = Tenant.objects.get(slug="bench")
     person = get_user_model().objects.get(username="bencher")

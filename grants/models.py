@@ -1,15 +1,13 @@
-import functools
 import hashlib
 import hmac
 import secrets
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, models
+from django.db import models
 from django.utils import timezone
 
-from kernel.rows import Columns, fetch_one, table, value_reader
-
+from . import queries
 from .algebra import holds
 
 BUILTIN_ROLES = {
@@ -144,11 +142,10 @@ class ApiToken(models.Model):
         if parts is None:
             return None
         key_id, secret = parts
-        columns, sql, read_grants = _token_reading()
-        found = fetch_one(columns, sql, [key_id])
+        found = queries.token_with_access(key_id)
         if found is None:
             return None
-        (row, tenant, person), (membership_id, role, grants) = found
+        row, tenant, person, membership_id, role, defined = found
         if not cls.secret_matches(row.secret_sha256, secret):
             return None
         if row.expires is not None and row.expires <= timezone.now():
@@ -159,7 +156,6 @@ class ApiToken(models.Model):
         if person is None:
             row._principal = Principal.root(tenant)
         else:
-            defined = None if grants is None else read_grants(grants)
             row._principal = Principal(tenant, person, grants_of_role(role, defined))
         row._principal.token_id = row.pk
         row.mark_used()
@@ -216,14 +212,11 @@ class Principal:
     def for_person(cls, tenant, person):
         """The person's role in the tenant and that role's grants, read in one statement (every
         host tool call reads them afresh, so a grant taken away holds from the next call)."""
-        sql, read_grants = _membership_reading()
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [tenant.pk, person.pk])
-            found = cursor.fetchone()
+        found = queries.role_with_grants(tenant.pk, person.pk)
         if found is None:
             return cls(tenant, person, ())
-        role, grants = found
-        return cls(tenant, person, grants_of_role(role, None if grants is None else read_grants(grants)))
+        role, defined = found
+        return cls(tenant, person, grants_of_role(role, defined))
 
     @classmethod
     def for_token(cls, token):
@@ -259,29 +252,3 @@ class Principal:
     def __repr__(self):
         return f"<Principal {self.name}@{self.tenant.slug}>"
 
-
-@functools.cache
-def _membership_reading():
-    """The statement `Principal.for_person` runs: the person's role in the tenant with the grants
-    of the tenant's role of that name, if any; (sql, grants reader)."""
-    sql = (f"SELECT m.role, r.grants FROM {table(Membership)} m "
-           f"LEFT JOIN {table(Role)} r ON r.tenant_id = m.tenant_id AND r.name = m.role "
-           "WHERE m.tenant_id = %s AND m.person_id = %s")
-    return sql, value_reader(Role._meta.get_field("grants"), "r")
-
-
-@functools.cache
-def _token_reading():
-    """The one statement `ApiToken.authenticate` runs: the token with its tenant, its person, the
-    person's membership and the tenant's role of that name, if any; (columns, sql, grants reader)."""
-    from django.contrib.auth import get_user_model
-
-    person_model = get_user_model()
-    columns = (Columns(ApiToken, "t"), Columns(Tenant, "n"), Columns(person_model, "u"))
-    sql = (f"SELECT {', '.join(c.sql for c in columns)}, m.id, m.role, r.grants "
-           f"FROM {table(ApiToken)} t JOIN {table(Tenant)} n ON n.id = t.tenant_id "
-           f"LEFT JOIN {table(person_model)} u ON u.id = t.person_id "
-           f"LEFT JOIN {table(Membership)} m ON m.tenant_id = t.tenant_id AND m.person_id = t.person_id "
-           f"LEFT JOIN {table(Role)} r ON r.tenant_id = t.tenant_id AND r.name = m.role "
-           "WHERE t.key_id = %s AND t.revoked IS NULL")
-    return columns, sql, value_reader(Role._meta.get_field("grants"), "r")

@@ -5,7 +5,7 @@ class DeletesThroughActions:
     """Mixed into a ModelAdmin whose rows end through a `do_*` (`delete_row`): a bulk delete
     then cannot skip what that function tells (open sockets, caches)."""
 
-    delete_related = ()  # select_related for a bulk delete, so delete_row's reads cost no query each
+    delete_related: tuple[str, ...] = ()  # select_related for a bulk delete, so delete_row's reads cost no query each
 
     def delete_row(self, obj):
         raise NotImplementedError

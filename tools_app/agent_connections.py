@@ -3,6 +3,8 @@
 wherever configuration is shown, and keep their stored value when `<set>` is sent back; they are
 opened only for the harness of a turn. The host's own keys (its environment) go only to the host's
 own endpoints: a tenant that names another endpoint brings its own key, or is refused."""
+from typing import Any
+
 from agents.harness import host_connection
 from kernel.refusals import Refused
 from sandbox.sealing import seal, unseal
@@ -11,7 +13,7 @@ from .credentials import MASK, is_http_url
 
 # provider id -> {field: allowed values (a tuple) or str}
 # permissions: whether a harness's request to run one of its built-ins asks the person or is approved.
-FIELDS = {
+FIELDS: dict[str, dict[str, Any]] = {
     "claude": {"baseUrl": str, "apiKey": str, "model": str, "permissions": ("ask", "approve-all")},
     "github-copilot": {"type": ("openai", "azure", "anthropic"), "baseUrl": str, "apiKey": str,
                        "wireApi": ("completions", "responses"), "model": str, "githubToken": str,

@@ -2,6 +2,8 @@ import logging
 
 from django.apps import AppConfig
 
+from .catalog.registry import ToolRegistry
+
 logger = logging.getLogger(__name__)
 
 
@@ -9,7 +11,7 @@ class ToolsAppConfig(AppConfig):
     name = "tools_app"
     verbose_name = "Tools"
 
-    def ready(self):
+    def ready(self) -> None:
         from celery.signals import worker_ready
 
         from .catalog.host_tools import REGISTRY, build_host_tools
@@ -22,6 +24,8 @@ class ToolsAppConfig(AppConfig):
         from .families.terminals import TERMINAL_TOOLS
         from .families.wakeups.tasks import fire_wakeups_at_start_in_background
         from .families.wakeups.tools import WAKEUP_TOOLS
+        from .runtime.turns import launch_turn
+        from .turn_launcher import set_turn_launcher
 
         # The host's own tools, in the order the model sees them (the Tools page's): the families,
         # Agent Merge's among them, then the host's own three (ahp_resource, ahp_terminals,
@@ -29,6 +33,8 @@ class ToolsAppConfig(AppConfig):
         build_host_tools((*SESSION_TOOLS, *ARTIFACT_TOOLS, *COMMENT_TOOLS, *AGENT_MERGE_TOOLS, *RESOURCE_TOOLS,
                           *TERMINAL_TOOLS, *WAKEUP_TOOLS))
         register_computer_plugin(REGISTRY)
+        # The families start the turns they begin through this hook: they cannot import the runtime.
+        set_turn_launcher(launch_turn)
         # Only changes after start reach running sessions: while apps load there is no session
         # to tell, and the database must not be touched (it may not even have its tables yet).
         REGISTRY.on_change(refresh_after_registry_change)
@@ -36,7 +42,7 @@ class ToolsAppConfig(AppConfig):
         worker_ready.connect(fire_wakeups_at_start_in_background, weak=False)
 
 
-def refresh_after_registry_change(registry):
+def refresh_after_registry_change(registry: ToolRegistry) -> None:
     """A registration, reload or dispose reaches every running session's serverTools."""
     from .live import refresh_live_sessions
 

@@ -1,19 +1,24 @@
 """HostConfig and the one table of its keys.
 
 Each row of KEYS names a key on the wire and in the database, says what kind of value it holds,
-gives its default and explains it. The model's fields, the admin form, the REST serializer, the
-checks every write passes (root/configChanged, REST, admin) and the root state's config schema
-are all made from the table: a key is added, renamed or reworded here and nowhere else."""
+gives its default and explains it. The model's fields (each declared by name, made from its row),
+the admin form, the REST serializer, the checks every write passes (root/configChanged, REST,
+admin) and the root state's config schema are all made from the table: a key is added, renamed or
+reworded here and nowhere else."""
+from __future__ import annotations
+
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection, models
+from django.core.exceptions import ImproperlyConfigured
+from django.db import models
+from django.db.models.expressions import Combinable
 from django.utils import timezone
 
 from grants.models import Tenant, TenantScopedQuerySet
 from kernel.kept import Kept
-from kernel.rows import table
 
 from .agent_connections import check_agent_connections, masked_agent_connections, stored_agent_connections
 from .credentials import masked_mcp_servers, stored_mcp_servers
@@ -41,16 +46,16 @@ class Key:
     runhost_flag: bool = False  # runhost sets it for the demo tenant from the command line
 
     @property
-    def form_name(self):
+    def form_name(self) -> str:
         """The wire name without its dots (an HTML form field name): chatMoves.enabled -> chatMovesEnabled."""
         first, *rest = self.wire.split(".")
         return first + "".join(part[:1].upper() + part[1:] for part in rest)
 
     @property
-    def description(self):
+    def description(self) -> str:
         return f"{self.help} Default {self.default}." if self.kind == "milliseconds" else self.help
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         """`value` if it is one this key may hold, else ConfigInvalid naming the key."""
         return KINDS[self.kind].check(self, value)
 
@@ -89,26 +94,26 @@ KEYS = (
 BY_WIRE = {key.wire: key for key in KEYS}
 
 
-def _boolean(key, value):
+def _boolean(key: Key, value: Any) -> Any:
     if not isinstance(value, bool):
         raise ConfigInvalid(f"{key.wire} must be true or false.")
     return value
 
 
-def _providers(key, value):
+def _providers(key: Key, value: Any) -> Any:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise ConfigInvalid(f"{key.wire} must be a list of provider ids.")
     return value
 
 
-def _servers(key, value):
+def _servers(key: Key, value: Any) -> Any:
     problem = check_mcp_servers(value)
     if problem:
         raise ConfigInvalid(problem)
     return value
 
 
-def _connections(key, value):
+def _connections(key: Key, value: Any) -> Any:
     problem = check_agent_connections(key.wire, value)
     if problem:
         raise ConfigInvalid(problem)
@@ -118,7 +123,7 @@ def _connections(key, value):
 PLUGIN_SETTINGS = ("hostTools",)
 
 
-def _plugins(key, value):
+def _plugins(key: Key, value: Any) -> Any:
     if value is None:
         return value
     if not isinstance(value, dict) or not all(isinstance(name, str) and name for name in value):
@@ -134,13 +139,13 @@ def _plugins(key, value):
     return value
 
 
-def _milliseconds(key, value):
+def _milliseconds(key: Key, value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**31 - 1:
         raise ConfigInvalid(f"{key.wire} must be a whole number of milliseconds, 0 or more.")
     return value
 
 
-def _choice(key, value):
+def _choice(key: Key, value: Any) -> Any:
     values = [choice for choice, _ in key.choices]
     if value not in values:
         raise ConfigInvalid(f"{key.wire} must be one of {', '.join(repr(c) for c in values)}.")
@@ -149,48 +154,72 @@ def _choice(key, value):
 
 @dataclass(frozen=True)
 class Kind:
-    """How a kind of value is checked, stored in HostConfig and described in the ConfigSchema."""
+    """How a kind of value is checked and described in the ConfigSchema."""
 
-    check: Any
-    model_field: Any
-    schema: Any
+    check: Callable[[Key, Any], Any]
+    schema: Callable[[Key], dict[str, Any]]
 
 
-def _choice_schema(key):
+def _choice_schema(key: Key) -> dict[str, Any]:
     return {"type": "string", "enum": [value for value, _ in key.choices],
             "enumLabels": [label for _, label in key.choices]}
 
 
 KINDS = {
-    "boolean": Kind(_boolean, lambda key: models.BooleanField(default=key.default, help_text=key.help),
-                    lambda key: {"type": "boolean"}),
-    # A list default must be a callable, so every row gets its own list.
-    "providers": Kind(_providers, lambda key: models.JSONField(default=list, blank=True, help_text=key.help),
-                      lambda key: {"type": "array", "items": {"type": "string", "title": "Provider id"}}),
-    "servers": Kind(_servers, lambda key: models.JSONField(null=True, blank=True, help_text=key.help),
+    "boolean": Kind(_boolean, lambda key: {"type": "boolean"}),
+    "providers": Kind(_providers, lambda key: {"type": "array", "items": {"type": "string", "title": "Provider id"}}),
+    "servers": Kind(_servers,
                     lambda key: {"type": "object", "additionalProperties": {"type": "object", "title": "MCP server"}}),
-    "connections": Kind(_connections, lambda key: models.JSONField(null=True, blank=True, help_text=key.help),
-                        lambda key: {"type": "object", "additionalProperties": {"type": "object",
-                                                                                "title": "Agent connection"}}),
-    "plugins": Kind(_plugins, lambda key: models.JSONField(null=True, blank=True, help_text=key.help),
-                    lambda key: {"type": "object", "additionalProperties": {
-                        "type": "object", "title": "Plugin", "properties": {"hostTools": {
-                            "type": "boolean", "title": "Host tools",
-                            "description": "Whether the plugin's sessions take the host's own tools."}}}}),
-    "milliseconds": Kind(_milliseconds,
-                         lambda key: models.PositiveIntegerField(default=key.default, help_text=key.help),
-                         lambda key: {"type": "number"}),
-    "choice": Kind(_choice, lambda key: models.CharField(max_length=8, choices=list(key.choices), default=key.default,
-                                                         help_text=key.help),
-                   _choice_schema),
+    "connections": Kind(_connections, lambda key: {"type": "object", "additionalProperties": {
+                        "type": "object", "title": "Agent connection"}}),
+    "plugins": Kind(_plugins, lambda key: {"type": "object", "additionalProperties": {
+                    "type": "object", "title": "Plugin", "properties": {"hostTools": {
+                        "type": "boolean", "title": "Host tools",
+                        "description": "Whether the plugin's sessions take the host's own tools."}}}}),
+    "milliseconds": Kind(_milliseconds, lambda key: {"type": "number"}),
+    "choice": Kind(_choice, _choice_schema),
 }
+
+
+# HostConfig's field of each kind of key, made from the key's row (its default and help).
+def _row(wire: str, *kinds: str) -> Key:
+    key = BY_WIRE[wire]
+    if key.kind not in kinds:
+        raise ImproperlyConfigured(f"{wire} holds a {key.kind}, not a {' or '.join(kinds)}.")
+    return key
+
+
+def boolean_field(wire: str) -> models.BooleanField[bool | Combinable, bool]:
+    key = _row(wire, "boolean")
+    return models.BooleanField(default=key.default, help_text=key.help)
+
+
+def list_field(wire: str) -> models.JSONField:
+    """A list default must be a callable, so every row gets its own list."""
+    key = _row(wire, "providers")
+    return models.JSONField(default=list, blank=True, help_text=key.help)
+
+
+def object_field(wire: str) -> models.JSONField:
+    key = _row(wire, "servers", "connections", "plugins")
+    return models.JSONField(null=True, blank=True, help_text=key.help)
+
+
+def milliseconds_field(wire: str) -> models.PositiveIntegerField[int | Combinable, int]:
+    key = _row(wire, "milliseconds")
+    return models.PositiveIntegerField(default=key.default, help_text=key.help)
+
+
+def choice_field(wire: str) -> models.CharField[str | Combinable, str]:
+    key = _row(wire, "choice")
+    return models.CharField(max_length=8, choices=list(key.choices), default=key.default, help_text=key.help)
 
 
 class StampedQuerySet(TenantScopedQuerySet):
     """Rows with a `modified` stamp that caches compare (tools_app.catalog.loader): an update()
     stamps it as a save does, so a bulk write is seen as a change in every process too."""
 
-    def update(self, **kwargs):
+    def update(self, **kwargs: Any) -> int:
         kwargs.setdefault("modified", timezone.now())
         return super().update(**kwargs)
 
@@ -202,36 +231,46 @@ class HostConfig(models.Model):
     """One per tenant: the switches that decide which tools its sessions are offered."""
 
     tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="host_config")
-    locals().update({key.field: KINDS[key.kind].model_field(key) for key in KEYS})  # one field per row of KEYS
+    # One field per row of KEYS, in its order, named by its `field`.
+    session_tools = boolean_field("sessionTools")
+    session_tools_providers = list_field("sessionToolsProviders")
+    advanced_tools = boolean_field("advancedTools")
+    mcp_servers = object_field("mcpServers")
+    client_tool_timeout_ms = milliseconds_field("clientToolTimeoutMs")
+    client_tool_call_disconnect_timeout_ms = milliseconds_field("clientToolCallDisconnectTimeoutMs")
+    agent_orchestration_limits = choice_field("agentOrchestrationLimits")
+    agent_orchestration_limits_scope = choice_field("agentOrchestrationLimitsScope")
+    chat_moves_enabled = boolean_field("chatMoves.enabled")
+    agent_connections = object_field("agentConnections")
+    plugins = object_field("plugins")
     modified = models.DateTimeField(auto_now=True)
 
     tenant_path = "tenant"
     objects = StampedManager()
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"host config of {self.tenant.slug}"
 
     @classmethod
-    def for_tenant(cls, tenant):
+    def for_tenant(cls, tenant: Tenant) -> HostConfig:
+        """The tenant's row to write, made with every key's default if it has none yet. A reader
+        asks `current`, which makes nothing."""
         config, _ = cls.objects.get_or_create(tenant=tenant)
         return config
 
     @classmethod
-    def current(cls, tenant):
-        """The tenant's HostConfig as it is now, kept in this process while its `modified` stamp
-        stays the same (a write anywhere changes it as it commits): one indexed read of the stamp
-        instead of the row. Shared with every caller of this process: read it, never change it."""
-        with connection.cursor() as cursor:
-            cursor.execute(f"SELECT modified FROM {table(cls)} WHERE tenant_id = %s",
-                           [tenant.pk])
-            row = cursor.fetchone()
+    def current(cls, tenant: Tenant) -> HostConfig:
+        """The tenant's configuration as it is now (every key's default, unsaved, before its first
+        write), kept in this process while its `modified` stamp stays the same (a write anywhere
+        changes it as it commits): one indexed read of the stamp instead of the row. Shared with
+        every caller of this process: read it, never change it."""
+        stamp = cls.objects.filter(tenant_id=tenant.pk).values_list("modified", flat=True).first()
         kept = _KEPT_CONFIGS.get(tenant.pk)
-        if row is not None and kept is not None and kept[0] == row[0]:
+        if kept is not None and kept[0] == stamp:
             return kept[1]
-        config = cls.for_tenant(tenant)  # read after its stamp: never older than what it is kept under
-        if row is not None:
-            _KEPT_CONFIGS.put(tenant.pk, (row[0], config))
-        return config
+        # Read after its stamp: never older than what it is kept under.
+        config = cls.objects.filter(tenant_id=tenant.pk).first() or cls(tenant=tenant)
+        return _KEPT_CONFIGS.put(tenant.pk, (stamp, config))[1]
 
 
 _KEPT_CONFIGS = Kept(4096)  # tenant id -> (the stamp it was read under, HostConfig)

@@ -1,14 +1,18 @@
 """Which of a configuration's endpoints the host will not reach as it stands: a private address
 not on the outbound allow-list. Said to the operator when they save, not first at a turn."""
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from sandbox.outbound import OutboundRefused, check_destination, unresolved_sentence
+
+if TYPE_CHECKING:
+    from .config import HostConfig
 
 ALLOW_LIST_HINT = ("sessions cannot reach it until it is on the outbound allow-list "
                    "(AHP_OUTBOUND_ALLOW, or the superuser's outbound allow-list in the admin)")
 
 
-def _urls(config: object) -> list[tuple[str, str]]:
+def _urls(config: "HostConfig") -> list[tuple[str, str]]:
     """(the setting's wire name, its URL) for every http endpoint `config` names."""
     urls = [(f"mcpServers.{name}.url", entry["url"]) for name, entry in (config.mcp_servers or {}).items()
             if isinstance(entry, dict) and entry.get("type") == "http" and entry.get("url")]
@@ -18,7 +22,7 @@ def _urls(config: object) -> list[tuple[str, str]]:
     return urls
 
 
-def unreachable_endpoints(config: object) -> list[str]:
+def unreachable_endpoints(config: "HostConfig") -> list[str]:
     """A sentence per endpoint of `config` the host's outbound rules refuse."""
     sentences = []
     for setting, url in _urls(config):

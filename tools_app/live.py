@@ -22,7 +22,7 @@ def refresh_server_tools(sessions):
     changed = 0
     configs = {}
     for session in sessions:
-        config = configs.get(session.tenant_id) or configs.setdefault(session.tenant_id, HostConfig.for_tenant(session.tenant))
+        config = configs.get(session.tenant_id) or configs.setdefault(session.tenant_id, HostConfig.current(session.tenant))
         tools = server_tools_for(session, config)
         if tools == session.server_tools:
             continue

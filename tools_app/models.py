@@ -97,7 +97,7 @@ class AgentDefinition(models.Model):
         if self.provider and self.provider not in PROVIDERS:
             return AgentDefinitionInvalid("/provider", f'No provider "{self.provider}" runs on this host; '
                                                        f'it runs {", ".join(sorted(PROVIDERS))}.')
-        servers = HostConfig.for_tenant(self.tenant).mcp_servers or {} if self.tenant_id else {}
+        servers = HostConfig.current(self.tenant).mcp_servers or {} if self.tenant_id else {}
         for index, entry in enumerate(self.tools if isinstance(self.tools, list) else ()):
             if isinstance(entry, dict) and entry.get("kind") == "mcp" and entry.get("serverName") not in servers:
                 return AgentDefinitionInvalid(f"/tools/{index}/serverName",

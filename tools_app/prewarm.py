@@ -9,7 +9,8 @@ from kernel.orm import database_sync_to_async
 from sessions_app.models import Chat, Turn
 
 from .families.mcp_servers.server_tools import settle_listings
-from .runtime import ChatToolbox, provider_of
+from .chat_provider import provider_of
+from .runtime.toolbox import ChatToolbox
 
 logger = logging.getLogger(__name__)
 

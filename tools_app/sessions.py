@@ -113,7 +113,7 @@ def forget_session(session_id: uuid.UUID, terminal_ids: Iterable[uuid.UUID] = ()
         if (shell := pty.running(terminal_id)) is not None:
             shell.end()
     POOL.close_session(session_id)
-    WARM.evict_session(session_id)
+    WARM.evict_session(str(session_id))
     end_sandbox(session_id, own_folder, tenant_id)
     end_session_computers(session_id)
     for provider in PROVIDERS.values():

@@ -45,7 +45,8 @@ from sessions_app.events.presence import HEARTBEAT_SECONDS, keep_process_alive
 from sessions_app.models import PUBLISHED_TOOLS, Chat, Session
 from sessions_app.tools_endpoint import ToolsEndpoint, remember_listener
 from tools_app.catalog.loader import catalog_for_chat
-from tools_app.runtime import ChatToolbox, first_turn
+from tools_app.queries import running_turn
+from tools_app.runtime.toolbox import ChatToolbox
 
 PATH_PREFIX = "/ahp-mcp/"
 WRONG_TOKEN = "This tools server answers only its own session's token"
@@ -158,12 +159,6 @@ def offered(snapshot):
         definitions = [{k: v for k, v in d.items() if k not in AHP_ONLY_KEYS} for d in snapshot.definitions]
         kept = _OFFERED.put(id(snapshot), (snapshot, definitions, [types.Tool.model_validate(d) for d in definitions]))
     return kept[1:]
-
-
-def running_turn(session_id):
-    """The default chat's active turn, with what a call in it reads, in one statement."""
-    return first_turn("c.session_id = %s AND c.is_default = %s AND t.state = 'active' ORDER BY t.started LIMIT 1",
-                      [Session._meta.pk.get_db_prep_value(session_id, connection), True])
 
 
 def turn_for_call(endpoint):

@@ -33,7 +33,7 @@ from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
 from sessions_app import events, quotas
 from tools_app.families.mcp_servers.server_tools import learn_client_plugins
-from tools_app.runtime import interrupt_turn, run_turn
+from tools_app.runtime.turns import interrupt_turn, run_turn
 
 from sessions_app.events import presence as process  # this process's sockets
 from sessions_app.events.presence import ensure_started

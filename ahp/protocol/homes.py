@@ -27,7 +27,7 @@ from sessions_app.events.presence import HEARTBEAT_SECONDS, is_layer_failure
 from sessions_app.models import Chat, Session
 from tools_app.families import files
 from tools_app.families.terminals.models import Terminal
-from tools_app.runtime import interrupt_turn, run_turn
+from tools_app.runtime.turns import interrupt_turn, run_turn
 
 from . import errors
 

@@ -10,7 +10,7 @@ from sessions_app.models import ToolCall, Turn
 from tools_app.catalog.bounding import MAX_OUTPUT_BYTES
 from tools_app.catalog.validation import MAX_INPUT_BYTES
 from tools_app.models import FullToolOutput
-from tools_app.runtime import ChatToolbox
+from tools_app.runtime.toolbox import ChatToolbox
 
 from ..ahp.protocol.harness import AhpClient, RpcFailed, default_chat
 from ..ahp.protocol.test_client_tools import call_open_file, complete, setup

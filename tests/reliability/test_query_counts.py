@@ -15,7 +15,8 @@ from sessions_app.channels import chat_at
 from sessions_app.events.numbering import take_seqs
 from sessions_app.models import ActiveClient, Chat, ChatBackend, ClientConnection, Session, ToolCall, Turn
 from tools_app.catalog.loader import catalog_for_chat
-from tools_app.runtime import ChatToolbox, complete_host_call, turn_to_run
+from tools_app.queries import turn_to_run
+from tools_app.runtime.toolbox import ChatToolbox, complete_host_call
 
 from ..tools_app.families.session.conftest import Place
 
@@ -146,7 +147,7 @@ def test_a_turns_work_leaves_its_sessions_published_tools_unread(place):
     binding = catalog_for_chat(place.chat).check_input("get_current_session", {})
     result = {"success": True, "pastTenseMessage": "read", "content": []}
     with CaptureQueriesContext(connection) as captured:
-        turn = turn_to_run(place.turn.pk)
+        turn, _ = turn_to_run(place.turn.pk)
         call, _ = ChatToolbox(turn).begin_host_call(binding, {})
         complete_host_call(call.id, result, turn)
         chat_at(place.chat.uri, place.session.tenant)

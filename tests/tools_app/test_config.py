@@ -1,8 +1,10 @@
 """The one table of HostConfig keys: the model, the checks and the root config schema all
 follow it."""
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 
-from tools_app.config import KEYS, ConfigInvalid, HostConfig, checked_changes, config_schema
+from tools_app.actions import do_change_host_config
+from tools_app.config import KEYS, ConfigInvalid, HostConfig, checked_changes, config_schema, milliseconds_field
 
 PROPERTY_TYPES = {"string", "number", "boolean", "array", "object"}  # ConfigPropertySchema.type in AHP
 
@@ -57,3 +59,21 @@ def test_a_bad_change_is_refused_naming_its_key(changes, sentence):
 def test_replace_returns_omitted_keys_to_their_defaults():
     fields = checked_changes({"chatMoves.enabled": False}, replace=True)
     assert fields == {**{key.field: key.default for key in KEYS}, "chat_moves_enabled": False}
+
+
+def test_hostconfig_declares_one_field_per_key_in_the_tables_order():
+    fields = [field.name for field in HostConfig._meta.concrete_fields if field.name not in ("id", "tenant", "modified")]
+    assert fields == [key.field for key in KEYS]
+
+
+def test_a_field_made_from_a_key_of_another_kind_is_refused():
+    with pytest.raises(ImproperlyConfigured, match="^sessionTools holds a boolean, not a milliseconds.$"):
+        milliseconds_field("sessionTools")
+
+
+def test_reading_a_tenants_configuration_makes_no_row_and_sees_its_first_write(acme):
+    config = HostConfig.current(acme.tenant)
+    assert (config.pk, config.advanced_tools, config.client_tool_timeout_ms) == (None, False, 600000)
+    assert not HostConfig.objects.filter(tenant=acme.tenant).exists()
+    do_change_host_config(acme.principal("admin"), {"advancedTools": True})
+    assert HostConfig.current(acme.tenant).advanced_tools is True

@@ -1,9 +1,11 @@
 """Output bounding: a tool's text over 2000 lines or 50 KiB is cut, the whole kept apart."""
+from typing import Any
+
 MAX_OUTPUT_LINES = 2000
 MAX_OUTPUT_BYTES = 50 * 1024
 
 
-def bound_output(text, full_text_uri):
+def bound_output(text: str, full_text_uri: str) -> tuple[str, bool]:
     """Cut a tool's text over 2000 lines or 50 KiB; answer (text offered, whether it was cut).
     The caller keeps the full text at `full_text_uri`, which the cut text names."""
     lines = text.split("\n")
@@ -23,7 +25,7 @@ def bound_output(text, full_text_uri):
     return cut + note, True
 
 
-def result_text(result):
+def result_text(result: dict[str, Any]) -> str:
     texts = [c.get("text", "") for c in result.get("content") or () if c.get("type") == "text"]
     if texts:
         return "\n".join(texts)
@@ -33,7 +35,7 @@ def result_text(result):
     return message if isinstance(message, str) else message.get("markdown", "")
 
 
-def bound_result(result, call_id):
+def bound_result(result: dict[str, Any], call_id: Any) -> tuple[dict[str, Any], str | None]:
     """Cut over-long text content. Answers (result offered, full text or None when nothing was cut)."""
     content, cut_any = [], False
     for item in result.get("content") or ():

@@ -15,13 +15,15 @@ from functools import lru_cache
 from itertools import chain
 from operator import attrgetter
 from types import MappingProxyType
+from collections.abc import Iterable
 from typing import Any
 
 from grants.algebra import holds
 
 from .clients import rule_body
 from .hidden import HiddenTool
-from .registry import GATE_ADVANCED, GATE_ENABLED_HOOK, GATE_SESSION_GROUP, GATE_USER_CHATS, SHARED_ACTIONS, Tool
+from .registry import (GATE_ADVANCED, GATE_ENABLED_HOOK, GATE_SESSION_GROUP, GATE_USER_CHATS, SHARED_ACTIONS, Binding,
+                       CatalogRow, Tool)
 from .validation import ToolRefusal, input_problem, input_validator
 
 
@@ -36,7 +38,7 @@ class HostSwitches:
     client_tool_timeout_ms: int = 0  # 0 waits for ever
 
     @classmethod
-    def of(cls, config):
+    def of(cls, config: Any) -> HostSwitches:
         return cls(config.session_tools, tuple(config.session_tools_providers or ()), config.advanced_tools,
                    tuple(sorted(name for name, settings in (config.plugins or {}).items()
                                 if settings.get("hostTools") is False)), config.client_tool_timeout_ms)
@@ -54,12 +56,12 @@ class CatalogInputs:
     switches: HostSwitches
     provider: str
     chat_origin_kind: str = "user"
-    tools: tuple = ()  # registry tools, in registration order
-    client_tools: tuple = ()  # Bindings from `client_tools(active_clients)`
-    invalid_tools: tuple = ()  # HiddenTools whose definitions could not be offered at all
-    allowlist: tuple | None = None  # the only names offered (an agent definition's); None restricts nothing
-    permission_rules: tuple = ()
-    client_rules: tuple = ()  # (file name, text) pairs a client published
+    tools: tuple[Tool, ...] = ()  # registry tools, in registration order
+    client_tools: tuple[Binding, ...] = ()  # from `client_tools(active_clients)`
+    invalid_tools: tuple[HiddenTool, ...] = ()  # tools whose definitions could not be offered at all
+    allowlist: tuple[str, ...] | None = None  # the only names offered (an agent definition's); None restricts nothing
+    permission_rules: tuple[PermissionRule, ...] = ()
+    client_rules: tuple[tuple[str, str], ...] = ()  # (file name, text) pairs a client published
     session: Any = None  # handed to is_enabled_for_session / for_session hooks
 
 
@@ -81,10 +83,10 @@ class CatalogSnapshot:
     offered_validators: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 
     @property
-    def names(self):
+    def names(self) -> list[str]:
         return [d["name"] for d in self.definitions]
 
-    def bind(self, name):
+    def bind(self, name: str) -> Binding:
         binding = self.bindings.get(name)
         if binding is not None:
             return binding
@@ -95,7 +97,7 @@ class CatalogSnapshot:
             )
         raise ToolRefusal(f'No tool named "{name}" is available in this chat.')
 
-    def check_input(self, name, arguments):
+    def check_input(self, name: str, arguments: Any) -> Binding:
         """Validate arguments against the offered input schema; refuse naming the bad field."""
         binding = self.bind(name)
         if not isinstance(arguments, dict):
@@ -111,7 +113,7 @@ class CatalogSnapshot:
         return binding
 
 
-def denied_everywhere(action, rules):
+def denied_everywhere(action: str, rules: Iterable[PermissionRule]) -> bool:
     """True when the last rule for `action` on every resource denies, and nothing after it
     allows or asks for some resource."""
     verdict = False
@@ -125,36 +127,36 @@ def denied_everywhere(action, rules):
     return verdict
 
 
-class Verdicts(dict):
+class Verdicts(dict[str, bool]):
     """action -> whether `rules` deny it everywhere, each worked out on first lookup."""
 
-    def __init__(self, rules):
+    def __init__(self, rules: tuple[PermissionRule, ...]) -> None:
         super().__init__()
         self.rules = rules
 
-    def __missing__(self, action):
+    def __missing__(self, action: str) -> bool:
         denied = self[action] = denied_everywhere(action, self.rules)
         return denied
 
 
 @lru_cache(maxsize=256)
-def verdicts_for(rules):
+def verdicts_for(rules: tuple[PermissionRule, ...]) -> Verdicts:
     """A per-rule-set memo; an agent's rules rarely change, its tools repeat."""
     return Verdicts(rules)
 
 
 @lru_cache(maxsize=256)
-def allowed_names(allowlist):
+def allowed_names(allowlist: tuple[str, ...]) -> frozenset[str]:
     """An agent's allowlist as a set, built once per allowlist rather than per model request."""
     return frozenset(allowlist)
 
 
 # The last tools tuple split by source: (tools, host-and-plugin rows, MCP rows). A chat without
 # MCP servers is handed the registry's own tuple, the same object until the registry reloads.
-_last_split = (None, (), ())
+_last_split: tuple[tuple[Tool, ...] | None, tuple[CatalogRow, ...], tuple[CatalogRow, ...]] = (None, (), ())
 
 
-def rows_by_source(tools):
+def rows_by_source(tools: tuple[Tool, ...]) -> tuple[tuple[CatalogRow, ...], tuple[CatalogRow, ...]]:
     """The catalog rows of `tools`' host and plugin tools, and of its MCP tools, each in order."""
     global _last_split
     last = _last_split
@@ -172,7 +174,7 @@ CATALOG_ROW = attrgetter("catalog_row")
 GATE_SESSION_CHECKS = GATE_ENABLED_HOOK | GATE_USER_CHATS
 
 
-def session_tools_offered(switches, provider):
+def session_tools_offered(switches: HostSwitches, provider: str) -> bool:
     if not switches.session_tools:
         return False
     return not switches.session_tools_providers or provider in switches.session_tools_providers
@@ -270,10 +272,10 @@ class SessionlessBinding:
     caller: Caller
 
 
-def sessionless_tools(tools, caller):
+def sessionless_tools(tools: Iterable[Tool], caller: Caller) -> list[SessionlessBinding]:
     """The sessionless tools `caller` may see, each bound to that caller."""
 
-    def sees(tool):
+    def sees(tool: Tool) -> bool:
         if caller.is_root or not caller.has_users_directory or not tool.grant:
             return True
         return holds(caller.grants, tool.grant)

@@ -11,12 +11,13 @@ import base64
 import binascii
 import functools
 import logging
+from typing import Any
 from urllib.parse import unquote_to_bytes
 
 logger = logging.getLogger(__name__)
 
 
-def data_uri_text(uri):
+def data_uri_text(uri: str) -> str | None:
     """The UTF-8 text a `data:` URI holds, or None."""
     head, comma, payload = uri[5:].partition(",")
     if not comma:
@@ -29,12 +30,12 @@ def data_uri_text(uri):
 
 
 @functools.lru_cache(maxsize=1024)
-def left_out_by_reference(name, uri):
+def left_out_by_reference(name: str, uri: str) -> None:
     logger.warning("Left out rule %s: it is published by reference (%s), and this host reads only rules "
                    "whose text a data: URI carries", name, uri[:200])
 
 
-def published_rules(customizations):
+def published_rules(customizations: Any) -> list[tuple[str, str]]:
     """(file name, text) of each inline rule in the enabled containers a client published."""
     rules = []
     for container in customizations or ():

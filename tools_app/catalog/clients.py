@@ -1,6 +1,8 @@
 """What a client brings to the catalog: its announced tools and its always-applied rule files."""
 import logging
 import re
+from collections.abc import Iterable
+from typing import Any
 
 from .hidden import HiddenTool
 from .registry import AVAILABILITIES, NAME_PATTERN, Binding, Tool
@@ -12,15 +14,15 @@ CLIENT_TOOL_SEPARATOR = "__"
 MAX_RULE_CHARS = 4096
 
 
-def client_tools(active_clients):
+def client_tools(active_clients: Iterable[dict[str, Any]]) -> tuple[Binding, ...]:
     """Each active client's announced tools as (tool named `<clientId>__<name>`, client id, the
     name it announced). Built once when a client announces, not per model request."""
     return tuple(entry for entry in client_tool_entries(active_clients) if isinstance(entry, Binding))
 
 
-def client_tool_entries(active_clients):
+def client_tool_entries(active_clients: Iterable[dict[str, Any]]) -> tuple[Binding | HiddenTool, ...]:
     """A Binding for each announced tool that can be offered, a HiddenTool for each that cannot."""
-    entries = []
+    entries: list[Binding | HiddenTool] = []
     for client in active_clients:
         client_id = client.get("clientId")
         if not client_id:
@@ -54,7 +56,7 @@ def client_tool_entries(active_clients):
     return tuple(entries)
 
 
-def rule_body(file_name, text):
+def rule_body(file_name: str, text: str) -> str | None:
     """The body of an always-applied rule file, or None. Frontmatter is dropped."""
     if not (file_name.endswith(".mdc") or file_name.endswith(".instructions.md")):
         return None

@@ -27,6 +27,6 @@ class HiddenTool:
     detail: str = ""  # the provider, permission action or definition problem the sentence names
 
     @property
-    def reason(self):
+    def reason(self) -> str:
         return HIDDEN_BECAUSE[self.rule].format(name=self.name, provider=self.detail, action=self.detail,
                                                 problem=self.detail)

@@ -10,38 +10,36 @@ the rows (a broadcast would leave a window after each write, and the embedded la
 other process). The session's own fields the hooks read (provider, config, working directories)
 and the registry's tools are part of the key as the caller holds them.
 """
-import functools
 import json
-
-from django.db import connection
+from collections.abc import Sequence
 
 from kernel.kept import Kept
-from kernel.rows import table
-from sessions_app.models import ActiveClient, Session
+from sessions_app.models import ActiveClient, Chat, Session
 
 from ..definitions.agent_definitions import catalog_allowlist
 from ..definitions.copilot_policy import excluded_host_tools
-from ..families.mcp_servers.models import SessionMcpServers
 from ..families.mcp_servers.server_tools import session_server_tools
 from ..families.session.listing import startable_agents
 from ..models import AgentDefinition, HostConfig
-from .catalog import CatalogInputs, HostSwitches, PermissionRule, assemble_catalog
+from ..queries import catalog_stamp
+from .catalog import CatalogInputs, CatalogSnapshot, HostSwitches, PermissionRule, assemble_catalog
 from .client_rules import published_rules
 from .clients import client_tool_entries
 from .host_tools import REGISTRY
-from .registry import Binding
+from .hidden import HiddenTool
+from .registry import Binding, Tool
 
 _CLIENT_TOOLS = Kept(2048)  # (active client pk, modified) -> its bindings and hidden tools
 
 
-def _entries_of(active_client):
+def _entries_of(active_client: ActiveClient) -> tuple[Binding | HiddenTool, ...]:
     """A client's tools are turned into bindings (and HiddenTools for the invalid ones) once per
     announcement, not per model request."""
     key = (active_client.pk, active_client.modified)
     return _CLIENT_TOOLS.get_or_make(key, lambda: client_tool_entries([active_client.to_wire()]))
 
 
-def with_server_tools(registry_tools, server_tools):
+def with_server_tools(registry_tools: tuple[Tool, ...], server_tools: Sequence[Tool]) -> tuple[Tool, ...]:
     """The registry's tools, then the session's MCP servers' tools; a host or plugin tool of the
     same name wins (a plugin may override an MCP tool)."""
     if not server_tools:
@@ -50,7 +48,8 @@ def with_server_tools(registry_tools, server_tools):
     return registry_tools + tuple(t for t in server_tools if t.effective_name not in taken)
 
 
-def catalog_inputs(session, chat_origin_kind="user", host_config=None):
+def catalog_inputs(session: Session, chat_origin_kind: str = "user",
+                   host_config: HostConfig | None = None) -> CatalogInputs:
     config = host_config or HostConfig.current(session.tenant)
     # A session not yet created (the explainer's preview) has no clients yet.
     clients = () if session._state.adding else ActiveClient.objects.filter(session=session).order_by("id")
@@ -74,35 +73,11 @@ def catalog_inputs(session, chat_origin_kind="user", host_config=None):
 _SNAPSHOTS = Kept(1024)  # (tenant id, session id, chat origin kind) -> (key, registry tools, snapshot)
 
 
-@functools.cache
-def _stamp_sql():
-    """One statement, in SQL every backend takes (the ORM would spend far longer composing it than
-    the database answering it): the stamps of the tenant's HostConfig, the session's MCP listing
-    and a named agent definition, then each active client's id and stamp."""
-    return (f"SELECT (SELECT c.modified FROM {table(HostConfig)} c WHERE c.tenant_id = s.tenant_id), "
-            f"(SELECT m.modified FROM {table(SessionMcpServers)} m WHERE m.session_id = s.id), "
-            f"(SELECT d.modified FROM {table(AgentDefinition)} d WHERE d.tenant_id = s.tenant_id AND d.name = %s), "
-            f"a.id, a.modified FROM {table(Session)} s LEFT JOIN {table(ActiveClient)} a ON a.session_id = s.id "
-            "WHERE s.id = %s ORDER BY a.id")
-
-
-def rows_stamp(session):
-    """What changes whenever a row the session's catalog reads is written: one query."""
-    name = (session.config or {}).get("agentDefinition")
-    session_id = Session._meta.pk.get_db_prep_value(session.pk, connection)
-    with connection.cursor() as cursor:
-        cursor.execute(_stamp_sql(), [name if isinstance(name, str) else None, session_id])
-        return tuple(cursor.fetchall())
-
-
-def catalog_for_session(session, chat_origin_kind="user"):
+def catalog_for_session(session: Session, chat_origin_kind: str = "user") -> CatalogSnapshot:
     """The snapshot for one model request in a chat of `session` of that origin: the kept one
     while the rows it was made from are unchanged, else a new one."""
     place = (session.tenant_id, session.pk, chat_origin_kind)
-    stamp = rows_stamp(session)
-    if stamp and stamp[0][0] is None:  # the tenant's first use makes its HostConfig: stamp what is kept
-        HostConfig.for_tenant(session.tenant)
-        stamp = rows_stamp(session)
+    stamp = catalog_stamp(session)  # a tenant's first configuration write changes it too
     # create_session's wording names the agents this process can start (their programs installed).
     key = (stamp, session.provider, json.dumps([session.config, session.working_directories], sort_keys=True,
                                                default=str), tuple(agent.id for agent in startable_agents()))
@@ -115,6 +90,6 @@ def catalog_for_session(session, chat_origin_kind="user"):
     return _SNAPSHOTS.put(place, (key, tools, assemble_catalog(catalog_inputs(session, chat_origin_kind))))[2]
 
 
-def catalog_for_chat(chat):
+def catalog_for_chat(chat: Chat) -> CatalogSnapshot:
     """The snapshot for one model request in `chat`."""
     return catalog_for_session(chat.session, chat.origin_kind)

@@ -9,9 +9,10 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -66,12 +67,12 @@ class Tool:
 
     # Cached: the catalog reads these for every tool of every model request.
     @cached_property
-    def effective_name(self):
+    def effective_name(self) -> str:
         if not self.namespace:
             return self.name
         return f"{self.namespace.replace('.', '_')}_{self.name}"
 
-    def validate(self):
+    def validate(self) -> Tool:
         if not NAME_PATTERN.match(self.effective_name):
             raise InvalidTool(f"Tool name {self.effective_name!r} must match {NAME_PATTERN.pattern}")
         if self.availability not in AVAILABILITIES:
@@ -92,7 +93,7 @@ class Tool:
         return self
 
     @cached_property
-    def definition(self):
+    def definition(self) -> dict[str, Any]:
         """The AHP ToolDefinition offered on the wire (host-side hints such as defer_loading stay
         here). Shared by every snapshot: treat it as read-only."""
         definition = {"name": self.effective_name, "description": self.description, "inputSchema": self.input_schema}
@@ -107,12 +108,12 @@ class Tool:
         return definition
 
     @cached_property
-    def input_validator(self):
+    def input_validator(self) -> Draft202012Validator:
         """The compiled validator of `input_schema`, looked up once per tool, not per call."""
         return input_validator(self.input_schema)
 
     @cached_property
-    def gate(self):
+    def gate(self) -> int:
         return (
             (GATE_ADVANCED if self.advanced_permission else 0)
             | (GATE_SESSION_GROUP if self.group == "session" else 0)
@@ -121,17 +122,17 @@ class Tool:
         )
 
     @cached_property
-    def action(self):
+    def action(self) -> str:
         """The permission action rules match: its own, else its effective name."""
         action = self.permission_action or self.effective_name
         return SHARED_ACTIONS.get(action, action)
 
     @cached_property
-    def binding(self):
+    def binding(self) -> Binding:
         """The snapshot's binding of this tool: itself, under its effective name."""
         return Binding(self.effective_name, self)
 
-    def wire_definition(self, wording=None):
+    def wire_definition(self, wording: dict[str, Any] | None = None) -> dict[str, Any]:
         """The definition with per-session wording merged over it."""
         return {**self.definition, **wording} if wording else self.definition
 
@@ -146,23 +147,38 @@ class Binding:
     client_tool_name: str | None = None  # the name the client announced
 
     @cached_property
-    def catalog_row(self):
-        """What `assemble_catalog` reads of this binding, in one tuple: unpacking it per model
+    def catalog_row(self) -> CatalogRow:
+        """What `assemble_catalog` reads of this binding, in one row: unpacking it per model
         request costs a fraction of the attribute lookups it replaces."""
         tool = self.tool
-        return (self, self.name, tool.source, tool.gate, tool.action, tool.definition, tool.for_session,
-                tool.instruction, tool.defer_loading, tool.source == "host" or tool.source == "plugin")
+        return CatalogRow(self, self.name, tool.source, tool.gate, tool.action, tool.definition, tool.for_session,
+                          tool.instruction, tool.defer_loading, tool.source == "host" or tool.source == "plugin")
+
+
+class CatalogRow(NamedTuple):
+    """A binding as `assemble_catalog` reads it, made once per binding."""
+
+    binding: Binding
+    name: str
+    source: str
+    gate: int  # the GATE_* bits of its tool
+    action: str  # the permission action rules match
+    definition: dict[str, Any]
+    for_session: Callable[[Any], dict] | None  # the per-session wording hook
+    instruction: str | None
+    defer_loading: bool | Callable[[Any], bool]
+    serves: bool  # a host or plugin tool: listed in the session's serverTools
 
 
 class ToolEditor:
     """What a transform sees: add, update and remove by effective name, and namespaces."""
 
-    def __init__(self, tools, namespaces, label):
+    def __init__(self, tools: dict[str, Tool], namespaces: dict[str, str], label: str) -> None:
         self._tools = tools
         self._namespaces = namespaces
         self._label = label
 
-    def add(self, tool):
+    def add(self, tool: Tool) -> None:
         try:
             tool.validate()
         except InvalidTool as exc:
@@ -170,7 +186,7 @@ class ToolEditor:
             return
         self._tools[tool.effective_name] = tool
 
-    def update(self, name, /, **changes):
+    def update(self, name: str, /, **changes: Any) -> None:
         current = self._tools.get(name)
         if current is None:
             return
@@ -181,21 +197,24 @@ class ToolEditor:
         except (InvalidTool, TypeError) as exc:
             logger.warning("Ignored an update of %s from %s: %s", name, self._label, exc)
 
-    def remove(self, name):
+    def remove(self, name: str) -> None:
         self._tools.pop(name, None)
 
-    def namespace(self, name, description):
+    def namespace(self, name: str, description: str) -> None:
         self._namespaces.setdefault(name, description)
 
 
+Transform = Callable[[ToolEditor], None]
+
+
 class Registration:
-    def __init__(self, registry, transform, label):
+    def __init__(self, registry: ToolRegistry, transform: Transform, label: str) -> None:
         self._registry = registry
         self.transform = transform
         self.label = label
         self.active = True
 
-    def dispose(self):
+    def dispose(self) -> None:
         """Remove this transform and rebuild from the rest. Idempotent."""
         if self.active:
             self.active = False
@@ -203,25 +222,26 @@ class Registration:
 
 
 class ToolRegistry:
-    def __init__(self):
-        self._registrations = []
+    def __init__(self) -> None:
+        self._registrations: list[Registration] = []
         self._lock = threading.RLock()
-        self._listeners = []
-        self.tools = ()
-        self.namespaces = {}
+        self._listeners: list[Callable[[ToolRegistry], None]] = []
+        self.tools: tuple[Tool, ...] = ()
+        self.namespaces: dict[str, str] = {}
 
-    def register(self, transform, label=None):
+    def register(self, transform: Transform, label: str | None = None) -> Registration:
         """Add `transform(editor)` after every earlier one; answer its disposable handle."""
         with self._lock:
-            registration = Registration(self, transform, label or getattr(transform, "__name__", "transform"))
+            registration = Registration(self, transform, label or str(getattr(transform, "__name__", "transform")))
             self._registrations.append(registration)
         self.reload()
         return registration
 
-    def reload(self):
+    def reload(self) -> None:
         """Rebuild from every active transform, reading their sources again, in the same order."""
         with self._lock:
-            tools, namespaces = {}, {}
+            tools: dict[str, Tool] = {}
+            namespaces: dict[str, str] = {}
             for registration in self._registrations:
                 if not registration.active:
                     continue
@@ -236,30 +256,30 @@ class ToolRegistry:
             for listener in list(self._listeners):
                 listener(self)
 
-    def on_change(self, listener):
+    def on_change(self, listener: Callable[[ToolRegistry], None]) -> Callable[[], None]:
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener)
 
-    def get(self, effective_name):
+    def get(self, effective_name: str) -> Tool | None:
         return next((t for t in self.tools if t.effective_name == effective_name), None)
 
 
 class PluginTools:
     """The plugins' source: `register_tool` appends, `set_tools` replaces the list whole."""
 
-    def __init__(self, registry):
-        self._tools = []
+    def __init__(self, registry: ToolRegistry) -> None:
+        self._tools: list[Tool] = []
         self._registry = registry
         self.handle = registry.register(self._transform, label="plugins")
 
-    def _transform(self, editor):
+    def _transform(self, editor: ToolEditor) -> None:
         for tool in self._tools:
             editor.add(replace(tool, source="plugin"))
 
-    def register_tool(self, tool):
+    def register_tool(self, tool: Tool) -> None:
         self._tools.append(tool)
         self._registry.reload()
 
-    def set_tools(self, tools):
+    def set_tools(self, tools: Iterable[Tool]) -> None:
         self._tools = list(tools)
         self._registry.reload()

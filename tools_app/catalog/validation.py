@@ -1,6 +1,7 @@
 """What no tool is handed: inputs too large, too deep, or holding text no database stores."""
 import json
 import re
+from typing import Any
 
 from jsonschema import Draft202012Validator
 
@@ -13,7 +14,7 @@ NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")  # \u0000 not itself behind 
 _VALIDATORS = Kept(512)  # a schema as canonical JSON -> its compiled validator
 
 
-def input_validator(schema):
+def input_validator(schema: dict[str, Any]) -> Draft202012Validator:
     """The compiled validator of `schema`, kept by its content (bounded): many tools, clients and
     announcements share a few schemas, and a schema's validator says nothing but the schema."""
     key = json.dumps(schema, sort_keys=True)
@@ -23,14 +24,14 @@ def input_validator(schema):
 class ToolRefusal(Exception):
     """A call the snapshot will not run; `str()` is the sentence the model sees."""
 
-    def __init__(self, sentence, *, terminalise=False):
+    def __init__(self, sentence: str, *, terminalise: bool = False) -> None:
         super().__init__(sentence)
         self.sentence = sentence
         # True when the host must complete the call itself, naming no client as responsible.
         self.terminalise = terminalise
 
 
-def input_problem(name, arguments):
+def input_problem(name: str, arguments: Any) -> str | None:
     """Why an input no tool should be handed is refused, or None: over MAX_INPUT_BYTES as JSON,
     nested past what can be walked, or holding text no database stores (NUL, lone surrogates)."""
     try:
@@ -45,7 +46,7 @@ def input_problem(name, arguments):
     return None
 
 
-def _encodable(text):
+def _encodable(text: str) -> bool:
     try:
         text.encode()
     except UnicodeEncodeError:  # a lone surrogate

@@ -8,7 +8,8 @@ from django.utils import timezone
 
 from sessions_app.models import ActiveClient, Chat, Session
 from sessions_app.tasks import sweep_due_work
-from tools_app import runtime
+from tools_app.runtime import waker
+from tools_app.runtime.toolbox import ChatToolbox
 
 from .harness import AhpClient, default_chat, set_config
 
@@ -57,7 +58,7 @@ def test_a_clients_answer_wakes_the_waiting_agent_at_once(acme, host, monkeypatc
     """The completion hands the result to the process whose agent waits (the call names its
     channel): the agent never needs its fallback, a read of the call's row, here put off for a
     minute."""
-    monkeypatch.setattr(runtime, "RECOVER_SECONDS", 60)
+    monkeypatch.setattr(waker, "RECOVER_SECONDS", 60)
     alice, ide, session, chat = setup(host, acme)
     with alice, ide:
         for _ in range(3):
@@ -78,12 +79,12 @@ def test_the_waiting_calls_of_a_process_are_read_in_one_statement(acme, host):
         waiting = start["toolCallId"]
         gone = [str(uuid.uuid4()) for _ in range(200)]
         with CaptureQueriesContext(connection) as captured:
-            ended = runtime.ended_calls([waiting, *gone])
+            ended = waker.ended_calls([waiting, *gone])
         assert len(captured) == 1 and set(ended) == set(gone)
-        assert ended[gone[0]]["error"]["message"] == runtime.CALL_GONE
+        assert ended[gone[0]]["error"]["message"] == waker.CALL_GONE
         complete(ide, chat, turn, waiting)
         assert alice.reply_to(turn) == "opened"
-        assert runtime.ended_calls([waiting])[waiting]["content"][0]["text"] == "opened"
+        assert waker.ended_calls([waiting])[waiting]["content"][0]["text"] == "opened"
 
 
 def test_announced_tools_join_the_catalog_under_the_client_id(acme, host):
@@ -135,14 +136,14 @@ def test_a_call_still_beginning_is_not_taken_for_one_removed_with_its_session(ac
     """The process reads its waiting calls' rows while a call's begin has not committed yet (its
     hop queued behind others under load): the missing row is not yet written, not gone, and the
     agent gets the client's answer, not `The tool call was removed with its session.`"""
-    monkeypatch.setattr(runtime, "RECOVER_SECONDS", 0.05)
-    begin = runtime.ChatToolbox.begin_client_call
+    monkeypatch.setattr(waker, "RECOVER_SECONDS", 0.05)
+    begin = ChatToolbox.begin_client_call
 
     def slow_begin(toolbox, *args):
         time.sleep(1.5)  # several rounds of the reading pass meanwhile
         return begin(toolbox, *args)
 
-    monkeypatch.setattr(runtime.ChatToolbox, "begin_client_call", slow_begin)
+    monkeypatch.setattr(ChatToolbox, "begin_client_call", slow_begin)
     alice, ide, session, chat = setup(host, acme)
     with alice, ide:
         turn, start = call_open_file(alice, chat)

@@ -18,7 +18,7 @@ from sessions_app import actions
 from sessions_app.actions.turns import RUNNER_GONE
 from sessions_app.models import Chat, HostProcess, SessionHome, Turn
 from tools_app.families.terminals.models import Terminal
-from tools_app.runtime import launch_turn
+from tools_app.runtime.turns import launch_turn
 
 from ...conftest import ROOT, child_env, free_port, stop, tenant_made, wait_for_port
 from .harness import AhpClient, RpcFailed, default_chat

@@ -14,7 +14,7 @@ from tools_app.catalog.loader import catalog_for_chat
 from tools_app.catalog.validation import ToolRefusal
 from tools_app.families.mcp_servers.actions import do_capture_mcp_servers, do_record_server_tools
 from tools_app.models import HostConfig
-from tools_app.runtime import ChatToolbox
+from tools_app.runtime.toolbox import ChatToolbox
 
 from ...ahp.protocol.harness import AhpClient, default_chat
 from ...conftest import production_server
@@ -56,6 +56,7 @@ def test_it_offers_a_plugin_setting_change_at_the_next_request(place, acme):
 
 
 def test_it_offers_a_configuration_written_in_bulk_at_the_next_request(place, acme):
+    HostConfig.for_tenant(acme.tenant)
     HostConfig.objects.filter(tenant=acme.tenant).update(session_tools=False)
     assert "list_sessions" not in names(place)
 

@@ -64,7 +64,7 @@ def call_in_repair(desk, people, tool, arguments):
     """Run one tool call inside a repair turn, as the agent would answer it."""
     import asyncio
 
-    from tools_app.runtime import ChatToolbox
+    from tools_app.runtime.toolbox import ChatToolbox
 
     turn = repair(desk, people)
     from sessions_app.models import Turn
@@ -101,7 +101,7 @@ def test_set_agent_merge_enabled_asks_no_grant_of_a_turn_nobody_sent(acme, hub, 
     import asyncio
 
     from sessions_app.models import Turn
-    from tools_app.runtime import ChatToolbox
+    from tools_app.runtime.toolbox import ChatToolbox
 
     from .session.conftest import Place
 
@@ -245,7 +245,7 @@ class BareDesk:
 
     def toolbox_of_last_turn(self):
         from sessions_app.models import Turn
-        from tools_app.runtime import ChatToolbox
+        from tools_app.runtime.toolbox import ChatToolbox
 
         turn = Turn.objects.select_related("chat__session__tenant", "sender").filter(chat=self.chat).latest("started")
         return ChatToolbox(turn)

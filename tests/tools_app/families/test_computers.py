@@ -24,6 +24,7 @@ def place(acme):
 def test_the_computer_tools_are_offered_only_under_advanced_tools(acme):
     place = Place(acme)
     assert not set(COMPUTER_TOOLS) & set(catalog_for_chat(place.chat).names)
+    HostConfig.for_tenant(acme.tenant)
     HostConfig.objects.filter(tenant=acme.tenant).update(advanced_tools=True)
     snapshot = catalog_for_chat(place.chat)
     assert set(COMPUTER_TOOLS) <= set(snapshot.names)

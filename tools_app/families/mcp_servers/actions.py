@@ -12,7 +12,7 @@ from .servers import usable_servers
 def do_capture_mcp_servers(session):
     """At a session's start, keep the tenant's usable mcpServers as they are now: a later change
     of the tenant's map reaches the next session, never this one."""
-    servers = usable_servers(HostConfig.for_tenant(session.tenant).mcp_servers, f"tenant {session.tenant.slug}")
+    servers = usable_servers(HostConfig.current(session.tenant).mcp_servers, f"tenant {session.tenant.slug}")
     row, _ = SessionMcpServers.objects.get_or_create(session=session, defaults={"servers": servers})
     return row
 

@@ -14,6 +14,7 @@ import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
+from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections
@@ -149,7 +150,7 @@ def server_tools_of(session_id, listings):
     return tuple(tools)
 
 
-_TOOLS = OrderedDict()
+_TOOLS: OrderedDict[Any, tuple[Tool, ...]] = OrderedDict()
 _TOOLS_SIZE = 1024
 
 

@@ -17,7 +17,7 @@ from ...catalog.bounding import result_text
 from ...catalog.catalog import Caller, sessionless_tools
 from ...catalog.host_tools import REGISTRY
 from ...catalog.validation import input_problem, input_validator
-from ...runtime import ToolCallContext, as_result
+from ...runtime.context import ToolCallContext, as_result
 
 REFUSAL_STATUS = {"permission": 403, "not_found": 404, "conflict": 409, "exists": 409, "invalid": 400,
                   "no_agent": 400}

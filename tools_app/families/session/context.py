@@ -5,8 +5,9 @@ import json
 from kernel.ids import parse_uuid
 from kernel.refusals import Refused
 from sessions_app.actions import require
-from sessions_app.models import ChatBackend, PendingMessage, ToolCall, Turn
+from sessions_app.models import PendingMessage, ToolCall, Turn
 
+from ...chat_provider import other_harness
 from .links import resolve
 from .listing import chat_status
 
@@ -86,8 +87,8 @@ def get_session_context(context, arguments):
               "hasOlderTurns": older}
     if active:
         answer["activeTurn"] = turn_entry(active, detail, calls)
-    harness = ChatBackend.objects.filter(chat=chat).exclude(provider="").values_list("provider", flat=True).first()
-    if harness and harness != session.provider:  # the chat runs another agent than its session
+    harness = other_harness(chat)
+    if harness:  # the chat runs another agent than its session
         answer["harness"] = harness
     if context.chat is not None:
         mine = PendingMessage.objects.filter(chat=chat, sender_chat=context.chat).order_by("created")

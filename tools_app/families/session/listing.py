@@ -9,8 +9,9 @@ from django.db.models.functions import Cast
 from agents.registry import PROVIDERS
 from kernel.refusals import Refused
 from sessions_app.actions import require
-from sessions_app.models import Chat, ChatBackend, Session, Turn, iso
+from sessions_app.models import Chat, Session, Turn, iso
 
+from ...chat_provider import answering, backend_providers
 from .links import open_link, resolve
 
 STATUS_WORDS = ("idle", "inProgress", "inputNeeded", "error", "archived")
@@ -61,7 +62,7 @@ def listed_chats(sessions):
     shown = [c.id for chats in by_session.values() for c in chats]
     if not shown:
         return {}
-    backends = dict(ChatBackend.objects.filter(chat__in=shown).exclude(provider="").values_list("chat_id", "provider"))
+    backends = backend_providers(shown)
     busy = set(Turn.objects.filter(chat__in=shown, state="active").values_list("chat_id", flat=True))
     rows = {}
     for session in sessions:
@@ -70,8 +71,8 @@ def listed_chats(sessions):
                    "status": "inProgress" if chat.id in busy else "idle"}
             if chat.is_default:
                 row["main"] = True
-            harness = backends.get(chat.id)
-            if harness and harness != session.provider:
+            harness = answering(backends.get(chat.id), session)
+            if harness != session.provider:
                 row["harness"] = harness
             rows.setdefault(session.pk, []).append(row)
     return rows

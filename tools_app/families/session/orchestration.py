@@ -12,10 +12,12 @@ from kernel.after_commit import after_commit
 from kernel.refusals import Refused
 from sessions_app import actions
 from sessions_app.actions import Orchestration, require
-from sessions_app.models import ChatBackend, ChatDraft, Session, Turn
+from sessions_app.models import ChatDraft, Session, Turn
 
+from ...chat_provider import provider_of
 from ...models import HostConfig
 from ...sessions import capture_servers, check_definition, do_end_session
+from ...turn_launcher import launch_turn
 from .links import open_link, require_write, resolve
 from .listing import agents_for, config_schema
 
@@ -24,15 +26,13 @@ HOST_OWNED_SETTINGS = ("isolation", "model")
 
 
 def orchestration_of(context):
-    config = HostConfig.for_tenant(context.principal.tenant)
+    config = HostConfig.current(context.principal.tenant)
     return Orchestration(session=context.session, enabled=config.agent_orchestration_limits == "on",
                          scope=config.agent_orchestration_limits_scope)
 
 
 def launch_after_commit(started):
     """A turn a tool began runs once its rows are committed; a queued message waits its turn."""
-    from ...runtime import launch_turn
-
     if started is not None and hasattr(started, "state"):
         after_commit(f"running turn {started.id}", lambda: launch_turn(started.id))
 
@@ -40,11 +40,6 @@ def launch_after_commit(started):
 def needs_session(tool_name):
     return Refused(f'{tool_name} needs a session to act on when no session calls it; name one with "session".',
                    "invalid")
-
-
-def _chat_provider(chat):
-    backend = ChatBackend.objects.filter(chat=chat).exclude(provider="").first() if chat is not None else None
-    return backend.provider if backend else (chat.session.provider if chat is not None else None)
 
 
 def _model_provider(model):
@@ -60,7 +55,7 @@ def choose_agent(context, arguments):
     if agent is None and arguments.get("model"):
         agent = _model_provider(arguments["model"])
     if agent is None:
-        agent = _chat_provider(context.chat) or next(iter(PROVIDERS))
+        agent = (provider_of(context.chat) if context.chat is not None else None) or next(iter(PROVIDERS))
     startable = [p.id for p in agents_for(context.principal)]
     if agent not in startable:
         raise Refused(f'No agent "{agent}" to start; choose one of: {", ".join(startable)}.', "invalid")
@@ -91,7 +86,7 @@ def inherited_settings(context, agent):
     settings = {k: v for k, v in (context.session.config or {}).items() if k in accepted}
     model = calling_model(context) or settings.get("model")
     settings.pop("model", None)
-    if model and agent == _chat_provider(context.chat):
+    if model and context.chat is not None and agent == provider_of(context.chat):
         settings["model"] = model
     return settings
 
@@ -263,7 +258,7 @@ def delete_session(context, arguments):
 def move_session(context, arguments):
     principal = context.principal
     require_write(principal, context.session)
-    config = HostConfig.for_tenant(principal.tenant)
+    config = HostConfig.current(principal.tenant)
     session, _ = resolve(principal, arguments["session"])
     relationship = arguments.get("relationship")
     into = resolve(principal, arguments["into"])[0] if arguments.get("into") else None

@@ -11,6 +11,7 @@ import struct
 import subprocess
 import termios
 from pathlib import Path
+from typing import Any
 
 from channels.db import database_sync_to_async
 
@@ -21,7 +22,7 @@ from . import actions
 
 logger = logging.getLogger(__name__)
 SHELL = ("/bin/sh", "-i")
-RUNNING = {}  # terminal id -> Pty, in this process
+RUNNING: dict[Any, "Pty"] = {}  # terminal id -> Pty, in this process
 
 
 def set_size(fd, cols, rows):

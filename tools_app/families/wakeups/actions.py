@@ -12,6 +12,7 @@ from kernel.refusals import Refused
 from sessions_app import actions as session_actions
 from sessions_app.actions import check_message_text
 
+from ...turn_launcher import launch_turn
 from .models import Wakeup
 
 logger = logging.getLogger(__name__)
@@ -71,8 +72,6 @@ def do_fire_wakeup(pk, due=None):
         logger.info("Wakeup %s refused: %s", pk, refusal.sentence)
         return None
     if turn is not None:
-        from tools_app.runtime import launch_turn
-
         launch_turn(turn.id)
         return turn
     return pending

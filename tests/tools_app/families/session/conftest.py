@@ -11,7 +11,8 @@ from agents.providers.echo import EchoProvider
 from agents.registry import PROVIDERS
 from tools_app.catalog.host_tools import REGISTRY
 from tools_app.catalog.loader import catalog_for_chat
-from tools_app.runtime import ChatToolbox, ToolCallContext
+from tools_app.runtime.context import ToolCallContext
+from tools_app.runtime.toolbox import ChatToolbox
 
 
 class Place:

@@ -6,7 +6,7 @@ import pytest
 from sessions_app import actions
 from kernel.refusals import Refused
 from sessions_app.models import Turn
-from tools_app.runtime import ChatToolbox
+from tools_app.runtime.toolbox import ChatToolbox
 
 from .conftest import Place
 

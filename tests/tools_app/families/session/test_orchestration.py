@@ -150,7 +150,7 @@ def test_delete_session_only_by_the_owner_and_never_its_own(acme, place):
 
 def test_delete_session_without_a_turn_acts_as_the_calling_sessions_owner(acme, place):
     from tools_app.catalog.host_tools import REGISTRY
-    from tools_app.runtime import ToolCallContext
+    from tools_app.runtime.context import ToolCallContext
 
     theirs = Place(acme, role="admin")
     context = ToolCallContext(acme.principal("admin"), place.session, place.chat, None, "")

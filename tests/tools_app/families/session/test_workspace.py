@@ -117,7 +117,7 @@ def test_set_workspace_is_offered_up_front_only_to_a_session_that_started_withou
 
 def test_a_chat_made_on_another_backend_runs_its_turns_there(acme):
     from sessions_app.models import ChatBackend
-    from tools_app.runtime import provider_of
+    from tools_app.chat_provider import provider_of
 
 
     place = Place(acme)
