@@ -23,11 +23,11 @@ KINDS = {
 class Refused(Exception):
     """A refusal with the sentence the caller sees; `kind` (a KINDS key) picks the wire answer."""
 
-    def __init__(self, sentence, kind="permission"):
+    def __init__(self, sentence: str, kind: str = "permission") -> None:
         super().__init__(sentence)
         self.sentence = sentence
         self.kind = kind
 
     @property
-    def answer(self):
+    def answer(self) -> Answer:
         return KINDS[self.kind]
