@@ -3,9 +3,11 @@ per call. Each is a cache, never the only copy; what validates an entry is its c
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Any, Generic
 
-V = TypeVar("V")
+from typing_extensions import TypeVar
+
+V = TypeVar("V", default=Any)  # what a cache made without naming it keeps
 
 
 class Kept(Generic[V]):
