@@ -42,7 +42,7 @@ def _call_action(call: ToolCall, action_type: str, origin: Origin | None = None,
 
 
 def _ready_fields(call: ToolCall) -> dict[str, Any]:
-    fields = {"invocationMessage": call.invocation_message(), "toolInput": call.input_text(),
+    fields: dict[str, Any] = {"invocationMessage": call.invocation_message(), "toolInput": call.input_text(),
               "confirmed": "not-needed"}
     if call.contributor:
         fields["contributor"] = call.contributor
