@@ -27,7 +27,7 @@ from kernel.refusals import Refused
 from kernel.rows import Columns, fetch_one, table
 from sessions_app import actions
 from sessions_app.actions.homes import handed_home
-from sessions_app.events.presence import keep_process_alive
+from sessions_app.events.heartbeat import keep_process_alive
 from sessions_app.models import PUBLISHED_TOOLS, Chat, ChatBackend, Session, ToolCall, Turn
 
 from .catalog.bounding import bound_result, result_text

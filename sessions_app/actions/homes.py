@@ -13,7 +13,7 @@ from django.utils import timezone
 from kernel.orm import database_sync_to_async
 
 from ..events.log import PROCESS, this_node
-from ..events.presence import HEARTBEAT_SECONDS
+from ..events.sockets import HEARTBEAT_SECONDS
 from ..models import HostProcess, SessionHome, Turn
 from .presence import live_processes
 from .turns import do_end_abandoned_turn
