@@ -1,6 +1,11 @@
 """Every change to sessions, chats, turns, tool calls and clients: one `do_*` function each, in
 the module of its noun, which checks the grant, writes in one transaction and publishes the AHP
-action(s) clients see. Callers outside sessions_app use the names here."""
+action(s) clients see. Callers outside sessions_app use the names here.
+
+A `do_*` takes who acts first (a grants Principal; absent where the host acts on its own: a
+turn's end, a sweep), then the row it changes, then what changes, and last `origin`, the client
+action it answers (echoed in its envelope). It refuses only with kernel.refusals.Refused, whose
+sentence is what the person sees and whose kind picks each door's error code."""
 from .chats import (
     do_archive_chat,
     do_copy_session_fork,

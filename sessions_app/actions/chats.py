@@ -15,7 +15,7 @@ from ..events.delivery import notify
 from ..events.log import Action, Item, Origin, publish, publish_many
 from ..models import Chat, ChatBackend, ChatDraft, ChatMove, Session, ToolCall, Turn, iso
 from ..state import MAX_CHATS_PER_SESSION, chat_catalogue, chat_summary
-from .checks import MAX_TITLE_CHARS, check_quota, check_title, require, summary_changed, touch
+from .checks import MAX_TITLE_CHARS, MOVES_OFF, check_quota, check_title, require, summary_changed, touch
 from .sessions import set_session_title
 
 TOO_MANY_CHATS = f"A session holds at most {MAX_CHATS_PER_SESSION} chats; delete one before making another."
@@ -183,7 +183,6 @@ def draft_model(draft: dict[str, Any]) -> str | None:
     return model.get("id") if isinstance(model, dict) else model
 
 
-MOVES_OFF = "Moving chats and sessions is turned off (chatMoves.enabled is false)."
 MOVE_DEFAULT_CHAT = "A session's default chat moves only with its session; move the session instead."
 MOVE_INTO_ITSELF = "A chat cannot move under itself."
 MOVE_SAME_SESSION = "The chat is already in that session; this host keeps no chat hierarchy to move it in."

@@ -17,6 +17,7 @@ from ..quotas import quota_problem
 
 MAX_TITLE_CHARS = 200
 MAX_MESSAGE_CHARS = 128 * 1024  # a prompt or message a turn starts with, whoever sends it
+MOVES_OFF = "Moving chats and sessions is turned off (chatMoves.enabled is false)."
 
 
 def client_taken(client_id: str) -> str:

@@ -15,7 +15,7 @@ from ..events.delivery import notify
 from ..events.log import Action, Envelope, Origin, publish
 from ..models import Chat, Session, SessionPlacement
 from ..state import chat_catalogue
-from .checks import check_quota, check_title, check_working_directory, require, summary_changed, touch
+from .checks import MOVES_OFF, check_quota, check_title, check_working_directory, require, summary_changed, touch
 
 
 def session_id_taken(session_id: object) -> str:
@@ -176,7 +176,7 @@ def do_move_session(principal: Principal, session: Session, into: Session | None
     """Reorder a nested session among its siblings, nest it into another session (after one of
     that session's nested sessions, or last), or make it independent."""
     if not moves_enabled:
-        raise Refused("Moving chats and sessions is turned off (chatMoves.enabled is false).", "conflict")
+        raise Refused(MOVES_OFF, "conflict")
     require(principal, "session:write", session)
     if into is not None:
         require(principal, "session:write", into)
