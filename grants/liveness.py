@@ -12,7 +12,7 @@ channel-layer groups (grants.actions). The embedded host's in-memory layer reach
 process, so there each step is also marked in a file under VAR_DIR that all of the host's
 processes read with one `stat` (no database hop): a `manage.py addmember --role guest` counts at
 the serving process's next frame. The heartbeat re-reads the tokens of every socket of the
-process (sessions_app.events.presence) for what none of these reaches.
+process (sessions_app.events.heartbeat) for what none of these reaches.
 """
 import functools
 import itertools

@@ -1,4 +1,6 @@
 """Admin deletions through the owning app's `do_*`, for one row and for a selection alike."""
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest
 
 
 class DeletesThroughActions:
@@ -7,12 +9,12 @@ class DeletesThroughActions:
 
     delete_related: tuple[str, ...] = ()  # select_related for a bulk delete, so delete_row's reads cost no query each
 
-    def delete_row(self, obj):
+    def delete_row(self, obj: Model) -> None:
         raise NotImplementedError
 
-    def delete_model(self, request, obj):
+    def delete_model(self, request: HttpRequest, obj: Model) -> None:
         self.delete_row(obj)
 
-    def delete_queryset(self, request, queryset):
+    def delete_queryset(self, request: HttpRequest, queryset: "QuerySet[Model]") -> None:
         for obj in queryset.select_related(*self.delete_related) if self.delete_related else queryset:
             self.delete_row(obj)

@@ -17,6 +17,7 @@ closes its sockets for their clients to reconnect and replay (ahp.protocol.consu
 import asyncio
 import logging
 import uuid
+from typing import Any
 
 from channels_redis.pubsub import (
     RedisPubSubChannelLayer,
@@ -32,7 +33,7 @@ RECONNECT_SECONDS = 1.0
 
 
 class PubSubChannelLayer(RedisPubSubChannelLayer):
-    def _get_layer(self):
+    def _get_layer(self) -> "_LoopLayer":
         loop = asyncio.get_running_loop()
         layer = self._layers.get(loop)
         if layer is None:
@@ -40,13 +41,13 @@ class PubSubChannelLayer(RedisPubSubChannelLayer):
             _wrap_close(self, loop)
         return layer
 
-    async def delete_channel(self, channel):
+    async def delete_channel(self, channel: str) -> None:
         """Stop receiving on a channel of new_channel() once it got its answer: the library
         forgets a channel only when a receive is cancelled, so every reply channel would stay
         for the life of the process."""
         self._get_layer().channels.pop(channel, None)
 
-    def deserialize(self, message):
+    def deserialize(self, message: bytes | Exception) -> dict[str, Any]:
         if isinstance(message, Exception):
             raise message  # the connection failed while this receiver waited
         return super().deserialize(message)
@@ -56,18 +57,18 @@ INBOX_MARK = "!"  # a channel of new_channel() is "<inbox>!<its own name>"
 
 
 class _LoopLayer(RedisPubSubLoopLayer):
-    def __init__(self, hosts=None, **kwargs):
+    def __init__(self, hosts: object = None, **kwargs: Any) -> None:
         super().__init__(hosts, **kwargs)
         self._shards = [_Shard(host, self) for host in decode_hosts(hosts)]
         self.inbox = f"{self.prefix}inbox.{uuid.uuid4().hex[:16]}"
         self.inbox_key = self.inbox.encode()  # as Redis names it in a message
         self._inbox_subscribed = False
 
-    async def flush(self):
+    async def flush(self) -> None:
         await super().flush()
         self._inbox_subscribed = False
 
-    async def new_channel(self, prefix="specific."):
+    async def new_channel(self, prefix: str = "specific.") -> str:
         """A channel of this loop's inbox: no Redis subscription of its own. While the inbox is
         cut off from Redis it fails unless Redis answers now, as a SUBSCRIBE of its own would: a
         socket opening then is told to come back (ahp.protocol.consumer), not left deaf."""
@@ -81,7 +82,7 @@ class _LoopLayer(RedisPubSubLoopLayer):
         self.channels[channel] = asyncio.Queue()
         return channel
 
-    async def receive(self, channel):
+    async def receive(self, channel: str) -> dict[str, Any]:
         """As the library's; a cancelled receive forgets a channel of the inbox."""
         queue = self.channels.get(channel)
         if queue is None or INBOX_MARK not in channel:
@@ -93,7 +94,7 @@ class _LoopLayer(RedisPubSubLoopLayer):
             raise
         return self.channel_layer.deserialize(message)
 
-    async def send(self, channel, message):
+    async def send(self, channel: str, message: dict[str, Any]) -> None:
         """A message to a channel this loop receives on (an agent's wake-up from a completion the
         same process committed) goes to its queue: Redis would only hand it back here. Another
         process's channel is reached through that process's inbox, the channel's name first."""
@@ -107,7 +108,7 @@ class _LoopLayer(RedisPubSubLoopLayer):
             return
         await self._get_shard(inbox).publish(inbox, channel.encode() + b" " + self.channel_layer.serialize(message))
 
-    async def group_send(self, group, message):
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
         """The group's members on this loop get the message at once (a call's news reaching its
         client's socket in the same process): Redis would only hand it back a round trip later.
         It is published for other processes' members all the same, marked with this inbox, and
@@ -117,7 +118,7 @@ class _LoopLayer(RedisPubSubLoopLayer):
         self.hand_to_members(group_channel, data)
         await self._get_shard(group_channel).publish(group_channel, self.inbox_key + b" " + data)
 
-    def hand_to_members(self, group_channel, data):
+    def hand_to_members(self, group_channel: str, data: bytes) -> None:
         """A group's message to the group's members on this loop."""
         for channel in self.groups.get(group_channel, ()):
             queue = self.channels.get(channel)
@@ -126,13 +127,13 @@ class _LoopLayer(RedisPubSubLoopLayer):
 
 
 class _Shard(RedisSingleShardConnection):
-    def __init__(self, host, channel_layer):
+    def __init__(self, host: dict[str, Any], channel_layer: _LoopLayer) -> None:
         super().__init__(host, channel_layer)
-        self._outgoing = []  # (channel, message, future) for the next trip to Redis
-        self._publisher = None
-        self.outage = None  # the error of the receive loop while it is cut off from Redis
+        self._outgoing: list[tuple[str, bytes, asyncio.Future[None]]] = []  # (channel, message, future) for the next trip to Redis
+        self._publisher: asyncio.Future[None] | None = None
+        self.outage: Exception | None = None  # the error of the receive loop while it is cut off from Redis
 
-    async def publish(self, channel, message):
+    async def publish(self, channel: str, message: bytes) -> None:
         """Publishes asked for while one trip to Redis is on its way go together in the next, one
         write and one read for all of them, in the order they were asked for: the library's took a
         round trip each, one at a time, and every tenant's news of a process queues on it."""
@@ -145,7 +146,7 @@ class _Shard(RedisSingleShardConnection):
             self._publisher = asyncio.ensure_future(self._publish_outgoing())
         await sent
 
-    async def _publish_outgoing(self):
+    async def _publish_outgoing(self) -> None:
         while self._outgoing:
             batch, self._outgoing = self._outgoing, []
             try:
@@ -167,7 +168,7 @@ class _Shard(RedisSingleShardConnection):
                     if not sent.done():
                         sent.set_result(None)
 
-    def _receive_message(self, message):
+    def _receive_message(self, message: dict[str, Any] | None) -> None:
         """A message of the inbox goes to the channel it names (dropped when that channel is
         gone, as a message to an unsubscribed channel is); a group's message to the group's
         members here, unless this loop sent it (they have it); anything else as the library
@@ -190,7 +191,7 @@ class _Shard(RedisSingleShardConnection):
             return
         super()._receive_message(message)
 
-    async def reach_redis(self):
+    async def reach_redis(self) -> None:
         """Reconnect the subscriptions now (redis-py subscribes to them all again), without
         waiting for the receive loop's next try; raises while Redis is still away."""
         async with self._lock:
@@ -199,7 +200,7 @@ class _Shard(RedisSingleShardConnection):
             await self._pubsub.ping()
         self.outage = None
 
-    async def _do_receiving(self):
+    async def _do_receiving(self) -> None:
         while True:
             try:
                 if self._pubsub and self._pubsub.subscribed:

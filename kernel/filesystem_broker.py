@@ -5,7 +5,9 @@ JSONDecodeError."""
 import os
 import uuid
 from time import monotonic
+from typing import Any
 
+from kombu.exceptions import ChannelError
 from kombu.transport import filesystem
 from kombu.utils.encoding import str_to_bytes
 from kombu.utils.json import dumps
@@ -14,14 +16,15 @@ PARTIAL = ".partial"  # _get takes only names ending in ".<queue>.msg"
 
 
 class Channel(filesystem.Channel):
-    def _put(self, queue: str, payload: dict, **kwargs: object) -> None:
+    # kombu-stubs name the base class's argument `message` and filesystem's `payload`: no name fits both.
+    def _put(self, queue: str, payload: dict[str, Any], **kwargs: Any) -> None:  # type: ignore[override]
         name = os.path.join(self.data_folder_out, f"{int(round(monotonic() * 1000))}_{uuid.uuid4()}.{queue}.msg")
         try:
             with open(name + PARTIAL, "wb") as partial:
                 partial.write(str_to_bytes(dumps(payload)))
             os.replace(name + PARTIAL, name)  # atomic: the worker sees the whole message or none
         except OSError as exc:
-            raise filesystem.ChannelError(f"Cannot add file {name!r} to directory") from exc
+            raise ChannelError(f"Cannot add file {name!r} to directory") from exc
 
 
 class Transport(filesystem.Transport):

@@ -2,7 +2,7 @@
 import uuid
 
 
-def parse_uuid(text):
+def parse_uuid(text: object) -> uuid.UUID | None:
     """`text` (or its str()) as a UUID, or None when it is not one."""
     try:
         return uuid.UUID(str(text))

@@ -17,7 +17,7 @@ SWEEP_EVERY_SECONDS = 1.0
 class MemoryChannelLayer(InMemoryChannelLayer):
     next_sweep = 0.0
 
-    def _clean_expired(self):
+    def _clean_expired(self) -> None:
         now = time.monotonic()
         if now < self.next_sweep:
             return

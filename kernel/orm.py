@@ -17,7 +17,9 @@ import os
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Generic, ParamSpec, TypeVar
 
 from asgiref.sync import AsyncToSync, SyncToAsync
 from channels.db import DatabaseSyncToAsync
@@ -26,13 +28,16 @@ from django.db import DatabaseError, InterfaceError, OperationalError, close_old
 
 from . import outbox
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
 SHARED_THREAD = settings.AHP_ORM_THREADS == 1
 POOL = ThreadPoolExecutor(max_workers=settings.AHP_ORM_THREADS, thread_name_prefix="orm")
 _outages = [0]  # how many units found the database gone: a thread that saw fewer reconnects
 _thread = threading.local()  # .outages: the count when this thread last connected
 
 
-class database_sync_to_async:  # noqa: N801 (used as a decorator, as Channels' is)
+class database_sync_to_async(Generic[P, R]):  # noqa: N801 (used as a decorator, as Channels' is)
     """`func` as a coroutine function whose calls each run as one unit of work on a pool thread.
 
     The hop is asyncio's own `run_in_executor`, in a copy of the caller's context, rather than
@@ -42,11 +47,11 @@ class database_sync_to_async:  # noqa: N801 (used as a decorator, as Channels' i
     the caller is cancelled (at once, as there: work not yet started never runs, work already
     running finishes on its thread)."""
 
-    def __init__(self, func):
+    def __init__(self, func: Callable[P, R]) -> None:
         self.func = func
         functools.update_wrapper(self, func)
 
-    async def __call__(self, *args, **kwargs):
+    async def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         if SHARED_THREAD or getattr(AsyncToSync.executors, "current", None) is not None:
             return await DatabaseSyncToAsync(self.func)(*args, **kwargs)
         loop = asyncio.get_running_loop()
@@ -54,14 +59,14 @@ class database_sync_to_async:  # noqa: N801 (used as a decorator, as Channels' i
         return await loop.run_in_executor(POOL, contextvars.copy_context().run, unit_of_work, loop, work)
 
 
-def works_for(loop):
+def works_for(loop: asyncio.AbstractEventLoop) -> None:
     """This thread's work is for `loop`: asgiref's async_to_sync within it, and kernel.outbox's
     sends after its commits, go to that loop."""
     SyncToAsync.threadlocal.main_event_loop = loop
     SyncToAsync.threadlocal.main_event_loop_pid = os.getpid()
 
 
-def unit_of_work(loop, work):
+def unit_of_work(loop: asyncio.AbstractEventLoop, work: Callable[[], R]) -> R:
     works_for(loop)
     outbox.unit_of_work_begins()
     try:
@@ -70,7 +75,7 @@ def unit_of_work(loop, work):
         outbox.unit_of_work_ends()
 
 
-def with_checked_connections(work, *args, **kwargs):
+def with_checked_connections(work: Callable[..., R], *args: Any, **kwargs: Any) -> R:
     """`work(*args, **kwargs)` with this thread's connections checked before and after, as every
     unit of work's are: one that failed or outlived CONN_MAX_AGE is closed, and once any thread
     found the database gone, every thread reconnects before its next work. Sync work run off the
@@ -89,7 +94,7 @@ def with_checked_connections(work, *args, **kwargs):
         close_old_connections()
 
 
-def close_connections_of_this_thread():
+def close_connections_of_this_thread() -> None:
     for connection in connections.all(initialized_only=True):
         try:
             connection.close()
@@ -97,19 +102,19 @@ def close_connections_of_this_thread():
             pass  # a connection to a database that went away may fail even to close: it is dropped
 
 
-def close_connections():
+def close_connections() -> None:
     """Close every ORM pool thread's connection (a database is dropped only once none is open)."""
     if not SHARED_THREAD:  # else nothing ran on the pool
         close_connections_of(POOL, settings.AHP_ORM_THREADS)
 
 
-def close_connections_of(pool, threads):
+def close_connections_of(pool: ThreadPoolExecutor, threads: int) -> None:
     """Close the connection of each of `pool`'s `threads`: one task per thread, each held until
     all have started, so no thread takes two."""
     started = threading.Barrier(threads)
     closing = set()
 
-    def close():
+    def close() -> None:
         closing.add(threading.get_ident())
         connections.close_all()
         started.wait(timeout=30)

@@ -6,6 +6,8 @@ Times are Redis's own, so nodes whose clocks differ still agree.
 Keys start with AHP_REDIS_KEY_PREFIX, so two hosts (or two test runs) on one Redis never meet."""
 import asyncio
 import weakref
+from collections.abc import Awaitable
+from typing import Any, cast
 
 import redis
 import redis.asyncio
@@ -55,37 +57,44 @@ def client() -> redis.asyncio.Redis:
     return _clients[loop]
 
 
+async def run(script: str, keys: int, *args: object) -> Any:
+    """What `script` answers for its `keys` first arguments and the rest (redis-py's types
+    name only a synchronous client's answer)."""
+    return await cast(Awaitable[Any], client().eval(script, keys, *cast(list[str], args)))
+
+
 def key(*parts: object) -> str:
     return ":".join([settings.AHP_REDIS_KEY_PREFIX, *map(str, parts)])
 
 
 async def claim(name: str, member: str, limit: int, lifetime: float) -> bool:
     """Whether `member` holds a place in set `name`: taken now if fewer than `limit` hold one."""
-    return bool(await client().eval(CLAIM, 1, name, member, limit, lifetime))
+    return bool(await run(CLAIM, 1, name, member, limit, lifetime))
 
 
 async def release(name: str, member: str) -> None:
-    await client().zrem(name, member)
+    await cast(Awaitable[int], client().zrem(name, member))
 
 
 async def renew(claims: list[tuple[str, str]], lifetime: float) -> None:
     """Push back the lapse of each (set, member) still held."""
     if claims:
-        await client().eval(RENEW, len(claims), *(name for name, _ in claims), lifetime,
-                            *(member for _, member in claims))
+        await run(RENEW, len(claims), *(name for name, _ in claims), lifetime, *(member for _, member in claims))
 
 
 async def failures(name: str) -> int:
-    return int(await client().hget(name, "count") or 0)
+    return int(await cast(Awaitable[bytes | None], client().hget(name, "count")) or 0)
 
 
 async def fail(name: str, forget_after: float) -> None:
     async with client().pipeline(transaction=True) as pipe:
-        await pipe.hincrby(name, "count", 1).expire(name, int(forget_after)).execute()
+        pipe.hincrby(name, "count", 1)
+        pipe.expire(name, int(forget_after))
+        await pipe.execute()
 
 
 async def reserve(name: str, delay: float) -> float:
-    return float(await client().eval(RESERVE, 1, name, delay))
+    return float(await run(RESERVE, 1, name, delay))
 
 
 def forget(pattern: str) -> None:

@@ -12,7 +12,7 @@ from django.utils import timezone
 from grants.models import ApiToken, TenantScopedManager
 
 # The address this process last served HTTP on (the endpoint app records it).
-LISTENER = {}
+LISTENER: dict[str, str] = {}
 
 
 def remember_listener(scope):

@@ -41,7 +41,8 @@ from kernel.outbox import serve_from
 from kernel.refusals import Refused
 from kernel.rows import Columns, fetch_one, table
 from sessions_app import actions
-from sessions_app.events.presence import HEARTBEAT_SECONDS, keep_process_alive
+from sessions_app.events.heartbeat import keep_process_alive
+from sessions_app.events.sockets import HEARTBEAT_SECONDS
 from sessions_app.models import PUBLISHED_TOOLS, Chat, Session
 from sessions_app.tools_endpoint import ToolsEndpoint, remember_listener
 from tools_app.catalog.loader import catalog_for_chat

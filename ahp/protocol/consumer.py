@@ -35,8 +35,9 @@ from sessions_app import events, quotas
 from tools_app.families.mcp_servers.server_tools import learn_client_plugins
 from tools_app.runtime.turns import interrupt_turn, run_turn
 
-from sessions_app.events import presence as process  # this process's sockets
-from sessions_app.events.presence import ensure_started
+from sessions_app.events import sockets  # this process's sockets
+from sessions_app.events.catch_up import Heard
+from sessions_app.events.heartbeat import ensure_started
 
 from . import bookkeeping, errors, frames, homes, methods, subscriptions, throttle, watches
 
@@ -94,7 +95,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
         self.connection_id = None
         self.subscriptions = set()
         self.watches = {}  # channel -> watches.Watch: the resource watches this connection made
-        self.heard = {}  # channel -> process.Heard: what this socket has sent of it
+        self.heard = {}  # channel -> Heard: what this socket has sent of it
         self.turn_tasks = set()
         self.background = set()  # tasks that must not block this consumer's own messages
         self.server_requests = {}  # JSON-RPC id of a request this host sent -> channel awaiting the answer
@@ -102,11 +103,11 @@ class AhpConsumer(AsyncWebsocketConsumer):
         limit = settings.AHP_MAX_CONNECTIONS_PER_PERSON
         # Joined before accepting, so a revocation committed from here on reaches this socket.
         try:
-            placed = await process.take_place(self, limit)  # counted from here when placed: the quota holds
+            placed = await sockets.take_place(self, limit)  # counted from here when placed: the quota holds
             for group in self.access_groups if placed else ():
                 await self.channel_layer.group_add(group, self.channel_name)
         except Exception as exc:
-            if not process.is_layer_failure(exc):
+            if not sockets.is_layer_failure(exc):
                 raise
             await self.accept()  # accepted only to say why: reconnect once the layer is back
             await self.close(code=SERVICE_RESTART)
@@ -135,17 +136,17 @@ class AhpConsumer(AsyncWebsocketConsumer):
             await super().__call__(scope, receive, send)
         except Exception as exc:
             if not hasattr(self, "tenant"):
-                if process.is_layer_failure(exc):  # before set-up (the layer failed on its first receive)
+                if sockets.is_layer_failure(exc):  # before set-up (the layer failed on its first receive)
                     await self.refuse_handshake(send, SERVICE_RESTART)
                     return
                 raise  # the server answers the handshake
-            if not process.is_layer_failure(exc):
+            if not sockets.is_layer_failure(exc):
                 await self.leave()
                 raise  # the server logs it and closes with 1011
             logger.warning("The channel layer failed (%s: %s); closing this process's sockets with %s",
                            exc.__class__.__name__, exc, SERVICE_RESTART)
             await self.abandon(SERVICE_RESTART)
-            await process.close_all(SERVICE_RESTART)
+            await sockets.close_all(SERVICE_RESTART)
 
     async def refuse_handshake(self, send, code):
         """Accepted only to close with `code`, as every socket of a failing layer is: a refused
@@ -179,7 +180,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
         if getattr(self, "left", False):
             return
         self.left = True
-        await process.leave_place(self)
+        await sockets.leave_place(self)
         for channel in list(getattr(self, "watches", ())):
             watches.release(self, channel)
         try:
@@ -333,7 +334,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
             return
         heard = self.heard.get(channel)
         if heard is None:
-            heard = self.heard[channel] = process.Heard(seqs[0] - 1)
+            heard = self.heard[channel] = Heard(seqs[0] - 1)
         for seq, frame in zip(seqs, message["frames"]):
             if heard.take(seq):  # not already sent from the log
                 await self.send_frame(await subscriptions.frame_seen(self, channel, frame))

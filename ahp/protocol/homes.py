@@ -23,7 +23,7 @@ from kernel.refusals import Refused
 from sessions_app.actions.homes import LEASE_SECONDS, alive, do_find_home, home_channel, shared_layer
 from sessions_app.channels import parse
 from sessions_app.events import PROCESS
-from sessions_app.events.presence import HEARTBEAT_SECONDS, is_layer_failure
+from sessions_app.events.sockets import HEARTBEAT_SECONDS, is_layer_failure
 from sessions_app.models import Chat, Session
 from tools_app.families import files
 from tools_app.families.terminals.models import Terminal

@@ -9,7 +9,7 @@ from kernel.orm import database_sync_to_async
 from sessions_app import actions, events, state
 from grants.algebra import holds
 from sessions_app.channels import RESOURCE_WATCH_PREFIX, ROOT, annotations_session_at, chat_at, parse, session_at
-from sessions_app.events import presence
+from sessions_app.events.catch_up import Heard
 from sessions_app.models import ActionLog, ActiveClient
 from tools_app.config import HostConfig, config_schema, wire_values
 from tools_app.live import refresh_server_tools
@@ -99,7 +99,7 @@ async def subscribe_to(consumer, uri):
     # Join first, so nothing published between the snapshot and the join is missed.
     await join(consumer, uri)
     snapshot = await database_sync_to_async(read_snapshot)(consumer, uri)
-    consumer.heard.setdefault(uri, presence.Heard(snapshot["fromSeq"])).complete_to(snapshot["fromSeq"])
+    consumer.heard.setdefault(uri, Heard(snapshot["fromSeq"])).complete_to(snapshot["fromSeq"])
     return snapshot
 
 

@@ -1,35 +1,78 @@
 """Every change to sessions, chats, turns, tool calls and clients: one `do_*` function each, in
 the module of its noun, which checks the grant, writes in one transaction and publishes the AHP
-action(s) clients see. Callers outside sessions_app use the names here."""
+action(s) clients see. Callers outside sessions_app use the names here.
+
+A `do_*` takes who acts first (a grants Principal; absent where the host acts on its own: a
+turn's end, a sweep), then the row it changes, then what changes, and last `origin`, the client
+action it answers (echoed in its envelope). It refuses only with kernel.refusals.Refused, whose
+sentence is what the person sees and whose kind picks each door's error code."""
 from .chats import (
-    do_archive_chat, do_copy_session_fork, do_create_chat, do_dispose_chat, do_move_chat, do_remove_chat_working_directory, do_rename_chat,
-    do_set_chat_draft, do_set_chat_working_directory,
+    do_archive_chat,
+    do_copy_session_fork,
+    do_create_chat,
+    do_dispose_chat,
+    do_move_chat,
+    do_remove_chat_working_directory,
+    do_rename_chat,
+    do_set_chat_draft,
+    do_set_chat_working_directory,
 )
 from .checks import MAX_MESSAGE_CHARS, check_message_text, check_working_directory, require
 from .clients import (
-    do_close_connections, do_open_connections, do_release_client, do_remove_active_client, do_set_active_client,
+    do_close_connections,
+    do_open_connections,
+    do_release_client,
+    do_remove_active_client,
+    do_set_active_client,
     do_set_subscriptions,
 )
 from .effects import (
-    do_add_turn_effect, do_set_chat_folder, do_set_session_workspace, drop_turn_effect, pending_turn_effects,
+    do_add_turn_effect,
+    do_set_chat_folder,
+    do_set_session_workspace,
+    drop_turn_effect,
+    pending_turn_effects,
 )
 from .orchestration import (
-    MAX_SPAWN_DEPTH, ORCHESTRATION_LIMITS, ORCHESTRATION_WINDOW, Orchestration, do_tool_create_chat,
-    do_tool_create_session, do_tool_send_message,
+    MAX_SPAWN_DEPTH,
+    ORCHESTRATION_LIMITS,
+    ORCHESTRATION_WINDOW,
+    Orchestration,
+    do_tool_create_chat,
+    do_tool_create_session,
+    do_tool_send_message,
 )
 from .pending import (
-    do_remove_pending_message, do_reorder_queued_messages, do_send_message, do_set_pending_message,
+    do_remove_pending_message,
+    do_reorder_queued_messages,
+    do_send_message,
+    do_set_pending_message,
     do_start_queued_turn,
 )
 from .sessions import (
-    do_add_working_directory, do_change_session_config, do_create_session, do_dispose_session, do_move_session, do_set_default_chat, do_set_flag,
-    do_remove_working_directory, do_set_server_tools, do_set_title,
-)
-from .tool_calls import (
-    do_ask_about_tool_call, do_begin_tool_call, do_client_complete_tool_call, do_client_tool_call_content, do_complete_tool_call,
-    do_confirm_tool_call, do_expire_tool_call, do_refuse_tool_call, failure,
+    do_add_working_directory,
+    do_change_session_config,
+    do_create_session,
+    do_dispose_session,
+    do_move_session,
+    do_remove_working_directory,
+    do_set_default_chat,
+    do_set_flag,
+    do_set_server_tools,
+    do_set_title,
 )
 from .subagents import do_end_subagent, do_start_subagent
+from .tool_calls import (
+    do_ask_about_tool_call,
+    do_begin_tool_call,
+    do_client_complete_tool_call,
+    do_client_tool_call_content,
+    do_complete_tool_call,
+    do_confirm_tool_call,
+    do_expire_tool_call,
+    do_refuse_tool_call,
+    failure,
+)
 from .tools_endpoints import ENDPOINT_TURN_CLIENT_ID, do_end_quiet_endpoint_turn, do_open_tools_endpoint
 from .turns import do_cancel_turn, do_end_turn, do_notify_turn, do_start_turn, do_stream_reply, do_truncate_chat
 

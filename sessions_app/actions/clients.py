@@ -1,15 +1,21 @@
 """A session's active clients (announced, removed, released with the calls they still owe)
 and the connections that hold them."""
 import json
-from datetime import timedelta
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+from typing import Any
 
-from django.db import IntegrityError, connection as db, transaction
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
+from django.db import connection as db
 from django.utils import timezone
 
+from grants.models import Principal, Tenant
 from kernel.refusals import Refused
 from kernel.rows import insert, marks, table
 
-from ..events.log import publish
+from ..events.log import Origin, publish
 from ..events.numbering import current_seqs
 from ..models import ActiveClient, ClientConnection, Session, ToolCall
 from .checks import client_taken, require
@@ -20,12 +26,15 @@ from .tool_calls import failure, finish_call
 MAX_CLIENT_TOOL_BYTES = 128 * 1024
 MAX_SESSION_TOOL_BYTES = 512 * 1024
 
+# A socket opening: (tenant, client id, process, person, its socket's channel).
+Opening = tuple[Tenant, str, str, User | None, str]
 
-def json_bytes(value):
+
+def json_bytes(value: object) -> int:
     return len(json.dumps(value).encode())
 
 
-def _check_active_client(active_client, client_id):
+def _check_active_client(active_client: object, client_id: str) -> int:
     """Refused unless `active_client` is a well-formed announcement within its budget; answers the size of its tools."""
     if not isinstance(active_client, dict):
         raise Refused("activeClient must be an object.", "invalid")
@@ -44,7 +53,7 @@ def _check_active_client(active_client, client_id):
     return size
 
 
-def _check_session_tool_budget(session, client_id, size):
+def _check_session_tool_budget(session: Session, client_id: str, size: int) -> None:
     others = ActiveClient.objects.filter(session=session).exclude(client_id=client_id).values_list("tools", flat=True)
     total = size + sum(json_bytes(tools) for tools in others)
     if total > MAX_SESSION_TOOL_BYTES:
@@ -52,7 +61,7 @@ def _check_session_tool_budget(session, client_id, size):
                       f"most {MAX_SESSION_TOOL_BYTES}.", "invalid")
 
 
-def _claimed_client(principal, session, client_id):
+def _claimed_client(principal: Principal, session: Session, client_id: str) -> ActiveClient | None:
     """The session's ActiveClient row for `client_id`, locked, or None; refused when another
     person's connection claimed that client id here first."""
     row = ActiveClient.objects.select_for_update().filter(session=session, client_id=client_id).first()
@@ -62,7 +71,8 @@ def _claimed_client(principal, session, client_id):
 
 
 @transaction.atomic
-def do_set_active_client(principal, session, client_id, active_client, origin=None):
+def do_set_active_client(principal: Principal, session: Session, client_id: str, active_client: dict[str, Any],
+                         origin: Origin | None = None) -> ActiveClient:
     require(principal, "session:attach", session)
     _check_session_tool_budget(session, client_id, _check_active_client(active_client, client_id))
     fields = {"display_name": active_client.get("displayName", ""), "tools": active_client["tools"],
@@ -76,6 +86,7 @@ def do_set_active_client(principal, session, client_id, active_client, origin=No
         except IntegrityError:
             # Another connection claimed it in the meantime: theirs if it is another person's.
             row = _claimed_client(principal, session, client_id)
+    assert row is not None  # made here, or by the connection whose claim collided with this one
     for name, value in fields.items():
         setattr(row, name, value)
     row.save()
@@ -84,7 +95,8 @@ def do_set_active_client(principal, session, client_id, active_client, origin=No
     return row
 
 
-def do_remove_active_client(principal, session, connection_client_id, client_id, origin=None):
+def do_remove_active_client(principal: Principal, session: Session, connection_client_id: str, client_id: str,
+                            origin: Origin | None = None) -> None:
     require(principal, "session:attach", session)
     if client_id != connection_client_id:
         raise Refused(f"A client may remove only itself ({connection_client_id}).", "invalid")
@@ -95,7 +107,7 @@ def do_remove_active_client(principal, session, connection_client_id, client_id,
 
 
 @transaction.atomic
-def do_release_client(active_client_pk, origin=None, only_if_due=False):
+def do_release_client(active_client_pk: int, origin: Origin | None = None, only_if_due: bool = False) -> bool:
     """The client leaves the session: each call it still owes fails, its tools go with it."""
     rows = ActiveClient.objects.select_for_update().filter(pk=active_client_pk)
     if only_if_due:
@@ -126,7 +138,7 @@ def do_release_client(active_client_pk, origin=None, only_if_due=False):
     return True
 
 
-def do_open_connections(openings):
+def do_open_connections(openings: Iterable[Opening]) -> list[tuple[ClientConnection, int]]:
     """Connections opened, in one transaction however many (a burst of sockets opening starts
     together): each opening is (tenant, client id, process, person, its socket's channel) and
     answers (its connection, its tenant's newest serverSeq). A client that (re)connected has any
@@ -149,13 +161,14 @@ def do_open_connections(openings):
     return [(c, seqs[c.tenant_id]) for c in opened]
 
 
-def do_set_subscriptions(connection_id, subscriptions):
+def do_set_subscriptions(connection_id: uuid.UUID | str, subscriptions: Iterable[str]) -> None:
     """The channels a connection is subscribed to, kept so a change reaches the live sessions
     (tools_app.live). Publishes nothing."""
     ClientConnection.objects.filter(id=connection_id).update(subscriptions=sorted(subscriptions))
 
 
-def do_close_connections(connection_ids, disconnect_timeout_ms):
+def do_close_connections(connection_ids: Iterable[uuid.UUID | str],
+                         disconnect_timeout_ms: Callable[[int], int]) -> list[tuple[int, datetime]]:
     """Connections closed, in one transaction however many (a burst of sockets closing ends
     together). A client whose last connection closed keeps its places in sessions for
     `disconnect_timeout_ms(tenant_id)` milliseconds (0: released at once), asked only of a

@@ -1,5 +1,10 @@
 """Turn effects: changes a tool asks for, carried out only when its turn completes."""
+import uuid
+from typing import Any
+
 from django.db import transaction
+
+from grants.models import Principal
 
 from ..events.log import publish
 from ..models import ChatBackend, Session, Turn, TurnEffect
@@ -7,13 +12,13 @@ from .checks import check_working_directory, require, summary_changed, touch
 
 
 @transaction.atomic
-def do_add_turn_effect(principal, turn, kind, arguments):
+def do_add_turn_effect(principal: Principal, turn: Turn, kind: str, arguments: dict[str, Any]) -> TurnEffect:
     """Remember a change for when `turn` completes."""
     require(principal, "session:write", turn.chat.session)
     return TurnEffect.objects.create(turn=turn, kind=kind, arguments=arguments)
 
 
-def pending_turn_effects(turn_id):
+def pending_turn_effects(turn_id: uuid.UUID | str) -> tuple[bool, list[TurnEffect]]:
     """(apply, effects): the effects of an ended turn and whether it completed. Dropped ones
     are deleted here; applied ones by the caller once carried out."""
     turn = Turn.objects.filter(pk=turn_id).first()
@@ -27,7 +32,7 @@ def pending_turn_effects(turn_id):
 
 
 @transaction.atomic
-def do_set_session_workspace(effect, directory):
+def do_set_session_workspace(effect: TurnEffect, directory: str) -> None:
     """set_workspace carried out: the session works in `directory` from now on."""
     session = Session.objects.select_for_update().get(pk=effect.turn.chat.session_id)
     check_working_directory(session.tenant, directory)
@@ -43,7 +48,7 @@ def do_set_session_workspace(effect, directory):
 
 
 @transaction.atomic
-def do_set_chat_folder(effect, directory):
+def do_set_chat_folder(effect: TurnEffect, directory: str) -> None:
     """isolate_session carried out: only the calling chat moves to `directory`, which the
     session's workspace now includes."""
     chat = effect.turn.chat
@@ -59,5 +64,5 @@ def do_set_chat_folder(effect, directory):
     TurnEffect.objects.filter(pk=effect.pk).delete()
 
 
-def drop_turn_effect(effect):
+def drop_turn_effect(effect: TurnEffect) -> None:
     TurnEffect.objects.filter(pk=effect.pk).delete()

@@ -2,8 +2,8 @@
 and its turns run. The process that makes the session (or first serves such a request for it)
 takes it; another takes it over only once that process stopped renewing its lease (it died, or
 its node did)."""
+import uuid
 from datetime import timedelta
-from typing import Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
@@ -13,7 +13,7 @@ from django.utils import timezone
 from kernel.orm import database_sync_to_async
 
 from ..events.log import PROCESS, this_node
-from ..events.presence import HEARTBEAT_SECONDS
+from ..events.sockets import HEARTBEAT_SECONDS
 from ..models import HostProcess, SessionHome, Turn
 from .presence import live_processes
 from .turns import do_end_abandoned_turn
@@ -65,18 +65,20 @@ def do_find_home(session_id: str, process: str = PROCESS, lease_seconds: float =
 
 
 @transaction.atomic
-def do_hand_turn_home(turn_id: Any) -> str | None:
+def do_hand_turn_home(turn_id: uuid.UUID | str) -> str | None:
     """The live home, when it is not this process, of the session of the turn this process was
     to run (one a tool, a wakeup or a queued message began): the turn becomes that home's to run
     (its lease is the home's). None: it runs here."""
     session_id = Turn.objects.filter(pk=turn_id).values_list("chat__session_id", flat=True).first()
+    if session_id is None:
+        return None
     home = SessionHome.objects.filter(session_id=session_id).values_list("process", flat=True).first()
     if home is None or home == PROCESS or not alive(home):
         return None
     return home if Turn.objects.filter(pk=turn_id, state="active", runner=PROCESS).update(runner=home) else None
 
 
-async def handed_home(turn_id: Any) -> bool:
+async def handed_home(turn_id: uuid.UUID | str) -> bool:
     """Whether the turn went to its session's home, another process, to run there (the home's
     ahp.protocol.homes runs it)."""
     if not shared_layer():

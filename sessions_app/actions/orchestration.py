@@ -2,16 +2,20 @@
 sliding window (the charges), and the session tools' writes that spend that budget."""
 import math
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from grants.models import Principal
 from kernel.refusals import Refused
 
-from ..models import Chat, ChatBackend, OrchestrationCharge, Session
-from .chats import chat_updated, do_create_chat
+from ..models import Chat, ChatBackend, OrchestrationCharge, PendingMessage, Session, Turn
+from .chats import ChatOrigin, chat_updated, do_create_chat
 from .pending import do_send_message
 from .sessions import do_create_session, do_set_title
 
@@ -31,31 +35,34 @@ class Orchestration:
     scope: str = "tree"  # tree | session
 
     @property
-    def counted(self):
-        return self.enabled and self.session is not None
-
-    @property
-    def tree_id(self):
-        return self.session.root_id or self.session.id
+    def charged(self) -> Session | None:
+        """The session whose budget the call spends, or None when nothing is counted."""
+        return self.session if self.enabled else None
 
 
-def _check_depth(orchestration):
-    if orchestration.counted and orchestration.session.depth >= MAX_SPAWN_DEPTH:
+def tree_id(session: Session) -> uuid.UUID:
+    return session.root_id or session.id
+
+
+def _check_depth(orchestration: Orchestration) -> None:
+    session = orchestration.charged
+    if session is not None and session.depth >= MAX_SPAWN_DEPTH:
         raise Refused(
             f"Refusing to create a session: recursion limit reached (max spawn depth {MAX_SPAWN_DEPTH}). "
-            f"This session was itself created {orchestration.session.depth} level(s) deep.", "conflict")
+            f"This session was itself created {session.depth} level(s) deep.", "conflict")
 
 
-def _check_budget(orchestration, kind):
+def _check_budget(orchestration: Orchestration, kind: str) -> None:
     """Refuse when the window is full. Locks the row the count belongs to (the tree's root, or
     the session) until the caller's transaction ends, so concurrent callers count one by one."""
-    if not orchestration.counted:
+    session = orchestration.charged
+    if session is None:
         return
     per_session = orchestration.scope == "session"
-    anchor = orchestration.session.id if per_session else orchestration.tree_id
+    anchor = session.id if per_session else tree_id(session)
     locked = Session.objects.select_for_update().filter(pk=anchor).values_list("pk", flat=True).first()
     if locked is None:  # the root is gone: serialise on the calling session instead
-        Session.objects.select_for_update().filter(pk=orchestration.session.id).values_list("pk", flat=True).first()
+        Session.objects.select_for_update().filter(pk=session.id).values_list("pk", flat=True).first()
     since = timezone.now() - ORCHESTRATION_WINDOW
     charges = OrchestrationCharge.objects.filter(kind=kind, created__gt=since,
                                                  **({"session": anchor} if per_session else {"tree": anchor}))
@@ -63,7 +70,7 @@ def _check_budget(orchestration, kind):
     limit = ORCHESTRATION_LIMITS[kind]
     if used < limit:
         return
-    oldest = charges.order_by("created").values_list("created", flat=True).first()
+    oldest = charges.order_by("created").values_list("created", flat=True)[0]  # `used` counted it
     retry = max(1, math.ceil((oldest + ORCHESTRATION_WINDOW - timezone.now()).total_seconds()))
     what = "session" if per_session else "session tree"
     raise Refused(
@@ -72,15 +79,17 @@ def _check_budget(orchestration, kind):
         f"Retry after {retry} seconds, or turn off agent orchestration limits in settings.", "conflict")
 
 
-def _charge(orchestration, kind):
-    if orchestration.counted:
-        OrchestrationCharge.objects.create(tenant_id=orchestration.session.tenant_id, tree=orchestration.tree_id,
-                                           session=orchestration.session.id, kind=kind)
+def _charge(orchestration: Orchestration, kind: str) -> None:
+    session = orchestration.charged
+    if session is not None:
+        OrchestrationCharge.objects.create(tenant_id=session.tenant_id, tree=tree_id(session), session=session.id,
+                                           kind=kind)
 
 
 @transaction.atomic
-def do_tool_create_session(principal, orchestration, provider, title, prompt, working_directories=(), config=None,
-                           owner=None):
+def do_tool_create_session(principal: Principal, orchestration: Orchestration, provider: str, title: str, prompt: str,
+                           working_directories: Sequence[str] = (), config: dict[str, Any] | None = None,
+                           owner: User | None = None) -> tuple[Session, Chat, Turn | PendingMessage | None]:
     """create_session (independent): a session below the caller's, titled, its first turn the
     prompt, owned by `owner` (the calling session's owner) or else `principal`'s person. Charged
     once it exists. Answers (session, its default chat, turn or pending)."""
@@ -99,8 +108,9 @@ def do_tool_create_session(principal, orchestration, provider, title, prompt, wo
 
 
 @transaction.atomic
-def do_tool_create_chat(principal, orchestration, session, title, prompt=None, provider="", origin=None,
-                        config=None):
+def do_tool_create_chat(principal: Principal, orchestration: Orchestration, session: Session, title: str,
+                        prompt: str | None = None, provider: str = "", origin: ChatOrigin | None = None,
+                        config: dict[str, Any] | None = None) -> tuple[Chat, Turn | PendingMessage | None]:
     """create_chat, or create_session with currentSession: a chat in `session`, on `provider`
     when that is not the session's own, with `config` as its own settings (its first turn on
     their model), its first turn the prompt. Charged once it exists. `origin` names the calling
@@ -119,7 +129,8 @@ def do_tool_create_chat(principal, orchestration, session, title, prompt=None, p
 
 
 @transaction.atomic
-def do_tool_send_message(principal, orchestration, chat, text, sender_chat=None):
+def do_tool_send_message(principal: Principal, orchestration: Orchestration, chat: Chat, text: str,
+                         sender_chat: Chat | None = None) -> tuple[Turn | None, PendingMessage | None]:
     """send_message: one message, charged once however it is delivered."""
     _check_budget(orchestration, "message")
     sent = do_send_message(principal, chat, text, sender_chat=sender_chat)

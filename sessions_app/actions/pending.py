@@ -5,26 +5,28 @@ import uuid
 from django.db import transaction
 from django.db.models import Max
 
+from grants.models import Principal
 from kernel.refusals import Refused
 
-from ..events.log import publish
-from ..models import Chat, PendingMessage
+from ..events.log import Action, Origin, publish
+from ..models import Chat, PendingMessage, Turn
 from .checks import check_message_text, require
 from .turns import begin_turn, chat_busy
 
 DELIVERY_OF_KIND = {"steering": "steer", "queued": "queue"}
 
 
-def next_position(chat):
+def next_position(chat: Chat) -> int:
     return (PendingMessage.objects.filter(chat=chat, status="pending").aggregate(last=Max("position"))["last"] or 0) + 1
 
 
-def pending_set_action(pending):
+def pending_set_action(pending: PendingMessage) -> Action:
     return {"type": "chat/pendingMessageSet", "kind": pending.wire_kind, **pending.to_wire()}
 
 
 @transaction.atomic
-def do_send_message(principal, chat, text, sender_chat=None, origin_kind="user", delivery="queue", model=""):
+def do_send_message(principal: Principal, chat: Chat, text: str, sender_chat: Chat | None = None, origin_kind: str = "user",
+                    delivery: str = "queue", model: str = "") -> tuple[Turn | None, PendingMessage | None]:
     """Deliver `text` into `chat` for the person `principal`: a turn at once when the chat is free,
     otherwise a queued message the chat takes as its next turn. Answers (turn, pending message),
     one of them None. Whoever gets a turn back runs it (tools_app.runtime.launch_turn)."""
@@ -39,7 +41,8 @@ def do_send_message(principal, chat, text, sender_chat=None, origin_kind="user",
 
 
 @transaction.atomic
-def do_set_pending_message(principal, chat, message_id, kind, text, origin=None):
+def do_set_pending_message(principal: Principal, chat: Chat, message_id: uuid.UUID | str, kind: str, text: str,
+                           origin: Origin | None = None) -> Turn | None:
     """chat/pendingMessageSet from a client: the chat's one steering message is replaced, a queued
     message updated in place or appended. An idle chat takes a queued message at once: answers the
     turn it began (the caller runs it), else None. A steering message waits for a turn ("Steering
@@ -66,7 +69,8 @@ def do_set_pending_message(principal, chat, message_id, kind, text, origin=None)
 
 
 @transaction.atomic
-def do_remove_pending_message(principal, chat, message_id, kind, origin=None):
+def do_remove_pending_message(principal: Principal, chat: Chat, message_id: uuid.UUID | str, kind: str,
+                              origin: Origin | None = None) -> None:
     """chat/pendingMessageRemoved from a client: the message will not be sent."""
     require(principal, "chat:send", chat.session)
     row = PendingMessage.objects.select_for_update().filter(
@@ -80,7 +84,7 @@ def do_remove_pending_message(principal, chat, message_id, kind, origin=None):
 
 
 @transaction.atomic
-def do_reorder_queued_messages(principal, chat, order, origin=None):
+def do_reorder_queued_messages(principal: Principal, chat: Chat, order: object, origin: Origin | None = None) -> None:
     """chat/queuedMessagesReordered: the ids in `order` first, in that order; ids not queued are
     ignored, queued ones `order` leaves out follow in their old order (a stale client drops none)."""
     require(principal, "chat:send", chat.session)
@@ -97,7 +101,7 @@ def do_reorder_queued_messages(principal, chat, order, origin=None):
 
 
 @transaction.atomic
-def do_start_queued_turn(chat_id):
+def do_start_queued_turn(chat_id: uuid.UUID | str) -> Turn | None:
     """When a chat falls free, its pending message becomes its next turn (or None): the steering
     message first, then the queue in order."""
     chat = Chat.objects.select_related("session").get(pk=chat_id)
@@ -108,7 +112,7 @@ def do_start_queued_turn(chat_id):
     return None if pending is None else consume(chat, pending)
 
 
-def consume(chat, pending):
+def consume(chat: Chat, pending: PendingMessage) -> Turn:
     """The pending message leaves the chat's list and starts its next turn."""
     pending.status = "delivered"
     pending.save(update_fields=["status"])

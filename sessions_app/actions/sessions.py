@@ -1,24 +1,30 @@
 """Sessions: created, disposed, renamed, marked, moved in their tree, and the tools they offer."""
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from django.contrib.auth.models import User
 from django.db import transaction
 from jsonschema import Draft202012Validator
 
+from grants.models import Principal, Tenant
 from kernel.refusals import Refused
 
-from ..events.delivery import notify
-from ..events.log import publish
 from ..channels import ROOT, chat_at
+from ..events.delivery import notify
+from ..events.log import Action, Envelope, Origin, publish
 from ..models import Chat, Session, SessionPlacement
 from ..state import chat_catalogue
-from .checks import check_quota, check_title, check_working_directory, require, summary_changed, touch
+from .checks import MOVES_OFF, check_quota, check_title, check_working_directory, require, summary_changed, touch
 
 
-def session_id_taken(session_id):
+def session_id_taken(session_id: object) -> str:
     """Session ids are unique host-wide, so one may be taken in another tenant: the refusal is the
     same wherever it is taken and says nothing of a session there."""
     return f"Session id {session_id} is taken; create the session with a new id."
 
 
-def check_session_config(schema, values):
+def check_session_config(schema: dict[str, Any], values: dict[str, Any]) -> None:
     """The one check of a session's config against its agent's `schema`, whichever door sets it
     (createSession, session/configChanged)."""
     error = next(iter(sorted(Draft202012Validator(schema).iter_errors(values), key=lambda e: list(e.path))), None)
@@ -27,8 +33,10 @@ def check_session_config(schema, values):
 
 
 @transaction.atomic
-def do_create_session(principal, session_id, provider="echo", working_directories=(), config=None, parent=None,
-                      schema=None, owner=None):
+def do_create_session(principal: Principal, session_id: uuid.UUID | str, provider: str = "echo",
+                      working_directories: Sequence[str] = (), config: dict[str, Any] | None = None,
+                      parent: Session | None = None, schema: dict[str, Any] | None = None,
+                      owner: User | None = None) -> Session:
     """`schema`: the session's agent's config schema, when the door knows it (createSession):
     the config is checked against it as session/configChanged checks a change. `owner`: who owns
     it when not the acting person (a session a tool makes is its calling session's owner's)."""
@@ -54,7 +62,7 @@ def do_create_session(principal, session_id, provider="echo", working_directorie
 
 
 @transaction.atomic
-def do_dispose_session(principal, session):
+def do_dispose_session(principal: Principal, session: Session) -> None:
     if not principal.may("session:*", session) and not (principal.person and session.owner_id == principal.person.pk):
         raise Refused("Only the session's owner can delete it.")
     uri, tenant_id = session.uri, session.tenant_id
@@ -63,14 +71,14 @@ def do_dispose_session(principal, session):
 
 
 @transaction.atomic
-def do_set_title(principal, session, title, origin=None):
+def do_set_title(principal: Principal, session: Session, title: str, origin: Origin | None = None) -> None:
     require(principal, "session:rename", session)
     check_title(title)
     set_session_title(session, title, origin)
     summary_changed(session, title=title)
 
 
-def set_session_title(session, title, origin=None):
+def set_session_title(session: Session, title: str, origin: Origin | None = None) -> None:
     """The session's title written and session/titleChanged published; the caller tells the
     session list (root/sessionSummaryChanged) with whatever else changed with it."""
     session.title = title
@@ -79,7 +87,7 @@ def set_session_title(session, title, origin=None):
 
 
 @transaction.atomic
-def do_set_flag(principal, session, flag, value, origin=None):
+def do_set_flag(principal: Principal, session: Session, flag: str, value: object, origin: Origin | None = None) -> None:
     """session/isArchivedChanged and session/isReadChanged."""
     require(principal, "session:mark", session)
     if not isinstance(value, bool):
@@ -92,7 +100,7 @@ def do_set_flag(principal, session, flag, value, origin=None):
 
 
 @transaction.atomic
-def do_set_server_tools(session, tools):
+def do_set_server_tools(session: Session, tools: list[dict[str, Any]]) -> Envelope:
     """What the session offers its agent changed: store the whole new list and tell its
     subscribers. Answers the envelope published."""
     Session.objects.filter(pk=session.pk).update(server_tools=tools)
@@ -100,7 +108,7 @@ def do_set_server_tools(session, tools):
     return publish(session.tenant_id, session.uri, {"type": "session/serverToolsChanged", "tools": tools})
 
 
-def _subtree(session):
+def _subtree(session: Session) -> list[Session]:
     """`session` and every session nested below it."""
     found, frontier = [session], [session.pk]
     while frontier:
@@ -110,14 +118,15 @@ def _subtree(session):
     return found
 
 
-def _siblings(tenant, parent_id, excluding):
+def _siblings(tenant: Tenant, parent_id: uuid.UUID, excluding: Session) -> list[Session]:
     rows = (Session.objects.for_tenant(tenant).filter(parent_id=parent_id).exclude(pk=excluding.pk)
             .select_related("placement"))
     return sorted(rows, key=lambda s: (getattr(s, "placement", None) and s.placement.position or 0, s.created))
 
 
 @transaction.atomic
-def do_change_session_config(principal, session, changes, schema, replace=False, origin=None):
+def do_change_session_config(principal: Principal, session: Session, changes: object, schema: dict[str, Any],
+                             replace: bool = False, origin: Origin | None = None) -> None:
     """session/configChanged: only the properties `schema` (the session's agent's) marks
     sessionMutable may change; the rest keep what the session started with."""
     require(principal, "session:configure", session)
@@ -134,7 +143,7 @@ def do_change_session_config(principal, session, changes, schema, replace=False,
     check_session_config(schema, values)
     session.config = values
     touch(session, "config")
-    action = {"type": "session/configChanged", "config": values if replace else changes}
+    action: Action = {"type": "session/configChanged", "config": values if replace else changes}
     if replace:
         action["replace"] = True
     publish(session.tenant_id, session.uri, action, origin)
@@ -145,7 +154,7 @@ NO_DEFAULT_CHAT = "session/defaultChatChanged needs a defaultChat: every session
 
 
 @transaction.atomic
-def do_set_default_chat(principal, session, chat_uri, origin=None):
+def do_set_default_chat(principal: Principal, session: Session, chat_uri: object, origin: Origin | None = None) -> None:
     """session/defaultChatChanged {defaultChat}: another of the session's chats becomes the one it
     opens on. The protocol lets the hint be cleared (no defaultChat); a session here always has
     one, so clearing is refused."""
@@ -162,11 +171,12 @@ def do_set_default_chat(principal, session, chat_uri, origin=None):
 
 
 @transaction.atomic
-def do_move_session(principal, session, into=None, after=None, independent=False, moves_enabled=True):
+def do_move_session(principal: Principal, session: Session, into: Session | None = None, after: Session | None = None,
+                    independent: bool = False, moves_enabled: bool = True) -> Session:
     """Reorder a nested session among its siblings, nest it into another session (after one of
     that session's nested sessions, or last), or make it independent."""
     if not moves_enabled:
-        raise Refused("Moving chats and sessions is turned off (chatMoves.enabled is false).", "conflict")
+        raise Refused(MOVES_OFF, "conflict")
     require(principal, "session:write", session)
     if into is not None:
         require(principal, "session:write", into)
@@ -203,7 +213,7 @@ def do_move_session(principal, session, into=None, after=None, independent=False
 
 
 @transaction.atomic
-def do_add_working_directory(principal, session, directory, origin=None):
+def do_add_working_directory(principal: Principal, session: Session, directory: str, origin: Origin | None = None) -> None:
     """session/workingDirectorySet: the session's agent may work in `directory` too (a no-op when it
     already may); it must lie in the tenant's workspace root."""
     require(principal, "session:folders", session)
@@ -217,7 +227,8 @@ def do_add_working_directory(principal, session, directory, origin=None):
 
 
 @transaction.atomic
-def do_remove_working_directory(principal, session, directory, origin=None):
+def do_remove_working_directory(principal: Principal, session: Session, directory: str,
+                                origin: Origin | None = None) -> None:
     """session/workingDirectoryRemoved: the session's agent no longer works in `directory` (a no-op
     when it did not); a chat kept in that folder goes back to the session's first."""
     from ..models import ChatBackend

@@ -2,37 +2,47 @@
 deadline."""
 import functools
 import uuid
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any, cast
 
-from django.db import connection as db, transaction
+from django.db import connection as db
+from django.db import transaction
 from django.utils import timezone
 
+from grants.models import Principal
 from kernel.refusals import Refused
 from kernel.rows import ITS_ROW, Columns, fetch_one, table, updating
 
 from ..events.delivery import wake
-from ..events.log import publish_many
-from ..models import PUBLISHED_TOOLS, ActiveClient, ToolCall, Turn
+from ..events.log import Item, Origin, publish_many
+from ..models import PUBLISHED_TOOLS, ActiveClient, Chat, ToolCall, Turn
 from ..state import client_execution_request, confirmation_request
 from .checks import client_taken, require
 
-
 TURN_OVER = "The turn has ended; nothing more runs in it."
 
+ToolResult = dict[str, Any]  # AHP's ToolCallResult: success, pastTenseMessage, content, error
 
-def failure(tool_name, message, text=None):
+
+def chat_of(call: ToolCall) -> Chat:
+    """The chat of a call of a turn (only a sessionless call has no turn, and none shows it in a chat)."""
+    return cast(Turn, call.turn).chat
+
+
+def failure(tool_name: str, message: str, text: str | None = None) -> ToolResult:
     return {"success": False, "pastTenseMessage": f"{tool_name} failed", "error": {"message": message},
             "content": [{"type": "text", "text": text or message}]}
 
 
-def _call_action(call, action_type, origin=None, **fields):
+def _call_action(call: ToolCall, action_type: str, origin: Origin | None = None, **fields: Any) -> Item:
     """A chat tool call action as a publish_many item."""
     action = {"type": action_type, "turnId": str(call.turn_id), "toolCallId": str(call.id), **fields}
-    return (call.turn.chat.uri, action, origin)
+    return (chat_of(call).uri, action, origin)
 
 
-def _ready_fields(call):
-    fields = {"invocationMessage": call.invocation_message(), "toolInput": call.input_text(),
+def _ready_fields(call: ToolCall) -> dict[str, Any]:
+    fields: dict[str, Any] = {"invocationMessage": call.invocation_message(), "toolInput": call.input_text(),
               "confirmed": "not-needed"}
     if call.contributor:
         fields["contributor"] = call.contributor
@@ -40,8 +50,9 @@ def _ready_fields(call):
 
 
 @transaction.atomic
-def do_begin_tool_call(turn, tool_name, arguments, display_name="", client_id="", timeout_ms=0, source="",
-                       call_id=None, waker=""):
+def do_begin_tool_call(turn: Turn, tool_name: str, arguments: dict[str, Any], display_name: str = "",
+                       client_id: str = "", timeout_ms: int = 0, source: str = "", call_id: uuid.UUID | None = None,
+                       waker: str = "") -> ToolCall:
     """The agent calls a tool: the call shows in the chat, running; a client's call is also
     listed in the session's inputNeeded until it completes, or fails at its deadline, and its
     completion wakes the agent on the channel `waker`. A turn
@@ -59,7 +70,7 @@ def do_begin_tool_call(turn, tool_name, arguments, display_name="", client_id=""
     # active (and locks it until commit, so the turn cannot end between the check and the call).
     if not Turn.append_part_if_active(turn.pk, {"kind": "toolCall", "toolCallId": str(call_id)}, call):
         raise Refused(TURN_OVER, "conflict")  # rolls the call back with this transaction
-    start = {"toolName": tool_name, "displayName": call.display_name}
+    start: dict[str, Any] = {"toolName": tool_name, "displayName": call.display_name}
     if call.contributor:
         start["contributor"] = call.contributor
     items = [_call_action(call, "chat/toolCallStart", **start), _call_action(call, "chat/toolCallReady", **_ready_fields(call))]
@@ -69,7 +80,8 @@ def do_begin_tool_call(turn, tool_name, arguments, display_name="", client_id=""
     return call
 
 
-def do_record_sessionless_call(principal, tool_name, arguments, result, source, started):
+def do_record_sessionless_call(principal: Principal, tool_name: str, arguments: object, result: ToolResult, source: str,
+                               started: datetime) -> ToolCall:
     """A call through the sessionless door, ran or refused: audited like a turn's call, naming
     the person and no session. Nobody subscribes to it, so nothing is published."""
     return ToolCall.objects.create(tenant=principal.tenant, caller=principal.person, tool_name=tool_name,
@@ -78,7 +90,7 @@ def do_record_sessionless_call(principal, tool_name, arguments, result, source, 
                                    completed=timezone.now())
 
 
-def finish_call(call, result, origin=None):
+def finish_call(call: ToolCall, result: ToolResult, origin: Origin | None = None) -> None:
     """Complete a locked, open call (readying it first if it was still streaming)."""
     items = []
     if call.status == "streaming":
@@ -87,7 +99,7 @@ def finish_call(call, result, origin=None):
     call.result = result
     call.completed = timezone.now()
     items.append(_call_action(call, "chat/toolCallComplete", origin, result=result))
-    session = call.turn.chat.session
+    session = chat_of(call).session
     if call.contributor_client_id:
         items.append((session.uri, {"type": "session/inputNeededRemoved", "id": str(call.id)}, None))
     publish_many(session.tenant_id, items, updating(call, "status", "result", "completed"))
@@ -95,7 +107,7 @@ def finish_call(call, result, origin=None):
         wake(call.waker, call.id, result)
 
 
-def cancel_open_calls(turn, reason="The turn was cancelled."):
+def cancel_open_calls(turn: Turn, reason: str = "The turn was cancelled.") -> None:
     """The turn was cancelled (or its runner died: `reason` says which): every call it still
     waits on ends with a cancelled result (a question to the person leaves the session's
     inputNeeded too)."""
@@ -113,7 +125,7 @@ def cancel_open_calls(turn, reason="The turn was cancelled."):
                          [(turn.chat.session.uri, {"type": "session/inputNeededRemoved", "id": str(call.id)}, None)])
 
 
-def locked_open_call(call_id, turn=None):
+def locked_open_call(call_id: uuid.UUID | str, turn: Turn | None = None) -> ToolCall | None:
     """The open call `call_id`, locked, or None. Given its `turn` (the caller's, its chat and
     session loaded, as a host call's runner holds them) only the call's row is read, by a
     hand-written statement: the turn's columns (every part of a long reply) and the session's
@@ -131,14 +143,14 @@ def locked_open_call(call_id, turn=None):
 
 
 @functools.cache
-def _open_call_reading():
+def _open_call_reading() -> tuple[Columns, str]:
     columns = Columns(ToolCall, "c")
     lock = " FOR UPDATE" if db.features.has_select_for_update else ""
     return columns, f"SELECT {columns.sql} FROM {table(ToolCall)} c WHERE c.id = %s AND c.completed IS NULL{lock}"
 
 
 @transaction.atomic(savepoint=False)
-def do_complete_tool_call(call_id, result, turn=None):
+def do_complete_tool_call(call_id: uuid.UUID | str, result: ToolResult, turn: Turn | None = None) -> bool:
     """The host completes a call it ran (of `turn`, when the caller holds it). Answers False
     when the call was already complete. Within a caller's transaction it takes no savepoint
     (two more statements): no caller goes on after it failed."""
@@ -150,7 +162,7 @@ def do_complete_tool_call(call_id, result, turn=None):
 
 
 @transaction.atomic
-def do_refuse_tool_call(turn, tool_name, arguments, sentence):
+def do_refuse_tool_call(turn: Turn, tool_name: str, arguments: dict[str, Any], sentence: str) -> ToolResult:
     """A call the snapshot refused: shown complete and failed, naming no client, so the client
     is never asked and the chat shows exactly what the model saw."""
     call = do_begin_tool_call(turn, tool_name, arguments)
@@ -159,7 +171,7 @@ def do_refuse_tool_call(turn, tool_name, arguments, sentence):
     return result
 
 
-def _check_result(result):
+def _check_result(result: object) -> None:
     if not isinstance(result, dict) or not isinstance(result.get("success"), bool):
         raise Refused("result.success must be true or false.", "invalid")
     message = result.get("pastTenseMessage")
@@ -171,7 +183,9 @@ def _check_result(result):
         raise Refused("result.content must be an array of content items; a text item's text is a string.", "invalid")
 
 
-def do_client_complete_tool_call(principal, client_id, chat, turn_id, tool_call_id, result, origin=None, keep=None):
+def do_client_complete_tool_call(principal: Principal, client_id: str, chat: Chat, turn_id: uuid.UUID | str,
+                                 tool_call_id: uuid.UUID | str, result: ToolResult, origin: Origin | None = None,
+                                 keep: Callable[[], object] | None = None) -> None:
     """A client's result for its call. `keep` (the caller's, e.g. the whole text of a result cut
     for the model) is written in the same transaction when this result is the call's, so nobody
     woken by the completion can look for it before it is there."""
@@ -196,7 +210,7 @@ def do_client_complete_tool_call(principal, client_id, chat, turn_id, tool_call_
 
 
 @functools.cache
-def _call_reading(by_root):
+def _call_reading(by_root: bool) -> tuple[Columns, str]:
     """A client's completion reads its call (locking it), and whether the person announced its
     client in the session, in one hand-written statement: the ORM spent longer composing it than
     the database answering. The turn is joined only to check the call is of this chat: its columns
@@ -210,7 +224,8 @@ def _call_reading(by_root):
                      f"JOIN {table(Turn)} t ON t.id = c.turn_id WHERE c.id = %s AND c.turn_id = %s AND t.chat_id = %s{lock}")
 
 
-def _clients_call(chat, turn_id, tool_call_id, client_id, person_id):
+def _clients_call(chat: Chat, turn_id: uuid.UUID | str, tool_call_id: uuid.UUID | str, client_id: str,
+                  person_id: int | None) -> tuple[ToolCall, bool]:
     """(call, announced) as _locked_call_in, refused unless the call is there and `client_id` runs it."""
     call, announced = _locked_call_in(chat, turn_id, tool_call_id, client_id, person_id)
     if call is None:
@@ -221,7 +236,8 @@ def _clients_call(chat, turn_id, tool_call_id, client_id, person_id):
     return call, announced
 
 
-def _locked_call_in(chat, turn_id, tool_call_id, client_id, person_id):
+def _locked_call_in(chat: Chat, turn_id: uuid.UUID | str, tool_call_id: uuid.UUID | str, client_id: str,
+                    person_id: int | None) -> tuple[ToolCall | None, bool]:
     """(the open or completed call `tool_call_id` of turn `turn_id` in `chat`, locked, its turn
     holding only what finishing the call reads (its id and `chat`); or None, and whether the
     person `person_id` (None: the tenant's root) announced `client_id` in the chat's session)."""
@@ -238,13 +254,13 @@ def _locked_call_in(chat, turn_id, tool_call_id, client_id, person_id):
     return call, bool(is_announced)
 
 
-def _timeout_failure(call):
+def _timeout_failure(call: ToolCall) -> ToolResult:
     message = f"{call.tool_name} got no answer from {call.contributor_client_id} in {call.timeout_ms / 1000:g} s"
     return failure(call.tool_name, message)
 
 
 @transaction.atomic
-def do_expire_tool_call(call_id):
+def do_expire_tool_call(call_id: uuid.UUID | str) -> bool:
     """At its deadline a client's call fails. Idempotent: fires once, and never before."""
     call = locked_open_call(call_id)
     if call is None or call.deadline is None or call.deadline > timezone.now():
@@ -254,33 +270,33 @@ def do_expire_tool_call(call_id):
 
 
 @transaction.atomic
-def do_ask_about_tool_call(call_id, title):
+def do_ask_about_tool_call(call_id: uuid.UUID | str, title: str) -> None:
     """A running call asks the person first: back to pending-confirmation, and waiting in the
     session's inputNeeded until do_confirm_tool_call."""
     call = ToolCall.objects.select_for_update(of=ITS_ROW).select_related("turn__chat__session").get(id=call_id)
     call.confirmation, call.confirmation_title = "asked", title
     call.save(update_fields=["confirmation", "confirmation_title"])
-    publish_many(call.turn.chat.session.tenant_id, [
+    publish_many(chat_of(call).session.tenant_id, [
         _call_action(call, "chat/toolCallReady", invocationMessage=call.invocation_message(),
                      toolInput=call.input_text(), confirmationTitle=title),
-        (call.turn.chat.session.uri, {"type": "session/inputNeededSet", "request": confirmation_request(call)}, None),
+        (chat_of(call).session.uri, {"type": "session/inputNeededSet", "request": confirmation_request(call)}, None),
     ])
 
 
 @transaction.atomic
-def do_confirm_tool_call(call_id, approved, origin=None):
+def do_confirm_tool_call(call_id: uuid.UUID | str, approved: bool, origin: Origin | None = None) -> None:
     """The person's answer to a call's question (chat/toolCallConfirmed)."""
     call = ToolCall.objects.select_for_update(of=ITS_ROW).select_related("turn__chat__session").get(id=call_id)
     call.confirmation = "user-action" if approved else "denied"
     call.save(update_fields=["confirmation"])
     answer = {"approved": approved, **({"confirmed": "user-action"} if approved else {"reason": "denied"})}
-    publish_many(call.turn.chat.session.tenant_id, [
+    publish_many(chat_of(call).session.tenant_id, [
         _call_action(call, "chat/toolCallConfirmed", origin, **answer),
-        (call.turn.chat.session.uri, {"type": "session/inputNeededRemoved", "id": str(call.id)}, None),
+        (chat_of(call).session.uri, {"type": "session/inputNeededRemoved", "id": str(call.id)}, None),
     ])
 
 
-def _check_partial_content(content):
+def _check_partial_content(content: object) -> None:
     if not isinstance(content, list) or not all(
             isinstance(c, dict) and isinstance(c.get("type"), str)
             and (c["type"] != "text" or isinstance(c.get("text"), str))
@@ -289,7 +305,9 @@ def _check_partial_content(content):
                       "is a string.", "invalid")
 
 
-def do_client_tool_call_content(principal, client_id, chat, turn_id, tool_call_id, content, origin=None):
+def do_client_tool_call_content(principal: Principal, client_id: str, chat: Chat, turn_id: uuid.UUID | str,
+                                tool_call_id: uuid.UUID | str, content: list[dict[str, Any]],
+                                origin: Origin | None = None) -> None:
     """chat/toolCallContentChanged: what the client running its call has so far, shown on the running
     call (`content` replaces the last); kept in the call's result until the real result replaces it."""
     with transaction.atomic():

@@ -1,18 +1,21 @@
 """The per-session MCP tools endpoint: its tokens (one per person's ApiToken, one for the agent),
 and the turn the host begins for an attached agent's calls."""
+import uuid
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from ..models import ToolCall, ToolsEndpoint, Turn
+from grants.models import ApiToken, Principal
+
+from ..models import Session, ToolCall, ToolsEndpoint, Turn
 from .checks import require
 from .turns import ENDPOINT_TURN_CLIENT_ID, do_end_turn
 
 
 @transaction.atomic
-def do_open_tools_endpoint(principal, session, api_token=None):
+def do_open_tools_endpoint(principal: Principal, session: Session, api_token: ApiToken | None = None) -> ToolsEndpoint:
     """The session's tools endpoint token for `api_token` (acting as its person), or, without
     one, for the agent the host starts (acting as the person whose turn it answers). Opened on
     first use; asking again answers the same token."""
@@ -26,11 +29,11 @@ def do_open_tools_endpoint(principal, session, api_token=None):
         with transaction.atomic():
             return ToolsEndpoint.open(session, api_token=api_token)
     except IntegrityError:  # the same holder asked at the same moment: theirs is the one
-        return endpoint.first()
+        return endpoint.get()
 
 
 @transaction.atomic
-def do_end_quiet_endpoint_turn(turn_id, quiet_seconds):
+def do_end_quiet_endpoint_turn(turn_id: uuid.UUID | str, quiet_seconds: float) -> float | None:
     """End a turn the host began for an attached agent once none of its calls is open and none
     completed in the last `quiet_seconds` (0: now, if none is open). Answers None when the turn
     is over (ended here or before), else the seconds after which to ask again."""

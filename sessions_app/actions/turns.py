@@ -1,15 +1,20 @@
 """Turns of a chat: started by a person, begun from a queued message, ended by the agent."""
 import functools
-from typing import NamedTuple
+import uuid
+from collections.abc import Collection, Sequence
+from datetime import datetime
+from typing import Any, NamedTuple
 
+from django.contrib.auth.models import User
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from grants.models import Principal
 from kernel.refusals import Refused
 from kernel.rows import ITS_ROW, Columns, fetch_one, insert, table, update
 
-from ..events.log import PROCESS, publish, publish_many
+from ..events.log import PROCESS, Action, Item, Origin, publish, publish_many
 from ..models import PUBLISHED_TOOLS, Chat, PendingMessage, Session, Turn, TurnEffect, iso
 from ..state import chat_catalogue, chat_status
 from .chats import chat_update, chat_updated
@@ -25,7 +30,8 @@ ENDPOINT_TURN_CLIENT_ID = "ahp-mcp"
 
 
 @transaction.atomic
-def do_start_turn(principal, chat, turn_id, text, client_id="", origin=None, model="", agent=None):
+def do_start_turn(principal: Principal, chat: Chat, turn_id: uuid.UUID | str, text: object, client_id: str = "",
+                  origin: Origin | None = None, model: str = "", agent: str | None = None) -> Turn:
     """`agent`: the message's AgentSelection uri, which must name the session's agent definition
     (its `agentDefinition`, fixed when the session starts)."""
     require(principal, "chat:send", chat.session)
@@ -44,7 +50,7 @@ def do_start_turn(principal, chat, turn_id, text, client_id="", origin=None, mod
     return begin_turn(chat, turn_id, text, principal.person, client_id=client_id, origin=origin, model=model)
 
 
-def chat_busy(chat):
+def chat_busy(chat: Chat) -> bool:
     """Whether a turn runs in `chat`. The host's turn for an attached agent's calls (ahp/mcp) gives
     way while none of its calls is open: it ends now, and the agent's next call begins another."""
     for turn in Turn.objects.select_for_update().filter(chat=chat, state="active"):
@@ -54,8 +60,9 @@ def chat_busy(chat):
     return False
 
 
-def begin_turn(chat, turn_id, text, sender, client_id="", origin=None, origin_kind="user", queued_message_id=None,
-               model=""):
+def begin_turn(chat: Chat, turn_id: uuid.UUID | str, text: str, sender: User | None, client_id: str = "",
+               origin: Origin | None = None, origin_kind: str = "user", queued_message_id: str | None = None,
+               model: str = "") -> Turn:
     session = chat.session
     title = named_after(chat, text)
     # The process that begins a turn runs it: its lease lasts while that process lives.
@@ -69,7 +76,7 @@ def begin_turn(chat, turn_id, text, sender, client_id="", origin=None, origin_ki
     touch(session, "status")
     chat.modified = session.modified
     update(chat, "modified")
-    action = {"type": "chat/turnStarted", "turnId": str(turn.id), "startedAt": iso(turn.started),
+    action: Action = {"type": "chat/turnStarted", "turnId": str(turn.id), "startedAt": iso(turn.started),
               "message": turn.message()}
     if queued_message_id:
         action["queuedMessageId"] = queued_message_id
@@ -86,7 +93,7 @@ def begin_turn(chat, turn_id, text, sender, client_id="", origin=None, origin_ki
 DEFERRED_TITLE_CHARS = 50
 
 
-def named_after(chat, text):
+def named_after(chat: Chat, text: object) -> str:
     """The deferred title strategy (a session's default, `titleStrategy` unset or `deferred`): a
     chat with no title is named after the message that starts its first turn, that message's first
     line cut at 50 characters, as VS Code's chat names a chat (`ChatModel.getDefaultTitle`). The
@@ -106,11 +113,11 @@ def named_after(chat, text):
     return title
 
 
-def reply_part_id(turn):
+def reply_part_id(turn: Turn) -> str:
     return f"{turn.id}-reply"
 
 
-def add_to_reply(turn, text):
+def add_to_reply(turn: Turn, text: str) -> Action | None:
     """`text` onto the turn's reply part: the part itself when there is none yet (chat/responsePart),
     else a chat/delta. Answers the action to publish, or None when nothing was added."""
     part_id = reply_part_id(turn)
@@ -128,18 +135,20 @@ def add_to_reply(turn, text):
 
 
 @transaction.atomic
-def do_stream_reply(turn_id, text):
+def do_stream_reply(turn_id: uuid.UUID | str, text: str) -> None:
     """A piece of the agent's reply as the model writes it (dropped once the turn was cancelled)."""
     turn = locked_turn(turn_id)
     if turn is None or turn.state != "active" or not text:
         return
     action = add_to_reply(turn, text)
+    if action is None:  # never for a piece with text
+        return
     update(turn, "response_parts")
     publish(turn.chat.session.tenant_id, turn.chat.uri, action)
 
 
 @transaction.atomic
-def do_notify_turn(turn_id, sentences):
+def do_notify_turn(turn_id: uuid.UUID | str, sentences: Sequence[str]) -> None:
     """What the host tells a running turn's chat that is not the agent's reply (a server the turn
     runs without): a systemNotification part each, kept in the turn for later subscribers."""
     turn = locked_turn(turn_id)
@@ -152,7 +161,7 @@ def do_notify_turn(turn_id, sentences):
         (turn.chat.uri, {"type": "chat/responsePart", "turnId": str(turn.id), "part": part}, None) for part in parts])
 
 
-def locked_turn(turn_id):
+def locked_turn(turn_id: uuid.UUID | str) -> Turn | None:
     """The turn, its row locked, with its chat and session (all but its published tools), or
     None: one hand-written statement, as every piece of a streamed reply and every turn's end
     reads it and the ORM spent longer composing it than the database answering."""
@@ -166,7 +175,7 @@ def locked_turn(turn_id):
 
 
 @functools.cache
-def _turn_reading():
+def _turn_reading() -> tuple[tuple[Columns, Columns, Columns], str]:
     columns = (Columns(Turn, "t"), Columns(Chat, "c"), Columns(Session, "s", leave=(PUBLISHED_TOOLS,)))
     lock = " FOR UPDATE OF t" if connection.features.has_select_for_update_of else ""
     return columns, (f"SELECT {', '.join(c.sql for c in columns)} FROM {table(Turn)} t "
@@ -174,7 +183,7 @@ def _turn_reading():
                      f"WHERE t.id = %s{lock}")
 
 
-def streamed_reply(turn):
+def streamed_reply(turn: Turn) -> str | None:
     return next((p["content"] for p in turn.response_parts if p.get("id") == reply_part_id(turn)), None)
 
 
@@ -186,14 +195,14 @@ class Aftermath(NamedTuple):
 
 
 @transaction.atomic
-def do_end_turn(turn_id, response_text=None, error=None):
+def do_end_turn(turn_id: uuid.UUID | str, response_text: str | None = None, error: str | None = None) -> Aftermath | None:
     """Finish a turn with the agent's reply (a markdown part, or the rest of the one it streamed)
     or an error; answers its Aftermath. A turn no longer active (cancelled or truncated meanwhile)
     keeps its end: the agent's late answer is dropped, and the answer is None (not known here)."""
     turn = locked_turn(turn_id)
     if turn is None or turn.state != "active":  # truncated away, or cancelled
         return None
-    reply = []  # the rest of the reply, published with the end
+    reply: list[Item] = []  # the rest of the reply, published with the end
     if response_text is not None:
         streamed = streamed_reply(turn)
         rest = response_text[len(streamed):] if streamed and response_text.startswith(streamed) else response_text
@@ -208,7 +217,7 @@ def do_end_turn(turn_id, response_text=None, error=None):
     return aftermath(turn)
 
 
-def aftermath(turn):
+def aftermath(turn: Turn) -> Aftermath:
     """Read in the ending's transaction, which holds the turn's row: a message queued meanwhile
     either committed before (seen here) or waited for this row and found the chat free (it began
     its turn itself). One hand-written statement, read at every turn's end."""
@@ -222,7 +231,7 @@ def aftermath(turn):
 
 
 @transaction.atomic
-def do_cancel_turn(principal, chat, turn_id, origin=None):
+def do_cancel_turn(principal: Principal, chat: Chat, turn_id: uuid.UUID | str, origin: Origin | None = None) -> Turn:
     """A person stops the chat's running turn: the calls it still waits on end cancelled (their
     waiters wake with that result), the turn ends chat/turnCancelled. Whoever runs the agent
     interrupts it (tools_app.runtime.interrupt_turn); what it answers after this is dropped."""
@@ -236,7 +245,7 @@ def do_cancel_turn(principal, chat, turn_id, origin=None):
     return turn
 
 
-def abandoned_turns(live_processes, started_before):
+def abandoned_turns(live_processes: Collection[str], started_before: datetime) -> "QuerySet[Turn, uuid.UUID]":
     """Ids of active turns whose runner is not among `live_processes` (a turn that just began
     may run on a process whose first renewal is still to come)."""
     return (Turn.objects.filter(state="active", started__lt=started_before).exclude(runner__in=live_processes)
@@ -244,7 +253,7 @@ def abandoned_turns(live_processes, started_before):
 
 
 @transaction.atomic
-def do_end_abandoned_turn(turn_id, live_processes):
+def do_end_abandoned_turn(turn_id: uuid.UUID | str, live_processes: Collection[str]) -> bool:
     """The process running the turn died: the calls it waits on end, then the turn, with
     chat/error saying so. Claimed by a conditional UPDATE, so however many sweeps find it, it
     ends once; a turn that ended meanwhile is left as it is. Answers whether it ended here."""
@@ -258,7 +267,8 @@ def do_end_abandoned_turn(turn_id, live_processes):
     return True
 
 
-def finish_turn(turn, state, action_type, origin=None, before=(), **fields):
+def finish_turn(turn: Turn, state: str, action_type: str, origin: Origin | None = None, before: Sequence[Item] = (),
+                **fields: Any) -> None:
     """End the active `turn` in `state` with `action_type`; the chat and session say so. The
     actions of `before` are published first, in the same numbering."""
     chat, session = turn.chat, turn.chat.session
@@ -278,7 +288,8 @@ def finish_turn(turn, state, action_type, origin=None, before=(), **fields):
 
 
 @transaction.atomic
-def do_truncate_chat(principal, chat, turn_id=None, origin=None):
+def do_truncate_chat(principal: Principal, chat: Chat, turn_id: uuid.UUID | str | None = None,
+                     origin: Origin | None = None) -> None:
     """chat/truncated (edit and resend): the turns after `turn_id` go (all of them without one),
     a running turn among them silently, and the chat is idle."""
     require(principal, "chat:truncate", chat.session)

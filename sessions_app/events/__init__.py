@@ -1,6 +1,7 @@
 """AHP actions and who hears them: numbering (`numbering`), the action log (`log`), delivery
-through the channel layer (`delivery`) and the presence of this process's connections
-(`presence`). Callers outside sessions_app use the names here."""
+through the channel layer (`delivery`), this process's sockets (`sockets`), what they missed
+resent from the log (`catch_up`) and the duties that keep them alive (`heartbeat`). Callers
+outside sessions_app use the names here."""
 from .delivery import group_for, notification_frame, notify, wake
 from .log import PROCESS, REJECTED_SEQ, envelope, prune_action_log, publish, publish_many
 from .numbering import current_seq, snapshot_lock

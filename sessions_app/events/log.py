@@ -7,7 +7,9 @@ function does).
 import functools
 import os
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, NotRequired, TypedDict
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -15,7 +17,7 @@ from django.utils import timezone
 
 from kernel.after_commit import after_commit
 from kernel.outbox import place_in_line
-from kernel.rows import table
+from kernel.rows import concrete_field, table
 
 from ..models import ActionLog, ServerSeq
 from .delivery import deliver
@@ -23,6 +25,21 @@ from .numbering import create_counter, take_seqs
 
 # Identifies this process in the action log, so a tailer forwards only what others published.
 PROCESS = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+Action = dict[str, Any]  # an AHP action: its "type" and that type's fields
+Origin = dict[str, Any]  # the client action a published action answers: {clientId, clientSeq}
+Item = tuple[str, Action, Origin | None]  # (channel, action, origin) as publish_many takes them
+Write = tuple[str, Sequence[Any]]  # (sql, params) of a write run with the numbering
+
+
+class Envelope(TypedDict):
+    """AHP's ActionEnvelope as the log keeps it and subscribers receive it."""
+
+    channel: str
+    action: Action
+    serverSeq: int | None  # None until numbered
+    origin: NotRequired[Origin]
+    rejectionReason: NotRequired[str]
 
 
 @functools.cache
@@ -48,8 +65,9 @@ REPLAY_LOG_SIZE = 10000  # per tenant
 REJECTED_SEQ = 0
 
 
-def envelope(channel, action, seq, origin=None, rejection_reason=None):
-    env = {"channel": channel, "action": action, "serverSeq": seq}
+def envelope(channel: str, action: Action, seq: int | None, origin: Origin | None = None,
+             rejection_reason: str | None = None) -> Envelope:
+    env: Envelope = {"channel": channel, "action": action, "serverSeq": seq}
     if origin is not None:
         env["origin"] = origin
     if rejection_reason is not None:
@@ -57,12 +75,12 @@ def envelope(channel, action, seq, origin=None, rejection_reason=None):
     return env
 
 
-def publish(tenant_id, channel, action, origin=None):
+def publish(tenant_id: int, channel: str, action: Action, origin: Origin | None = None) -> Envelope:
     """Number `action`, log it, and deliver it to `channel`'s subscribers after commit."""
     return publish_many(tenant_id, [(channel, action, origin)])[0]
 
 
-def publish_many(tenant_id, items, write=None):
+def publish_many(tenant_id: int, items: Sequence[Item], write: Write | None = None) -> list[Envelope]:
     """Publish (channel, action, origin) items in order, numbered by one step of the tenant's
     counter. `write` (sql, params), a write of the change they report, runs with the numbering
     (on PostgreSQL in its statement)."""
@@ -75,15 +93,14 @@ def publish_many(tenant_id, items, write=None):
     return envelopes
 
 
-def number_and_log(tenant_id, envelopes, write=None):
+def number_and_log(tenant_id: int, envelopes: list[Envelope], write: Write | None = None) -> None:
     """Give the envelopes their serverSeq by one step of the tenant's counter (its row locked
     until commit) and write them into the action log, the host's most frequent write, after the
     caller's `write` (sql, params), if any: on PostgreSQL in one statement (a round trip costs
     the serving process more CPU than the database spends on it), elsewhere in two or three. No
     model instance per row and no ids read back."""
-    field = ActionLog._meta.get_field
-    prepared = field("envelope").get_db_prep_save
-    created = field("created").get_db_prep_save(timezone.now(), connection)
+    prepared = concrete_field(ActionLog, "envelope").get_db_prep_save
+    created = concrete_field(ActionLog, "created").get_db_prep_save(timezone.now(), connection)
     count = len(envelopes)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":  # the log's copies get their serverSeq in the statement
@@ -108,14 +125,14 @@ def number_and_log(tenant_id, envelopes, write=None):
                                    created)])
 
 
-def _number(envelopes, last):
+def _number(envelopes: list[Envelope], last: int) -> None:
     """Each envelope's serverSeq, in order, the last one's being `last`."""
     for seq, env in enumerate(envelopes, last - len(envelopes) + 1):
         env["serverSeq"] = seq
 
 
 @functools.cache
-def _numbered_log_sql(count, write_sql):
+def _numbered_log_sql(count: int, write_sql: str) -> str:
     """The caller's write, the counter's step and the log's rows in one statement: each row's seq
     (and its envelope's serverSeq) is the stepped counter's value less the rows after it; answers
     the newest value."""
@@ -129,7 +146,7 @@ def _numbered_log_sql(count, write_sql):
             f"FROM counter, (VALUES {items}) AS item(i, channel, envelope) RETURNING (SELECT value FROM counter)")
 
 
-def prune_action_log(keep=REPLAY_LOG_SIZE):
+def prune_action_log(keep: int = REPLAY_LOG_SIZE) -> None:
     """Keep each tenant's newest `keep` actions."""
     for tenant_id, newest in ServerSeq.objects.values_list("tenant_id", "value"):
         ActionLog.objects.filter(tenant_id=tenant_id, seq__lte=newest - keep).delete()

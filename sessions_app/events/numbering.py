@@ -5,6 +5,8 @@ numbered in commit order and a snapshot read under `snapshot_lock` is consistent
 serverSeq. A connection sees one tenant, so it never needs another's numbers, and tenants never
 queue on each other's row.
 """
+from collections.abc import Collection
+
 from django.db import connection
 
 from kernel.rows import marks
@@ -12,7 +14,7 @@ from kernel.rows import marks
 from ..models import ServerSeq
 
 
-def take_seqs(tenant_id, count):
+def take_seqs(tenant_id: int, count: int) -> int:
     """Advance the tenant's counter by `count` in one statement (taking its row lock until
     commit) and answer the last number taken."""
     with connection.cursor() as cursor:
@@ -25,25 +27,25 @@ def take_seqs(tenant_id, count):
     return row[0]
 
 
-def create_counter(tenant_id):
+def create_counter(tenant_id: int) -> None:
     """Before the tenant's first action: two processes may both create its counter; one row stays."""
     ServerSeq.objects.bulk_create([ServerSeq(tenant_id=tenant_id)], ignore_conflicts=True)
 
 
-def current_seq(tenant_id):
+def current_seq(tenant_id: int) -> int:
     """The tenant's newest serverSeq (0 before its first action)."""
     return current_seqs([tenant_id])[tenant_id]
 
 
-def current_seqs(tenant_ids):
+def current_seqs(tenant_ids: Collection[int]) -> dict[int, int]:
     """{tenant id: its newest serverSeq} in one statement, read by every `initialize`."""
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT tenant_id, value FROM {ServerSeq._meta.db_table} "
-                       f"WHERE tenant_id IN ({marks(tenant_ids)})", list(tenant_ids))
+                       f"WHERE tenant_id IN ({marks(list(tenant_ids))})", list(tenant_ids))
         found = dict(cursor.fetchall())
     return {tenant_id: found.get(tenant_id, 0) for tenant_id in tenant_ids}
 
 
-def snapshot_lock(tenant_id):
+def snapshot_lock(tenant_id: int) -> int:
     """Call inside a transaction before reading one of the tenant's snapshots; answers its fromSeq."""
     return take_seqs(tenant_id, 0)

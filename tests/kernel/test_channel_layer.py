@@ -15,7 +15,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from kernel.channel_layer import PubSubChannelLayer
 from sessions_app import events
-from sessions_app.events import presence
+from sessions_app.events import sockets
 
 from ..ahp.protocol.harness import AhpClient, ServerThread, default_chat
 from ..ahp.protocol.test_client_tools import announce, call_open_file, complete
@@ -28,7 +28,7 @@ BURST = 500  # five times channels_redis' default capacity
 def host_without_catch_up(transactional_db, monkeypatch):
     """A server whose heartbeat (which sends sockets what the log holds beyond what they heard)
     never comes within a test: whatever a client hears, the layer carried."""
-    monkeypatch.setattr(presence, "HEARTBEAT_SECONDS", 3600)
+    monkeypatch.setattr(sockets, "HEARTBEAT_SECONDS", 3600)
     with ServerThread() as server:
         yield server
 

@@ -12,7 +12,7 @@ from ahp.mcp.endpoint import ANOTHER_PERSONS_TURN, NO_ENDPOINT, NO_TURN_FOR_AGEN
 from grants.actions import do_add_member, do_deactivate_person, do_mint_token, do_remove_member, do_revoke_token
 from grants.models import Principal
 from sessions_app.actions import do_open_tools_endpoint
-from sessions_app.events.presence import HEARTBEAT_SECONDS
+from sessions_app.events.sockets import HEARTBEAT_SECONDS
 from sessions_app.models import Session, ToolCall
 
 from ...ahp.protocol.harness import AhpClient, default_chat

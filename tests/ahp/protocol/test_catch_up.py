@@ -9,7 +9,7 @@ import pytest
 from django.db import transaction
 
 from sessions_app import events
-from sessions_app.events import presence
+from sessions_app.events import sockets
 
 from .harness import AhpClient, ServerThread
 
@@ -23,7 +23,7 @@ def host_with_a_one_message_layer(transactional_db, settings, monkeypatch):
     layers = copy.deepcopy(settings.CHANNEL_LAYERS)
     layers["default"]["CONFIG"]["capacity"] = 1
     settings.CHANNEL_LAYERS = layers
-    monkeypatch.setattr(presence, "HEARTBEAT_SECONDS", 0.2)
+    monkeypatch.setattr(sockets, "HEARTBEAT_SECONDS", 0.2)
     with ServerThread() as server:
         yield server
 

@@ -46,7 +46,7 @@ def test_a_silent_socket_is_closed_at_once(acme, host, ending):
 
 
 def test_a_token_revoked_without_news_still_closes_within_a_heartbeat(acme, host):
-    from sessions_app.events.presence import HEARTBEAT_SECONDS
+    from sessions_app.events.sockets import HEARTBEAT_SECONDS
 
     with AhpClient(host.port, acme.tokens["member"], "silent") as silent:
         ApiToken.objects.filter(name="acme-member").update(revoked=timezone.now())  # as another process would
@@ -94,9 +94,9 @@ def test_a_demotion_from_another_process_holds_at_the_next_write(acme, host):
 
 @pytest.mark.e2e  # manage.py in a process of its own
 def test_a_silent_socket_demoted_from_another_process_gets_no_more_pushes(acme, host, monkeypatch):
-    from sessions_app.events import presence
+    from sessions_app.events import sockets
 
-    monkeypatch.setattr(presence, "HEARTBEAT_SECONDS", 0.2)
+    monkeypatch.setattr(sockets, "HEARTBEAT_SECONDS", 0.2)
     acme.tenant.roles.create(name="terminals-only", grants=["terminal:read"])
     with AhpClient(host.port, acme.tokens["admin"], "admin") as admin, \
             AhpClient(host.port, acme.tokens["member"], "member") as member:
