@@ -2,6 +2,8 @@
 config:change; writes go through do_change_host_config, so they apply live like any other, and
 answer the admin's warnings about endpoints the outbound rules refuse), and the catalog explainer
 of a session's chat for whoever may read that session."""
+from typing import Callable
+
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -15,13 +17,13 @@ from kernel.refusals import Refused
 from sessions_app.actions import require
 from sessions_app.models import Session
 from tools_app.actions import do_change_host_config
-from tools_app.config import KEYS, HostConfig, wire_values
+from tools_app.config import KEYS, HostConfig, Key, wire_values
 from tools_app.destinations import unreachable_endpoints
 
 from .explainer import explain_chat
 
 # How REST reads and writes each kind of value; help texts come from the key.
-SERIALIZER_FIELDS = {
+SERIALIZER_FIELDS: dict[str, Callable[[Key], serializers.Field]] = {
     "boolean": lambda key: serializers.BooleanField(help_text=key.description),
     "providers": lambda key: serializers.ListField(child=serializers.CharField(), help_text=key.description),
     "servers": lambda key: serializers.JSONField(allow_null=True, help_text=key.description),
@@ -30,7 +32,7 @@ SERIALIZER_FIELDS = {
     "milliseconds": lambda key: serializers.IntegerField(min_value=0, help_text=key.description),
     "choice": lambda key: serializers.ChoiceField(choices=list(key.choices), help_text=key.description),
 }
-_CONFIG_FIELDS = {key.wire: SERIALIZER_FIELDS[key.kind](key) for key in KEYS}
+_CONFIG_FIELDS: dict[str, serializers.Field] = {key.wire: SERIALIZER_FIELDS[key.kind](key) for key in KEYS}
 HostConfigDocument = inline_serializer("HostConfig", fields=_CONFIG_FIELDS)
 HostConfigChanges = inline_serializer("HostConfigChanges", fields=_CONFIG_FIELDS, partial=True)
 HostConfigSaved = inline_serializer("HostConfigSaved", fields={**_CONFIG_FIELDS, "warnings": serializers.ListField(
