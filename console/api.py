@@ -1,9 +1,14 @@
 """REST: the tenant's HostConfig under its wire keys (reading needs config:settings, writing
-config:change; writes go through do_change_host_config, so they apply live like any other), and
-the catalog explainer of a session's chat for whoever may read that session."""
+config:change; writes go through do_change_host_config, so they apply live like any other, and
+answer the admin's warnings about endpoints the outbound rules refuse), and the catalog explainer
+of a session's chat for whoever may read that session."""
+from typing import Callable
+
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -12,12 +17,13 @@ from kernel.refusals import Refused
 from sessions_app.actions import require
 from sessions_app.models import Session
 from tools_app.actions import do_change_host_config
-from tools_app.config import KEYS, HostConfig, wire_values
+from tools_app.config import KEYS, HostConfig, Key, wire_values
+from tools_app.destinations import unreachable_endpoints
 
 from .explainer import explain_chat
 
 # How REST reads and writes each kind of value; help texts come from the key.
-SERIALIZER_FIELDS = {
+SERIALIZER_FIELDS: dict[str, Callable[[Key], serializers.Field]] = {
     "boolean": lambda key: serializers.BooleanField(help_text=key.description),
     "providers": lambda key: serializers.ListField(child=serializers.CharField(), help_text=key.description),
     "servers": lambda key: serializers.JSONField(allow_null=True, help_text=key.description),
@@ -26,12 +32,16 @@ SERIALIZER_FIELDS = {
     "milliseconds": lambda key: serializers.IntegerField(min_value=0, help_text=key.description),
     "choice": lambda key: serializers.ChoiceField(choices=list(key.choices), help_text=key.description),
 }
-_CONFIG_FIELDS = {key.wire: SERIALIZER_FIELDS[key.kind](key) for key in KEYS}
+_CONFIG_FIELDS: dict[str, serializers.Field] = {key.wire: SERIALIZER_FIELDS[key.kind](key) for key in KEYS}
 HostConfigDocument = inline_serializer("HostConfig", fields=_CONFIG_FIELDS)
 HostConfigChanges = inline_serializer("HostConfigChanges", fields=_CONFIG_FIELDS, partial=True)
+HostConfigSaved = inline_serializer("HostConfigSaved", fields={**_CONFIG_FIELDS, "warnings": serializers.ListField(
+    child=serializers.CharField(), help_text="A sentence per endpoint sessions cannot reach as saved (a private "
+    "address not on the outbound allow-list), as the admin shows them; not a key, never sent back.")})
 Refusal = inline_serializer("Refusal", fields={"error": serializers.CharField()})
 
-def refusal_response(refused):
+
+def refusal_response(refused: Refused) -> Response:
     return Response({"error": refused.sentence}, status=refused.answer.http_status)
 
 
@@ -39,28 +49,29 @@ class HostConfigView(APIView):
     """The calling token's tenant's host configuration; no other tenant's is reachable."""
 
     @extend_schema(responses={200: HostConfigDocument, 403: Refusal})
-    def get(self, request):
+    def get(self, request: Request) -> HttpResponse:
         try:
             require(request.auth, "config:settings")
         except Refused as refused:
             return refusal_response(refused)
         return Response(wire_values(HostConfig.for_tenant(request.auth.tenant)))
 
-    def _change(self, request, replace):
+    def _change(self, request: Request, replace: bool) -> HttpResponse:
+        """The saved configuration, with the same warnings the admin flashes on its save."""
         try:
             config = do_change_host_config(request.auth, request.data, replace=replace)
         except Refused as refused:
             return refusal_response(refused)
-        return Response(wire_values(config))
+        return Response({**wire_values(config), "warnings": unreachable_endpoints(config)})
 
-    @extend_schema(request=HostConfigChanges, responses={200: HostConfigDocument, 400: Refusal, 403: Refusal},
+    @extend_schema(request=HostConfigChanges, responses={200: HostConfigSaved, 400: Refusal, 403: Refusal},
                    description="Set the keys given; the others keep their values. An unknown key is refused.")
-    def patch(self, request):
+    def patch(self, request: Request) -> HttpResponse:
         return self._change(request, replace=False)
 
-    @extend_schema(request=HostConfigChanges, responses={200: HostConfigDocument, 400: Refusal, 403: Refusal},
+    @extend_schema(request=HostConfigChanges, responses={200: HostConfigSaved, 400: Refusal, 403: Refusal},
                    description="Set the keys given; every other key returns to its default.")
-    def put(self, request):
+    def put(self, request: Request) -> HttpResponse:
         return self._change(request, replace=True)
 
 

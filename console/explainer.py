@@ -1,7 +1,7 @@
 """The catalog explainer: every tool the model receives and every one it does not, and why, read
 from the same pure assembly the model's snapshot comes from, so the two never disagree. Beside
 the catalog: the CLI built-ins a harness provider hands its model itself, the configured MCP
-servers (listed, failed, left out) and the clients whose tools are offered, connected or not."""
+servers (listed, failed, left out, the listed tools dropped) and the clients whose tools are offered, connected or not."""
 from dataclasses import replace
 from typing import Callable
 
@@ -13,13 +13,16 @@ from sessions_app.models import ActiveClient, Chat, Session
 from tools_app.catalog.catalog import CatalogInputs, CatalogSnapshot, assemble_catalog
 from tools_app.catalog.hidden import HiddenTool
 from tools_app.catalog.loader import catalog_for_chat, catalog_inputs
+from tools_app.catalog.registry import InvalidTool
 from tools_app.families.mcp_servers.models import SessionMcpServers
+from tools_app.families.mcp_servers.server_tools import listed_tool
 from tools_app.families.mcp_servers.servers import entry_problem
 from tools_app.models import AgentDefinition, HostConfig
 
 ORIGIN_KINDS = (("user", "a chat a person started"), ("tool", "a chat a tool started"))
 SOURCE_LABELS = {"host": "host", "plugin": "plugin", "client": "client", "mcp": "MCP server"}
 BUILTIN = "CLI built-in"
+LISTINGS_READ = 50  # a preview reads the newest sessions' listings, not every session's
 
 DEFERRED = ("Offered, marked deferred: a hint that the model may load its full definition on demand; "
             "every provider of this host receives it like any other tool.")
@@ -108,18 +111,48 @@ def builtins(session: Session) -> list[dict]:
     return rows
 
 
-def servers(session: Session, taken: set[str]) -> list[dict]:
+def dropped(name: str, listing: dict) -> list[dict]:
+    """The entries of server `name`'s listing the catalog leaves out (their names break its
+    pattern), as hidden tool rows with the reason."""
+    rows = []
+    for definition in listing.get("tools") or ():
+        try:
+            listed_tool(name, definition)
+        except InvalidTool as exc:
+            reason = f"Dropped: MCP server {name} lists {definition.get('name')!r}, which the host cannot offer ({exc})."
+            rows.append({"name": f"{name}_{definition.get('name')}", "source": "mcp", "label": f"MCP server {name}",
+                         "offered": False, "dropped": True, "reasons": [reason], "reason": reason})
+    return rows
+
+
+def latest_listings(tenant: Tenant, configured: dict) -> dict[str, tuple[dict, str]]:
+    """{server name: (its newest listing by a session of `tenant` that started with the entry as
+    configured now, when it was made)}: what a session not yet created will most likely be offered."""
+    found: dict[str, tuple[dict, str]] = {}
+    for row in SessionMcpServers.objects.filter(session__tenant=tenant).order_by("-modified")[:LISTINGS_READ]:
+        for name, listing in (row.server_tools or {}).items():
+            if name not in found and (row.servers or {}).get(name) == configured.get(name):
+                found[name] = (listing, f"{timezone.localtime(row.modified):%Y-%m-%d %H:%M:%S}")
+    return found
+
+
+def servers(session: Session, taken: set[str]) -> tuple[list[dict], list[dict]]:
     """Each of the tenant's mcpServers for this session: listed (its tools are in the catalog),
     failed and why, left out at the session's start and why; and MCP tools a host or plugin tool
-    of the same name shadows."""
+    of the same name shadows. A session not yet created reads the newest listing of each entry.
+    Beside them, the listed tools the catalog dropped, as hidden tool rows."""
     configured = HostConfig.for_tenant(session.tenant).mcp_servers or {}
-    row = None if session._state.adding else SessionMcpServers.objects.filter(session=session).first()
+    preview = session._state.adding
+    row = None if preview else SessionMcpServers.objects.filter(session=session).first()
     kept = (row.servers or {}) if row else {n: e for n, e in configured.items() if not entry_problem(e)}
-    listings = row.server_tools if row else {}
-    answer = []
+    latest = latest_listings(session.tenant, configured) if preview else {}
+    listings = {n: listing for n, (listing, _) in latest.items()} if preview else (row.server_tools if row else {})
+    answer, dropped_rows = [], []
     for name in sorted(set(configured) | set(kept)):
         problem = None if name in kept else entry_problem(configured[name])
         listing = listings.get(name) or {}
+        lost = dropped(name, listing) if not problem and name in kept else []
+        dropped_rows += lost
         if problem:
             state = f"Left out: mcpServers.{name} is not usable ({problem}); none of its tools are offered."
         elif name not in kept:
@@ -127,15 +160,20 @@ def servers(session: Session, taken: set[str]) -> list[dict]:
         elif "error" in listing:
             state = f"Failed: {listing['error']}. None of its tools are offered."
         elif "tools" in listing:
-            state = f"Listed {len(listing['tools'])} tool(s); they are in the catalog above."
+            where = "a new session offers them once it lists them" if preview else "they are in the catalog above"
+            state = f"Listed {len(listing['tools']) - len(lost)} tool(s); {where}."
             shadowed = [t.get("name") for t in listing["tools"] if f"{name}_{t.get('name')}" in taken]
             if shadowed:
                 state += f" Not offered: {', '.join(shadowed)}, since a host or plugin tool of the same name wins."
+            if lost:
+                state += f" Dropped {len(lost)}, with the reason: {', '.join(r['name'] for r in lost)}."
         else:
-            state = "Its tools are listed when a session starts using it." if session._state.adding else (
+            state = "Its tools are listed when a session starts using it." if preview else (
                 "Not listed yet: its tools join the catalog once the host has listed them.")
+        if name in latest:
+            state = f"As a session listed it at {latest[name][1]}: {state}"
         answer.append({"name": name, "state": state, "failed": "error" in listing or bool(problem)})
-    return answer
+    return answer, dropped_rows
 
 
 def explained(session: Session, inputs: CatalogInputs, snapshot: CatalogSnapshot) -> dict:
@@ -152,7 +190,8 @@ def explained(session: Session, inputs: CatalogInputs, snapshot: CatalogSnapshot
     for row in hidden:
         row["reason"] = " ".join(row["reasons"])
     taken = {t.effective_name for t in inputs.tools if t.source != "mcp"}
-    return {"tools": offered + hidden, "builtins": builtins(session), "servers": servers(session, taken),
+    server_rows, dropped_rows = servers(session, taken)
+    return {"tools": offered + hidden + dropped_rows, "builtins": builtins(session), "servers": server_rows,
             "instructions": list(snapshot.instructions), "deferred_means": DEFERRED}
 
 

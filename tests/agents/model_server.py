@@ -1,8 +1,9 @@
 """A scripted model for the harness tests: it stands in for the model only.
 
 It answers the Anthropic Messages API (`POST /v1/messages`, streamed as server-sent events or
-not) and the OpenAI Chat Completions API (`POST /v1/chat/completions`, streamed or not) from a
-script of steps, one per agent request, and records every request so a test can assert what
+not) and the OpenAI Chat Completions API (`POST /v1/chat/completions`, streamed or not, Azure's
+`/openai/v1` route too) from a script of steps (and, for the host's one-token checks only, the
+Responses API's `POST /responses` and GitHub's `GET /user`), one per agent request, and records every request so a test can assert what
 the harness actually sent its model (the tool list above all; `headers` holds every request's
 headers, so a test can tell whose key reached it).
 
@@ -179,6 +180,11 @@ class ModelHandler(BaseHTTPRequestHandler):
         return parsed
 
     def do_GET(self):
+        if self.path.rstrip("/").endswith("/user"):  # GitHub's API, asked who a githubToken is
+            self.model.requests.append(ModelRequest("github", {}))
+            if self.model.refuse:
+                return self.send_json({"message": "Bad credentials"}, status=self.model.refuse)
+            return self.send_json({"login": "scripted"})
         if self.path.rstrip("/").endswith("/models"):
             return self.send_json({"object": "list", "data": [
                 {"id": "scripted", "object": "model", "created": 0, "owned_by": "tests"}]})
@@ -209,6 +215,11 @@ class ModelHandler(BaseHTTPRequestHandler):
         if path.endswith("/chat/completions"):
             reply = self.model.reply_to(ModelRequest("openai", body))
             return self.openai(body, reply, next(self.model.ids))
+        if path.endswith("/responses"):  # OpenAI's Responses API: the host's one-token check only
+            self.model.requests.append(ModelRequest("responses", body))
+            return self.send_json({"id": f"resp_{next(self.model.ids)}", "object": "response", "status": "completed",
+                                   "output": [{"type": "message", "role": "assistant", "content": [
+                                       {"type": "output_text", "text": self.model.side_text}]}]})
         self.send_json({"error": {"message": f"no {self.path}"}}, status=404)
 
     def send_json(self, payload, status=200):

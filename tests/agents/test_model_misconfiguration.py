@@ -1,6 +1,7 @@
 """A misconfigured model fails the turn within 15 s with a sentence naming the setting to fix, for
 each provider, over a real socket against the scripted model (refusing, or not there at all); the
 admin's check link says the same before any turn."""
+import html
 import socket
 import time
 
@@ -99,6 +100,64 @@ def test_the_admins_check_link_reports_success_or_the_sentence(acme, tenant_admi
             "agentConnections.claude.apiKey to a key it accepts.") in page
     assert "check-model/claude/" in tenant_admin.get(
         f"/admin/tools_app/hostconfig/{HostConfig.for_tenant(acme.tenant).pk}/change/").content.decode()
+
+
+# A Copilot connection of each kind the check asks in its own way: (its entry at the scripted server's
+# URL, the request the check made, the header its key travels in, the sentence a refusal gives).
+COPILOT_KINDS = {
+    "github-token": (lambda url: {"githubToken": "ghp-wrong"}, "/user", ("authorization", "Bearer ghp-wrong"),
+                     "GitHub refused the github-copilot agent's token (HTTP 401): set "
+                     "agentConnections.github-copilot.githubToken to a token of an account with GitHub Copilot."),
+    "azure": (lambda url: {"type": "azure", "baseUrl": url, "apiKey": "az-wrong", "model": "my-deployment"},
+              "/openai/v1/chat/completions", ("api-key", "az-wrong"),
+              "The github-copilot agent's model endpoint {url} refused its key (HTTP 401): set "
+              "agentConnections.github-copilot.apiKey to a key it accepts."),
+    "responses": (lambda url: {"type": "openai", "baseUrl": f"{url}/v1", "apiKey": "sk-wrong", "wireApi": "responses"},
+                  "/v1/responses", ("authorization", "Bearer sk-wrong"),
+                  "The github-copilot agent's model endpoint {url}/v1 refused its key (HTTP 401): set "
+                  "agentConnections.github-copilot.apiKey to a key it accepts."),
+}
+
+
+@pytest.fixture
+def github_at(monkeypatch):
+    """GitHub's API at the scripted server: where a githubToken's check asks."""
+    def point(url):
+        monkeypatch.setattr("agents.model_check.GITHUB_API", url)
+    return point
+
+
+@pytest.mark.parametrize("kind", COPILOT_KINDS)
+def test_the_check_link_asks_each_copilot_connection_kind_its_own_way(acme, tenant_admin, no_host_model, github_at,
+                                                                      kind):
+    entry, path, (header, key), refused = COPILOT_KINDS[kind]
+    url = f"/admin/tools_app/hostconfig/{HostConfig.for_tenant(acme.tenant).pk}/change/check-model/github-copilot/"
+    with ModelServer() as good:
+        github_at(good.url)
+        connect(acme.tenant, "github-copilot", **entry(good.url))
+        page = tenant_admin.get(url).content.decode()
+        assert 'id="check-ok"' in page, page
+        paths = [h for h in good.headers if h.get(header.title()) == key or h.get(header) == key]
+        assert len(paths) == 1 and [r.api for r in good.requests] == [
+            {"github-token": "github", "azure": "openai", "responses": "responses"}[kind]]
+    with ModelServer(refuse=401) as refusing:
+        github_at(refusing.url)
+        connect(acme.tenant, "github-copilot", **entry(refusing.url))
+        page = html.unescape(tenant_admin.get(url).content.decode())
+    assert refused.format(url=refusing.url) in page
+
+
+@pytest.mark.skipif(copilot_cli() is None, reason="needs the Copilot CLI (make harness)")
+@pytest.mark.parametrize("kind", COPILOT_KINDS)
+def test_a_copilot_turn_on_a_refused_connection_fails_fast_naming_the_setting(acme, host, no_host_model, github_at,
+                                                                               kind):
+    entry, path, _, refused = COPILOT_KINDS[kind]
+    with ModelServer(refuse=401) as model:
+        github_at(model.url)
+        connect(acme.tenant, "github-copilot", **entry(model.url))
+        message, seconds = failed_turn(host, acme.tokens["member"], "github-copilot")
+    assert message == "Refused: " + refused.format(url=model.url)
+    assert seconds < 15
 
 
 def test_a_harness_refused_by_its_model_mid_chat_is_told_in_the_hosts_words():

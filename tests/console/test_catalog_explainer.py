@@ -150,3 +150,22 @@ def test_a_disconnected_clients_tools_are_shown_with_the_time_they_stay_until(ac
         {"name": "pick", "description": "Pick a file", "inputSchema": {"type": "object", "properties": {}}}])
     explained = explain_chat(session.chats.get(is_default=True))
     assert tool(explained, "ide__pick")["label"] == f"client ide (disconnected; its tools stay until {release:%H:%M:%S})"
+
+
+def test_a_listed_tool_the_catalog_drops_is_shown_dropped_with_the_reason(acme, session):
+    from tools_app.families.mcp_servers.models import SessionMcpServers
+
+    config = HostConfig.for_tenant(acme.tenant)
+    config.mcp_servers = {"wiki": {"type": "http", "url": "https://wiki.example/mcp"}}
+    config.save()
+    SessionMcpServers.objects.update_or_create(session=session, defaults={
+        "servers": config.mcp_servers,
+        "server_tools": {"wiki": {"tools": [{"name": "search"}, {"name": "find pages"}]}}})
+    explained = api(acme.tokens["member"]).get(f"/api/v1/sessions/{session.id}/catalog").json()
+    assert explained["servers"] == [{"name": "wiki", "failed": False, "state": (
+        "Listed 1 tool(s); they are in the catalog above. Dropped 1, with the reason: wiki_find pages.")}]
+    assert tool(explained, "wiki_search")["offered"] is True
+    dropped = tool(explained, "wiki_find pages")
+    assert (dropped["source"], dropped["label"], dropped["offered"]) == ("mcp", "MCP server wiki", False)
+    assert dropped["reason"] == ("Dropped: MCP server wiki lists 'find pages', which the host cannot offer (Tool name "
+                                 "'wiki_find pages' must match ^[A-Za-z0-9_-]{1,64}$).")

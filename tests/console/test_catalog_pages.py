@@ -72,3 +72,29 @@ def test_the_admin_index_has_one_operators_console_section_with_its_pages(tenant
     page = tenant_admin.get("/admin/").content.decode()
     assert page.count(">Operators&#x27; console<") + page.count(">Operators' console<") == 1
     assert 'href="/console/"' in page and 'href="/api/v1/docs/"' in page
+
+
+def test_the_preview_shows_a_servers_newest_listing_with_the_tools_it_drops(acme, tenant_admin):
+    from tools_app.families.mcp_servers.models import SessionMcpServers
+
+    config = HostConfig.for_tenant(acme.tenant)
+    config.mcp_servers = {"wiki": {"type": "http", "url": "https://wiki.example/mcp"},
+                          "docs": {"type": "http", "url": "https://docs.example/mcp"}}
+    config.save()
+    session = do_create_session(acme.principal("member"), uuid.uuid4())
+    SessionMcpServers.objects.update_or_create(session=session, defaults={
+        "servers": config.mcp_servers,
+        "server_tools": {"wiki": {"tools": [{"name": "search"}, {"name": "find pages"}]},
+                         "docs": {"error": "ConnectError: connection refused"}}})
+    page = tenant_admin.get(f"/console/{acme.tenant.slug}/catalog?provider=echo&origin=user").content.decode()
+    dropped = row(page, "wiki_find pages")
+    assert "MCP server wiki" in dropped and "dropped" in dropped
+    assert ("Dropped: MCP server wiki lists 'find pages', which the host cannot offer (Tool name 'wiki_find pages' "
+            "must match ^[A-Za-z0-9_-]{1,64}$).") in dropped
+    listed = html.unescape(page[page.index('data-server="wiki"'):])
+    assert "Listed 1 tool(s); a new session offers them once it lists them. Dropped 1, with the reason: " \
+           "wiki_find pages." in listed.split("</tr>")[0]
+    failed = html.unescape(page[page.index('data-server="docs"'):]).split("</tr>")[0]
+    assert "tool-hidden" in page[page.index('data-server="docs"') - 40:page.index('data-server="docs"')]
+    assert "Failed: ConnectError: connection refused. None of its tools are offered." in failed
+    assert "As a session listed it at " in failed

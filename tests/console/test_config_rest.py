@@ -180,3 +180,25 @@ def test_a_plugin_set_without_host_tools_loses_them_live_and_on_its_mcp_server(a
         assert not {t.name for t in listed.tools} & set(before)
         api(acme.tokens["root"]).patch("/api/v1/config", {"plugins": {"echo": {"hostTools": True}}}, format="json")
         assert [t["name"] for t in client.action("session/serverToolsChanged")["action"]["tools"]] == before
+
+
+def test_a_private_endpoint_saves_with_the_admins_warning_that_it_needs_the_allow_list(acme, settings):
+    settings.AHP_OUTBOUND_ALLOW = ""
+    hint = ("So sessions cannot reach it until it is on the outbound allow-list (AHP_OUTBOUND_ALLOW, or the "
+            "superuser's outbound allow-list in the admin).")
+    response = api(acme.tokens["root"]).patch("/api/v1/config", {
+        "mcpServers": {"docs": {"type": "http", "url": "http://10.1.2.3:8080/mcp"}},
+        "agentConnections": {"claude": {"baseUrl": "http://127.0.0.1:9/", "apiKey": "k"}}}, format="json")
+    assert response.status_code == 200
+    assert response.json()["warnings"] == [
+        "mcpServers.docs.url (http://10.1.2.3:8080/mcp): The host does not connect to 10.1.2.3:8080: it is a "
+        f"private address and not allow-listed. {hint}",
+        "agentConnections.claude.baseUrl (http://127.0.0.1:9/): The host does not connect to 127.0.0.1:9: it is a "
+        f"private address and not allow-listed. {hint}"]
+    assert HostConfig.for_tenant(acme.tenant).mcp_servers["docs"]["url"] == "http://10.1.2.3:8080/mcp"
+    settings.AHP_OUTBOUND_ALLOW = "10.1.2.3,127.0.0.1"
+    response = api(acme.tokens["root"]).put("/api/v1/config", {
+        "mcpServers": {"docs": {"type": "http", "url": "http://10.1.2.3:8080/mcp"}},
+        "agentConnections": {"claude": {"baseUrl": "https://93.184.216.34/", "apiKey": "k"}}}, format="json")
+    assert response.json()["warnings"] == []
+    assert "warnings" not in api(acme.tokens["root"]).get("/api/v1/config").json()

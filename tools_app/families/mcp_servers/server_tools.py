@@ -134,17 +134,22 @@ async def run_server_tool(name, tool_name, context, arguments):
     return ahp_result(tool_name, result.model_dump(by_alias=True, exclude_none=True, mode="json"))
 
 
-def server_tools_of(session_id, listings):
+def listed_tool(name: str, definition: dict) -> Tool:
+    """The catalog's tool for one entry of server `name`'s listing, run against the session's own
+    server; InvalidTool when the host cannot offer it (a name the catalog's pattern refuses)."""
+    return Tool(name=definition.get("name", ""), namespace=name, description=definition.get("description", ""),
+                input_schema=PERMISSIVE_SCHEMA, executor=partial(run_server_tool, name, definition.get("name")),
+                for_session=partial(_worded, _wording(definition)), source="mcp").validate()
+
+
+def server_tools_of(session_id: object, listings: dict) -> tuple[Tool, ...]:
     """The tools a session's recorded listings offer, each under its server's name (as a
     namespace) and run against that session's server."""
     tools = []
     for name, listing in listings.items():
         for definition in listing.get("tools") or ():
-            tool = Tool(name=definition.get("name", ""), namespace=name, description=definition.get("description", ""),
-                        input_schema=PERMISSIVE_SCHEMA, executor=partial(run_server_tool, name, definition.get("name")),
-                        for_session=partial(_worded, _wording(definition)), source="mcp")
             try:
-                tools.append(tool.validate())
+                tools.append(listed_tool(name, definition))
             except InvalidTool as exc:
                 logger.warning("Left out a tool of MCP server %r of session %s: %s", name, session_id, exc)
     return tuple(tools)
