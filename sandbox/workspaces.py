@@ -23,6 +23,7 @@ def outside_sentence(shown):
     return f"{shown} is outside this tenant's workspace root."
 
 
+HOMES = ".homes"  # the sandboxes' homes, in the host's root beside the tenants' (homes.py)
 MISPLACED_ROOT = "This tenant's workspace root is not inside the host's workspace root; an operator must set it."
 
 
@@ -33,7 +34,8 @@ def host_root():
 def root_problem(configured):
     """Why `configured` cannot be a tenant's workspace root, or None."""
     root = Path(os.path.realpath(configured)) if os.path.isabs(configured) else None
-    if root is None or root == host_root() or not is_within(root, host_root()):
+    if (root is None or root == host_root() or not is_within(root, host_root())
+            or is_within(root, host_root() / HOMES)):
         return f"A tenant's workspace root is an absolute folder inside the host's workspace root ({host_root()})."
     return None
 
