@@ -34,8 +34,9 @@ def host_root():
 def root_problem(configured):
     """Why `configured` cannot be a tenant's workspace root, or None."""
     root = Path(os.path.realpath(configured)) if os.path.isabs(configured) else None
-    if (root is None or root == host_root() or not is_within(root, host_root())
-            or is_within(root, host_root() / HOMES)):
+    if root is not None and is_within(root, host_root() / HOMES):
+        return f"A tenant's workspace root cannot be in {host_root() / HOMES}, where the host keeps its sandboxes' homes."
+    if root is None or root == host_root() or not is_within(root, host_root()):
         return f"A tenant's workspace root is an absolute folder inside the host's workspace root ({host_root()})."
     return None
 
