@@ -90,7 +90,11 @@ def timed_call(work):
 def main():
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ahp.settings")
     django.setup()
+    from django.core.management import call_command
+
     from sandbox.bubblewrap import Sandbox, end_sandbox
+
+    call_command("migrate", verbosity=0, interactive=False)  # a sandbox's user is recorded in the database
 
     key = f"bench-{uuid.uuid4().hex[:8]}"
     port = web_server()

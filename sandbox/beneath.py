@@ -65,14 +65,19 @@ def remove_tree(folder: int, name: str) -> None:
     """`name` in the open `folder` and all in it, by descriptor: links are removed, not followed."""
     inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
     try:
-        for entry in os.scandir(inner):
-            if entry.is_dir(follow_symlinks=False):
-                remove_tree(inner, entry.name)
-            else:
-                os.unlink(entry.name, dir_fd=inner)
+        remove_contents(inner)
     finally:
         os.close(inner)
     os.rmdir(name, dir_fd=folder)
+
+
+def remove_contents(folder: int) -> None:
+    """All in the open `folder`, by descriptor: links are removed, not followed."""
+    for entry in os.scandir(folder):
+        if entry.is_dir(follow_symlinks=False):
+            remove_tree(folder, entry.name)
+        else:
+            os.unlink(entry.name, dir_fd=folder)
 
 
 def _set_fs_ids(uid: int, gid: int) -> None:

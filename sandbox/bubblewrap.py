@@ -3,7 +3,8 @@
 Every command (a stdio MCP server, an ACP agent, `git` on a tenant's folder) starts under
 bubblewrap with:
 - its own mount namespace holding read-only system paths, the session's working directories
-  (writable), a home folder of the session's own and nothing else of the host (no var dir, no
+  (writable), a home folder of the session's own (on the host's workspace root, so every node
+  finds it: `homes.py`) and nothing else of the host (no var dir, no
   database file, no project tree, no other session's folders);
 - its own network namespace: only loopback, where the bridge (`bridge.py`) carries connections
   to the host's forwarding proxy, which reaches only the destinations the sandbox was opened
@@ -42,6 +43,7 @@ from django.conf import settings
 
 from . import cgroups, identity, seccomp
 from .beneath import as_identity, open_beneath, open_root, remove_tree
+from .homes import home_folder, remove_home
 from .outbound import check_destination
 from .mounts import Mounts
 from .proxy import PROXIES, Destinations, Launch, StandIn
@@ -165,17 +167,18 @@ class Sandbox:
         return uid, identity.tenant_group(self.tenant_id) if self.tenant_id is not None else uid
 
     def prepare(self) -> None:
-        control, home = self.folder / "control", self.folder / "home"
+        control = self.folder / "control"
         control.mkdir(parents=True, exist_ok=True)
         uid, gid = self.owner()
-        try:
-            home.mkdir(mode=0o700)
-            os.chown(home, uid, gid)  # just made by the host, in a folder no sandbox sees
-        except FileExistsError:
-            pass
         (control / "passwd").write_text(f"sandbox:x:{uid}:{gid}:sandbox:{HOME}:/bin/sh\n")
         (control / "group").write_text(f"sandbox:x:{gid}:\n")
         self.alive_marker.touch()
+
+    def home(self) -> str:
+        """The descriptor path of its home (homes.py), held as a launch's folders are."""
+        fd = home_folder(self.key, self.owner())
+        HELD.setdefault(self.key, []).append((time.monotonic(), fd))
+        return f"/proc/{os.getpid()}/fd/{fd}"
 
     def tenant_folders(self) -> list[tuple[str, str]]:
         """(descriptor path, path) for each of `writable` that is, right now, a folder beneath the
@@ -274,7 +277,7 @@ class Sandbox:
         for path in self.host_writable:
             args.mount("--bind", self.host_folder(path), path)
         control = self.folder / "control"
-        args.mount("--bind", self.folder / "home", HOME)
+        args.mount("--bind", self.home(), HOME)
         args.mount("--ro-bind", control, CONTROL)
         args.mount("--ro-bind", control / "passwd", "/etc/passwd")
         args.mount("--ro-bind", control / "group", "/etc/group")
@@ -397,7 +400,7 @@ def kill_user(uid: int) -> bool:
 
 def end_sandbox(key: object, own_folder: str | None = None, tenant_id: int | None = None) -> None:
     """The session is gone: everything still running in its sandbox ends, its proxy stops, its
-    own folder (`own_folder`, a path beneath the host's root, the session's `tenant_id`) is
+    home is removed, its own folder (`own_folder`, a path beneath the host's root, the session's `tenant_id`) is
     removed as its user once nothing of it runs, and its user id is free again."""
     folder = sandbox_root() / str(key)
     PROXIES.stop_under(folder / "proxies")
@@ -410,10 +413,12 @@ def end_sandbox(key: object, own_folder: str | None = None, tenant_id: int | Non
     ended = uid is None or kill_user(uid)
     if ended and own_folder is not None and (uid is not None or os.geteuid() != 0):
         remove_own_folder(Sandbox(str(key), tenant_id=tenant_id).owner(), Path(own_folder))
+    if ended:
+        remove_home(str(key))
     if uid is not None and ended:
         identity.free_sandbox_user(str(key))
     cgroups.remove_group(str(key))
-    shutil.rmtree(folder, ignore_errors=True)  # its home goes with it; the bridge sees no marker either way
+    shutil.rmtree(folder, ignore_errors=True)  # the bridge sees no marker either way
 
 
 def remove_own_folder(owner: tuple[int, int], path: Path) -> None:

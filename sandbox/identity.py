@@ -2,25 +2,29 @@
 
 Numbers come from the operator's range (AHP_SANDBOX_IDS, "first-last") and belong to this
 machine, as its processes do: a claim is a file `<AHP_SANDBOX_ID_FOLDER>/<number>` made with
-O_EXCL, so two threads, processes or hosts on one machine never hand out one number. A sandbox's user id is freed
-when the sandbox ends (after everything running as it is killed); a tenant's group id is kept,
-since the tenant's folders stay its group's, and recorded in the database, so every node's
-sandboxes of the tenant share the folders on a volume they all mount.
+O_EXCL, so two threads, processes or hosts on one machine never hand out one number. Both kinds
+are recorded in the database, so every node uses the same numbers: a sandbox's user owns its
+home on the volume every node mounts (homes.py), whichever node runs it, and is freed when the
+sandbox ends (after everything running as it is killed); a tenant's group id is kept, since the
+tenant's folders stay its group's.
 
 The sandbox's own id keeps one session from signalling, tracing or starving another (process
 limits count per user); the tenant's group lets a tenant's sessions share its folders and
 nobody else's."""
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
 
-from .models import TenantGroup
+from .models import SandboxUser, TenantGroup
 
+HELD_HERE = ("This machine holds sandbox identity {number} for another host; hosts whose nodes share machines "
+             "need AHP_SANDBOX_IDS ranges of their own.")
 RANGE_EXHAUSTED = "This host has no free sandbox identity left in AHP_SANDBOX_IDS; an operator must widen it."
 
 
@@ -33,22 +37,17 @@ def id_range() -> tuple[int, int]:
     return int(first), int(last)
 
 
-def _folder(name: str) -> Path:
-    folder = Path(settings.VAR_DIR) / "sandboxes" / name
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return folder
-
-
 def _claims() -> Path:
     folder = Path(settings.AHP_SANDBOX_ID_FOLDER)
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     return folder
 
 
-def _claim(holder: str) -> int:
-    """A number of the range no one holds, now held by `holder` (a string kept for operators)."""
+def _claim(holder: str, recorded: Iterable[int] = frozenset()) -> int:
+    """A number of the range no one holds (on this machine, nor among `recorded`), now held by
+    `holder` (a string kept for operators)."""
     claims = _claims()
-    taken = {int(name) for name in os.listdir(claims) if name.isdigit()}
+    taken = {int(name) for name in os.listdir(claims) if name.isdigit()} | set(recorded)
     first, last = id_range()
     for number in range(first, last + 1):
         if number in taken:
@@ -70,26 +69,6 @@ def _release(number: int) -> None:
         pass
 
 
-def _recorded(record: Path, holder: str) -> int:
-    """The number written in `record`, claiming one for `holder` when there is none yet (the
-    first writer wins: the record is linked into place, never overwritten)."""
-    try:
-        return int(record.read_text())
-    except FileNotFoundError:
-        pass
-    number = _claim(holder)
-    draft = record.with_name(f".{record.name}.{number}")
-    draft.write_text(str(number))
-    try:
-        os.link(draft, record)
-    except FileExistsError:
-        _release(number)
-        number = int(record.read_text())
-    finally:
-        draft.unlink()
-    return number
-
-
 _groups: dict[int, int] = {}  # tenant id -> its group id, as the database records it (it never changes)
 
 
@@ -98,13 +77,7 @@ def tenant_group(tenant_id: int) -> int:
     free on its machine; a number another node's tenant holds already is kept claimed here
     (so never handed out again) and another is tried."""
     if tenant_id not in _groups:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            _groups[tenant_id] = _recorded_group(tenant_id)
-        else:  # a launch from an event loop (an MCP server's, an agent's): once per tenant and process
-            with ThreadPoolExecutor(1) as reader:
-                _groups[tenant_id] = reader.submit(_in_own_connection, _recorded_group, tenant_id).result()
+        _groups[tenant_id] = _from_database(_recorded_group, tenant_id)
     return _groups[tenant_id]
 
 
@@ -118,29 +91,85 @@ def _recorded_group(tenant_id: int) -> int:
     return gid
 
 
-def _in_own_connection(work: Callable[[int], int], tenant_id: int) -> int:
+def _from_database(work: Callable[[Any], Any], argument: Any) -> Any:
+    """`work(argument)`, which reads the database: at once, or from an event loop (a launch of an
+    MCP server's, an agent's) in a thread of its own with its own connection."""
     try:
-        return work(tenant_id)
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return work(argument)
+    with ThreadPoolExecutor(1) as reader:
+        return reader.submit(_in_own_connection, work, argument).result()
+
+
+def _in_own_connection(work: Callable[[Any], Any], argument: Any) -> Any:
+    try:
+        return work(argument)
     finally:
         connection.close()
 
 
+_users: dict[str, int] = {}  # sandbox key -> its user id, as the database records it
+
+
 def sandbox_user(key: str) -> int:
-    return _recorded(_folder("users") / key, f"sandbox {key}")
+    """The sandbox's user id, recorded host-wide: every node runs the sandbox as one user, the
+    owner of its home on the shared root (homes.py). The first node to need it claims a number
+    free on its machine and in the database; a node that takes the sandbox over holds that
+    number on its own machine too."""
+    if key not in _users:
+        _users[key] = _from_database(_recorded_user, key)
+    return _users[key]
 
 
 def existing_sandbox_user(key: str) -> int | None:
-    try:
-        return int((_folder("users") / key).read_text())
-    except FileNotFoundError:
-        return None
+    return _from_database(_recorded_user_or_none, key)
 
 
 def free_sandbox_user(key: str) -> None:
-    record = _folder("users") / key
+    number = _from_database(_forgotten_user, key)
+    _users.pop(key, None)
+    if number is not None:
+        _release(number)
+
+
+def _recorded_user(key: str) -> int:
+    holder, recorded = f"sandbox {key}", SandboxUser.objects.filter(key=key).values_list("uid", flat=True)
+    while (uid := recorded.first()) is None:
+        taken = {*SandboxUser.objects.values_list("uid", flat=True), *TenantGroup.objects.values_list("gid", flat=True)}
+        number = _claim(holder, taken)
+        SandboxUser.objects.bulk_create([SandboxUser(key=key, uid=number)], ignore_conflicts=True)
+        if recorded.first() != number:
+            _release(number)  # another process recorded the sandbox's first, or took the number
+    _hold(uid, holder)
+    return uid
+
+
+def _recorded_user_or_none(key: str) -> int | None:
+    return SandboxUser.objects.filter(key=key).values_list("uid", flat=True).first()
+
+
+def _forgotten_user(key: str) -> int | None:
+    number = _recorded_user_or_none(key)
+    SandboxUser.objects.filter(key=key).delete()
+    return number
+
+
+def _hold(number: int, holder: str) -> None:
+    """This machine's claim of `number` names `holder`: made when missing, and taken over from a
+    sandbox the database no longer gives it to (one ended on another node); a number this machine
+    holds for anything else is refused."""
+    claim = _claims() / str(number)
     try:
-        number = int(record.read_text())
-    except FileNotFoundError:
+        handle = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        held = claim.read_text()
+        if held == holder:
+            return
+        former = held.removeprefix("sandbox ")
+        if former == held or SandboxUser.objects.filter(key=former, uid=number).exists():
+            raise NoIdentity(HELD_HERE.format(number=number)) from None
+        claim.write_text(holder)
         return
-    record.unlink()
-    _release(number)
+    os.write(handle, holder.encode())
+    os.close(handle)

@@ -49,3 +49,15 @@ class SecretsKeyCheck(models.Model):
 
     def __str__(self) -> str:
         return "secrets key check"
+
+
+class SandboxUser(models.Model):
+    """A sandbox's user id, the same on every node: the owner of its home on the volume every
+    node mounts, so a session re-homed on another node runs as the user its files belong to.
+    A number of AHP_SANDBOX_IDS, freed when the sandbox ends."""
+
+    key = models.CharField(max_length=200, primary_key=True)
+    uid = models.IntegerField(unique=True)
+
+    def __str__(self) -> str:
+        return f"sandbox {self.key}: user {self.uid}"

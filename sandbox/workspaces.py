@@ -27,6 +27,7 @@ def outside_sentence(shown: str) -> str:
     return f"{shown} is outside this tenant's workspace root."
 
 
+HOMES = ".homes"  # the sandboxes' homes, in the host's root beside the tenants' (homes.py)
 MISPLACED_ROOT = "This tenant's workspace root is not inside the host's workspace root; an operator must set it."
 
 
@@ -37,6 +38,8 @@ def host_root() -> Path:
 def root_problem(configured: str) -> str | None:
     """Why `configured` cannot be a tenant's workspace root, or None."""
     root = Path(os.path.realpath(configured)) if os.path.isabs(configured) else None
+    if root is not None and is_within(root, host_root() / HOMES):
+        return f"A tenant's workspace root cannot be in {host_root() / HOMES}, where the host keeps its sandboxes' homes."
     if root is None or root == host_root() or not is_within(root, host_root()):
         return f"A tenant's workspace root is an absolute folder inside the host's workspace root ({host_root()})."
     return None

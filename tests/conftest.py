@@ -34,8 +34,7 @@ def pytest_configure(config):
     except BlockingIOError:
         fcntl.flock(lock, fcntl.LOCK_SH)  # held for the run: no later run clears what this one holds
         return
-    for folder in (ROOT / "var" / "xdist" / "sandbox-ids", *ROOT.glob("var/xdist/*/sandboxes/users"),
-                   *ROOT.glob("var/xdist/*/sandboxes/tenant-groups"), ROOT / "var" / "sandboxes" / "users",
+    for folder in (ROOT / "var" / "xdist" / "sandbox-ids", *ROOT.glob("var/xdist/*/sandboxes/tenant-groups"),
                    ROOT / "var" / "sandboxes" / "tenant-groups"):
         shutil.rmtree(folder, ignore_errors=True)
     fcntl.flock(lock, fcntl.LOCK_SH)

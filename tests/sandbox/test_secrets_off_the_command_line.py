@@ -26,7 +26,7 @@ def command_lines_holding(text):
     return found
 
 
-def test_a_sandboxed_commands_environment_reaches_it_and_no_command_line():
+def test_a_sandboxed_commands_environment_reaches_it_and_no_command_line(db):
     sandbox = Sandbox("secret-environment")
     process = subprocess.Popen(sandbox.argv(["/bin/sh", "-c", 'echo "key=$MODEL_KEY"; sleep 5'],
                                             env={"MODEL_KEY": SECRET}),
@@ -41,7 +41,7 @@ def test_a_sandboxed_commands_environment_reaches_it_and_no_command_line():
         process.wait()
 
 
-def test_the_claude_clis_mcp_servers_are_a_file_of_its_launch_alone():
+def test_the_claude_clis_mcp_servers_are_a_file_of_its_launch_alone(db):
     options = ClaudeAgentOptions(cli_path="/usr/bin/claude", mcp_servers={
         "remote": {"type": "http", "url": "https://mcp.example.com/", "headers": {"Authorization": f"Bearer {SECRET}"}}})
     end_sandbox("secret-mcp-config")  # a home of its own, with nothing an earlier run left

@@ -167,6 +167,9 @@ def test_an_operator_sets_a_tenants_root_and_a_tenant_admin_cannot(acme, globex,
     refused = operator.post(url, {**form, "workspace_root": "/etc"})
     assert (f"A tenant&#x27;s workspace root is an absolute folder inside the host&#x27;s workspace root "
             f"({workspace_root}).") in refused.content.decode()
+    homes = operator.post(url, {**form, "workspace_root": str(workspace_root / ".homes" / "acme")})
+    assert (f"A tenant&#x27;s workspace root cannot be in {workspace_root / '.homes'}, where the host keeps its "
+            f"sandboxes&#x27; homes.") in homes.content.decode()
     custom = workspace_root / "teams" / "acme-2026"
     assert operator.post(url, {**form, "workspace_root": str(custom)}).status_code == 302
     acme.tenant.refresh_from_db()

@@ -1,6 +1,7 @@
 """Two nodes (each its own var/ and node id, one shared workspace root, one PostgreSQL database
 and one Redis): a session's files, terminals, turns and end, asked through the node that is not
-its home, happen at its home; once its home dies, the other node takes it over."""
+its home, happen at its home; once its home dies, the other node takes it over, its harness
+chats included (their CLIs' state is in the sandbox's home, on the shared root)."""
 import os
 import signal
 import subprocess
@@ -13,6 +14,8 @@ from cryptography.fernet import Fernet
 from django.conf import settings
 from django.db import connection
 
+from agents.harness import claude_cli, copilot_cli
+from sandbox import identity
 from sandbox.models import SecretsKeyCheck
 from sessions_app import actions
 from sessions_app.actions.turns import RUNNER_GONE
@@ -20,6 +23,7 @@ from sessions_app.models import Chat, HostProcess, SessionHome, Turn
 from tools_app.families.terminals.models import Terminal
 from tools_app.runtime.turns import launch_turn
 
+from ...agents.model_server import ModelServer, Text
 from ...conftest import ROOT, child_env, free_port, stop, tenant_made, wait_for_port
 from .harness import AhpClient, RpcFailed, default_chat
 from .test_client_tools import announce, call_open_file
@@ -36,7 +40,20 @@ pytestmark = [
 
 
 @pytest.fixture
-def two_nodes(transactional_db, workspace, tmp_path):
+def model(monkeypatch):
+    """The scripted model both nodes' harnesses talk to (on loopback, allow-listed for this test)."""
+    with ModelServer() as server:
+        for name, value in {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "test-key",
+                            "AHP_COPILOT_BASE_URL": f"{server.url}/v1", "AHP_COPILOT_API_KEY": "test-key",
+                            "AHP_OUTBOUND_ALLOW": "127.0.0.1"}.items():
+            monkeypatch.setenv(name, value)
+        yield server
+
+
+@pytest.fixture
+def two_nodes(request, transactional_db, workspace, tmp_path):
+    if "model" in request.fixturenames:
+        request.getfixturevalue("model")  # the nodes start with its address in their environment
     # Every node of a host shares one AHP_SECRETS_KEY (each var/ would make its own), and the check
     # value it seals is this pair's, not one left by an earlier test's node.
     SecretsKeyCheck.objects.all().delete()
@@ -220,3 +237,75 @@ def test_a_session_whose_home_died_mid_turn_is_used_through_the_other_node(acme,
         output_until(two, terminal, "back-42")
         assert time.monotonic() - killed < 30
         assert home_node(session) == "node-2"
+
+
+HARNESS_CLIS = {"claude": claude_cli, "github-copilot": copilot_cli}
+
+
+@pytest.mark.parametrize("provider", HARNESS_CLIS)
+def test_a_harness_chat_whose_node_died_goes_on_through_the_other_node_with_its_history(acme, model, two_nodes,
+                                                                                       provider):
+    if HARNESS_CLIS[provider]() is None:
+        pytest.skip(f"needs the {provider} CLI (make harness)")
+    (port_1, port_2), (node_1, _) = two_nodes
+    model.add(Text("first answer"), Text("second answer"))
+    with AhpClient(port_1, acme.tokens["member"], "one") as one:
+        session = one.create_session(provider=provider)
+        chat = default_chat(one, session)
+        one.subscribe(chat)
+        assert one.reply_to(one.start_turn(chat, "remember 17"), timeout=90) == "first answer"
+    assert home_node(session) == "node-1"
+
+    node_1.send_signal(signal.SIGKILL)
+    node_1.wait()
+    killed = time.monotonic()
+    with AhpClient(port_2, acme.tokens["member"], "two") as two:
+        two.subscribe(chat)
+        assert two.reply_to(two.start_turn(chat, "what was it?"), timeout=30) == "second answer"
+    assert time.monotonic() - killed < 30
+    assert home_node(session) == "node-2"
+    first, second = model.agent_requests()
+    assert "what was it?" in second.last_user_text()
+    assert "remember 17" in str(second.body["messages"]) and "first answer" in str(second.body["messages"])
+
+
+def test_links_a_member_plants_in_the_shared_home_reach_nothing_on_the_node_that_takes_it_over(
+        acme, two_nodes, tmp_path, workspace_root):
+    """A member of session A links, in A's home, to session B's home and to the other node's own
+    files, then A is re-homed on that node and disposed: its terminal there finds nothing behind
+    the links, and the host, removing A's home, removes the links and nothing they name."""
+    (port_1, port_2), (node_1, _) = two_nodes
+    host_file = tmp_path / "node-2" / "host-only.txt"
+    host_file.write_text("the node's own\n")
+    with AhpClient(port_1, acme.tokens["member"], "one") as one:
+        own, other = one.create_session(), one.create_session()
+        theirs = open_terminal(one, other)
+        one.dispatch(theirs, {"type": "terminal/input", "data": "echo hidden > ~/secret.txt; echo made-$((6*7))\n"})
+        output_until(one, theirs, "made-42")
+        homes = workspace_root / ".homes"
+        other_home = homes / other.rsplit("/", 1)[1]
+        planted = open_terminal(one, own)
+        one.dispatch(planted, {"type": "terminal/input", "data": (
+            f"ln -s {other_home} ~/theirs; ln -s {host_file} ~/host; ln -s {host_file.parent} ~/var; "
+            "mkdir -p ~/.claude && ln -s ~/theirs/secret.txt ~/.claude/projects; echo planted-$((6*7))\n")})
+        output_until(one, planted, "planted-42")
+    own_home = homes / own.rsplit("/", 1)[1]
+    uid = identity.existing_sandbox_user(own.rsplit("/", 1)[1])
+    assert (os.stat(homes).st_uid, os.stat(homes).st_mode & 0o777) == (0, 0o700)
+    assert (os.stat(own_home).st_uid, os.stat(own_home).st_mode & 0o777) == (uid, 0o700)
+    assert os.readlink(own_home / "host") == str(host_file)
+
+    node_1.send_signal(signal.SIGKILL)
+    node_1.wait()
+    with AhpClient(port_2, acme.tokens["member"], "two") as two:
+        terminal = open_terminal(two, own)
+        two.dispatch(terminal, {"type": "terminal/input", "data": (
+            "id -u; cat ~/theirs/secret.txt ~/host ~/.claude/projects; ls ~/var; echo read-$((6*7))\n")})
+        seen = output_until(two, terminal, "read-42")
+        assert home_node(own) == "node-2"
+        assert str(uid) in seen
+        assert "hidden" not in seen and "the node's own" not in seen and "No such file or directory" in seen
+        assert two.call("disposeSession", {"channel": own}) is None
+        until(lambda: not own_home.exists())
+    assert (other_home / "secret.txt").read_text() == "hidden\n"
+    assert host_file.read_text() == "the node's own\n"

@@ -2,8 +2,10 @@
 advancedTools, destroyed on release or with their session."""
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 
 from sandbox.bubblewrap import Sandbox, end_sandbox, sandbox_root
 from tools_app.catalog.loader import catalog_for_chat
@@ -67,9 +69,11 @@ def test_a_released_computer_is_gone_with_all_it_held(place):
     computer = place.call("request_disposable_computer")["computer"]
     place.call("run_in_computer", computer=computer, command="echo kept > file")
     key = Computer.objects.get(pk=computer).sandbox_key
-    assert (sandbox_root() / key / "home" / "file").exists()
+    home = Path(settings.AHP_WORKSPACE_ROOT) / ".homes" / key
+    assert (home / "file").exists()
     assert place.call("release_computer", computer=computer) == {"released": computer}
     assert not (sandbox_root() / key).exists() and not Computer.objects.filter(pk=computer).exists()
+    assert not home.exists()
     from kernel.refusals import Refused
 
     with pytest.raises(Refused) as refused:
