@@ -1,6 +1,6 @@
 """The actions a client may dispatch, in one table: for each, the channel it targets and the
-grant that channel needs, the check of its fields, the `do_*` that applies it, and what the
-connection starts once it is applied (the turn it began).
+grant that channel needs, the check of its fields, its handler (a named function calling the
+`do_*` that applies it) and what the connection starts once it is applied (the turn it began).
 
 Each `do_*` checks the finer grant of its own change; the grant here is the one that makes the
 target visible at all (a target the client may not read is "not found", never "forbidden").
@@ -8,26 +8,36 @@ The target is found before the fields are checked: an action on a channel the cl
 see is ignored without a word, so it learns nothing of what is there.
 """
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
+from grants.models import Principal
 from kernel.ids import parse_uuid
 from kernel.refusals import Refused
 from sessions_app import actions
 from sessions_app.actions.chats import draft_model
 from sessions_app.actions.checks import check_message_text
 from sessions_app.channels import ROOT, annotations_session_at, chat_at, session_at
+from sessions_app.models import ActiveClient, Chat, Session, Turn
 from tools_app import actions as tool_actions
+from tools_app.catalog.bounding import bound_result
 from tools_app.families.comments import actions as comment_actions
 from tools_app.families.session.listing import session_config_schema
 from tools_app.families.terminals import actions as terminal_actions
 from tools_app.families.terminals.actions import terminal_at
+from tools_app.families.terminals.models import Terminal
 
 from . import terminals
-from tools_app.catalog.bounding import bound_result
 
+if TYPE_CHECKING:
+    from .consumer import AhpConsumer
+
+Action = dict[str, Any]  # a client action as sent: {"type": ..., its fields}
+Fields = dict[str, Any]  # the checked fields a handler takes
+Origin = dict[str, Any]  # {"clientId", "clientSeq"}: whose action an envelope carries
+Row = TypeVar("Row")  # the row an action acts on: a Session, Chat or Terminal (None on the root)
 
 # Where each channel kind's target is found.
-TARGETS = {"session": session_at, "chat": chat_at, "annotations": annotations_session_at, "terminal": terminal_at}
+TARGETS: dict[str, Callable[[str, Any], Any]] = {"session": session_at, "chat": chat_at, "annotations": annotations_session_at, "terminal": terminal_at}
 
 
 class NoSuchChannel(Exception):
@@ -35,7 +45,7 @@ class NoSuchChannel(Exception):
     it may not read): the session and chat channel specifications have such an action ignored."""
 
 
-def target(principal, kind, grant, channel):
+def target(principal: Principal, kind: str, grant: str | None, channel: str) -> Any:
     """The row on `channel` the action acts on; one the principal may not `grant` is not there."""
     if kind == "root":
         if channel != ROOT:
@@ -48,7 +58,7 @@ def target(principal, kind, grant, channel):
     return row
 
 
-def uuid_in(action, field):
+def uuid_in(action: Action, field: str) -> str:
     """The action's `field` as a UUID string; ids the host keys rows by are refused otherwise."""
     key = parse_uuid(action.get(field))
     if key is None:
@@ -59,11 +69,11 @@ def uuid_in(action, field):
 
 # Field checks: the action -> the fields its do_* takes, refusing malformed ones. -------------------
 
-def annotation_id(action):
+def annotation_id(action: Action) -> Fields:
     return {"annotation_id": str(action.get("annotationId"))}
 
 
-def user_message_text(action):
+def user_message_text(action: Action) -> str:
     """The text of the action's `message`, which a client may send only as the user."""
     message = action.get("message")
     if not isinstance(message, dict) or not isinstance(message.get("text"), str):
@@ -73,7 +83,7 @@ def user_message_text(action):
     return message["text"]
 
 
-def turn_started_fields(action):
+def turn_started_fields(action: Action) -> Fields:
     text = user_message_text(action)
     turn_id = parse_uuid(action.get("turnId"))
     if turn_id is None:
@@ -88,7 +98,7 @@ def turn_started_fields(action):
     return {"turn_id": turn_id, "text": text, "model": model or "", "agent": agent and agent["uri"]}
 
 
-def draft_fields(action):
+def draft_fields(action: Action) -> Fields:
     """A draft is a Message, or absent to clear it; its model an id or {id}."""
     draft = action.get("draft")
     if draft is None:
@@ -102,252 +112,329 @@ def draft_fields(action):
     return {"draft": draft}
 
 
-def pending_message_fields(action):
+def pending_message_fields(action: Action) -> Fields:
     return {"message_id": uuid_in(action, "id"), "kind": action.get("kind"), "text": user_message_text(action)}
 
 
-def pending_removal_fields(action):
+def pending_removal_fields(action: Action) -> Fields:
     return {"message_id": uuid_in(action, "id"), "kind": action.get("kind")}
 
 
-def turn_fields(action):
+def turn_fields(action: Action) -> Fields:
     return {"turn_id": uuid_in(action, "turnId")}
 
 
-def truncation_fields(action):
+def truncation_fields(action: Action) -> Fields:
     return {"turn_id": uuid_in(action, "turnId") if "turnId" in action else None}
 
 
-def tool_call_fields(action):
+def tool_call_fields(action: Action) -> Fields:
     return {"call_id": uuid_in(action, "toolCallId"), "turn_id": uuid_in(action, "turnId")}
 
 
-def confirmation_fields(action):
+def confirmation_fields(action: Action) -> Fields:
     return {"turn_id": uuid_in(action, "turnId"), "call_id": uuid_in(action, "toolCallId")}
 
 
-def annotation_changes(action):
+def annotation_changes(action: Action) -> Fields:
     return {**annotation_id(action),
             "changes": {k: action[k] for k in ("resolved", "range", "turnId", "resource") if k in action}}
 
 
-def annotation_entry(action):
+def annotation_entry(action: Action) -> Fields:
     return {**annotation_id(action), "entry_id": str(action.get("entryId"))}
 
 
-def no_fields(action):
+def no_fields(action: Action) -> Fields:
     return {}
 
 
-def directory_fields(action):
+def directory_fields(action: Action) -> Fields:
     directory = action.get("directory")
     if not isinstance(directory, str) or not directory or len(directory) > 1000:
         raise Refused(f"{action.get('type')} needs a directory: a URI of at most 1000 characters.", "invalid")
     return {"directory": directory}
 
 
-def tool_content_fields(action):
+def tool_content_fields(action: Action) -> Fields:
     return {**tool_call_fields(action), "content": action.get("content")}
 
 
-def customization_fields(action):
+def customization_fields(action: Action) -> Fields:
     if not isinstance(action.get("id"), str):
         raise Refused("session/customizationToggled needs an id that is a string.", "invalid")
     return {"id": action["id"]}
 
 
-# The do_* calls: (principal, client_id, target, action, fields, origin) -> outcome. --------------
+# The handlers: one per action type, each `(call) -> outcome`, calling the do_* that applies it. ----
 
-def complete_tool_call(principal, client_id, chat, action, fields, origin):
-    call_id, result, full_text = fields["call_id"], action.get("result"), None
-    content = result.get("content") if isinstance(result, dict) else None
-    if isinstance(content, list) and all(isinstance(c, dict) and isinstance(c.get("text", ""), str) for c in content):
-        result, full_text = bound_result(result, call_id)  # a client's text is cut as a host tool's is
-    # The whole text is kept for ahp_resource, as a host tool's is, with the completion that
-    # names it (a late result keeps nothing: the timeout that beat it is its call's result).
-    keep = (lambda: tool_actions.do_keep_full_output(call_id, full_text)) if full_text is not None else None
-    actions.do_client_complete_tool_call(principal, client_id, chat, fields["turn_id"], call_id, result, origin, keep)
-
-
-def no_result_awaits(p, client, chat, a, f, origin):
-    # The host never completes a call with requiresResultConfirmation, so no result waits.
-    raise Refused(f"Tool call {f['call_id']} has no result waiting for confirmation.", "conflict")
+@dataclass(frozen=True)
+class ActionCall(Generic[Row]):
+    """One client action being applied: who sent it, from which connection, the row it acts on,
+    the action as sent, its checked fields and the origin its envelope carries."""
+    principal: Principal
+    client_id: str
+    target: Row
+    action: Action
+    fields: Fields
+    origin: Origin
 
 
-def no_input_request(p, client, chat, a, f, origin):
-    # Neither the host's tools nor its agents raise chat/inputRequested; their questions are
-    # toolConfirmation entries answered with chat/toolCallConfirmed.
-    raise Refused(f"No input request {a.get('requestId')} is open in this chat.", "not_found")
+def set_active_client(call: ActionCall[Session]) -> Any:
+    return actions.do_set_active_client(call.principal, call.target, call.client_id, call.action.get("activeClient"),
+                                        call.origin)
+
+
+def remove_active_client(call: ActionCall[Session]) -> Any:
+    return actions.do_remove_active_client(call.principal, call.target, call.client_id, call.action.get("clientId"),
+                                           call.origin)
+
+
+def set_title(call: ActionCall[Session]) -> Any:
+    return actions.do_set_title(call.principal, call.target, call.action.get("title"), call.origin)
+
+
+def set_archived(call: ActionCall[Session]) -> Any:
+    return actions.do_set_flag(call.principal, call.target, "isArchived", call.action.get("isArchived"), call.origin)
+
+
+def set_read(call: ActionCall[Session]) -> Any:
+    return actions.do_set_flag(call.principal, call.target, "isRead", call.action.get("isRead"), call.origin)
+
+
+def change_session_config(call: ActionCall[Session]) -> Any:
+    schema = session_config_schema(call.target.provider)
+    return actions.do_change_session_config(call.principal, call.target, call.action.get("config"), schema,
+                                            bool(call.action.get("replace")), call.origin)
+
+
+def set_default_chat(call: ActionCall[Session]) -> Any:
+    return actions.do_set_default_chat(call.principal, call.target, call.action.get("defaultChat"), call.origin)
+
+
+def add_working_directory(call: ActionCall[Session]) -> Any:
+    return actions.do_add_working_directory(call.principal, call.target, call.fields["directory"], call.origin)
+
+
+def remove_working_directory(call: ActionCall[Session]) -> Any:
+    return actions.do_remove_working_directory(call.principal, call.target, call.fields["directory"], call.origin)
 
 
 NO_CUSTOMIZATIONS = ("This host keeps no session customizations to toggle; a client's own customizations "
                      "change with session/activeClientSet.")
 
 
-def no_customizations(p, client, session, a, f, origin):
+def toggle_customization(call: ActionCall[Session]) -> None:
     # The session's state carries no `customizations`: plugins and rules here are the clients' own.
     raise Refused(NO_CUSTOMIZATIONS, "not_found")
 
 
-def run_the_turn(consumer, turn):
+def set_chat_working_directory(call: ActionCall[Chat]) -> Any:
+    return actions.do_set_chat_working_directory(call.principal, call.target, call.fields["directory"], call.origin)
+
+
+def remove_chat_working_directory(call: ActionCall[Chat]) -> Any:
+    return actions.do_remove_chat_working_directory(call.principal, call.target, call.fields["directory"], call.origin)
+
+
+def change_tool_call_content(call: ActionCall[Chat]) -> Any:
+    return actions.do_client_tool_call_content(call.principal, call.client_id, call.target, call.fields["turn_id"],
+                                               call.fields["call_id"], call.fields["content"], call.origin)
+
+
+def start_turn(call: ActionCall[Chat]) -> Any:
+    fields = call.fields
+    return actions.do_start_turn(call.principal, call.target, fields["turn_id"], fields["text"], call.client_id,
+                                 call.origin, fields["model"], fields["agent"])
+
+
+def cancel_turn(call: ActionCall[Chat]) -> Any:
+    return actions.do_cancel_turn(call.principal, call.target, call.fields["turn_id"], call.origin)
+
+
+def set_pending_message(call: ActionCall[Chat]) -> Any:
+    fields = call.fields
+    return actions.do_set_pending_message(call.principal, call.target, fields["message_id"], fields["kind"],
+                                          fields["text"], call.origin)
+
+
+def change_draft(call: ActionCall[Chat]) -> Any:
+    return actions.do_set_chat_draft(call.principal, call.target, call.fields["draft"], call.origin)
+
+
+def remove_pending_message(call: ActionCall[Chat]) -> Any:
+    return actions.do_remove_pending_message(call.principal, call.target, call.fields["message_id"],
+                                             call.fields["kind"], call.origin)
+
+
+def reorder_queued_messages(call: ActionCall[Chat]) -> Any:
+    return actions.do_reorder_queued_messages(call.principal, call.target, call.action.get("order"), call.origin)
+
+
+def truncate_chat(call: ActionCall[Chat]) -> Any:
+    return actions.do_truncate_chat(call.principal, call.target, call.fields["turn_id"], call.origin)
+
+
+def complete_tool_call(call: ActionCall[Chat]) -> Any:
+    call_id, result, full_text = call.fields["call_id"], call.action.get("result"), None
+    content = result.get("content") if isinstance(result, dict) else None
+    if isinstance(content, list) and all(isinstance(c, dict) and isinstance(c.get("text", ""), str) for c in content):
+        result, full_text = bound_result(result, call_id)  # a client's text is cut as a host tool's is
+    # The whole text is kept for ahp_resource, as a host tool's is, with the completion that
+    # names it (a late result keeps nothing: the timeout that beat it is its call's result).
+    keep = (lambda: tool_actions.do_keep_full_output(call_id, full_text)) if full_text is not None else None
+    return actions.do_client_complete_tool_call(call.principal, call.client_id, call.target, call.fields["turn_id"],
+                                                call_id, result, call.origin, keep)
+
+
+def confirm_tool_call(call: ActionCall[Chat]) -> Any:
+    # Only a host tool that asked the person (viewUnreviewedComments) waits for an answer.
+    return comment_actions.do_answer_question(call.principal, call.target, call.fields["turn_id"],
+                                              call.fields["call_id"], call.action.get("approved"), call.origin)
+
+
+def confirm_tool_call_result(call: ActionCall[Chat]) -> None:
+    # The host never completes a call with requiresResultConfirmation, so no result waits.
+    raise Refused(f"Tool call {call.fields['call_id']} has no result waiting for confirmation.", "conflict")
+
+
+def answer_input_request(call: ActionCall[Chat]) -> None:
+    """chat/inputAnswerChanged and chat/inputCompleted: neither the host's tools nor its agents
+    raise chat/inputRequested; their questions are toolConfirmation entries answered with
+    chat/toolCallConfirmed."""
+    raise Refused(f"No input request {call.action.get('requestId')} is open in this chat.", "not_found")
+
+
+def change_host_config(call: ActionCall[None]) -> Any:
+    return tool_actions.do_change_host_config(call.principal, call.action.get("config"),
+                                              bool(call.action.get("replace")), call.origin)
+
+
+def type_into_terminal(call: ActionCall[Terminal]) -> Any:
+    return terminal_actions.do_terminal_input(call.principal, call.target, call.action.get("data"), call.origin)
+
+
+def resize_terminal(call: ActionCall[Terminal]) -> Any:
+    return terminal_actions.do_resize_terminal(call.principal, call.target, call.action.get("cols"),
+                                               call.action.get("rows"), call.origin)
+
+
+def claim_terminal(call: ActionCall[Terminal]) -> Any:
+    return terminal_actions.do_claim_terminal(call.principal, call.target, call.client_id, call.action.get("claim"),
+                                              call.origin)
+
+
+def set_terminal_title(call: ActionCall[Terminal]) -> Any:
+    return terminal_actions.do_set_terminal_title(call.principal, call.target, call.action.get("title"), call.origin)
+
+
+def clear_terminal(call: ActionCall[Terminal]) -> Any:
+    return terminal_actions.do_clear_terminal(call.principal, call.target, call.origin)
+
+
+# Annotations: a client's writes take the same writers as the comment tools.
+
+def set_annotation(call: ActionCall[Session]) -> Any:
+    return comment_actions.do_set_annotation(call.principal, call.target, call.action.get("annotation"), call.origin)
+
+
+def update_annotation(call: ActionCall[Session]) -> Any:
+    return comment_actions.do_update_annotation(call.principal, call.target, call.fields["annotation_id"],
+                                                call.fields["changes"], call.origin)
+
+
+def remove_annotation(call: ActionCall[Session]) -> Any:
+    return comment_actions.do_remove_annotation(call.principal, call.target, call.fields["annotation_id"], call.origin)
+
+
+def set_annotation_entry(call: ActionCall[Session]) -> Any:
+    return comment_actions.do_set_annotation_entry(call.principal, call.target, call.fields["annotation_id"],
+                                                   call.action.get("entry"), call.origin)
+
+
+def remove_annotation_entry(call: ActionCall[Session]) -> Any:
+    return comment_actions.do_remove_annotation_entry(call.principal, call.target, call.fields["annotation_id"],
+                                                      call.fields["entry_id"], call.origin)
+
+
+# What the connection starts once an action is applied: (consumer, outcome). ---------------------
+
+def run_the_turn(consumer: "AhpConsumer", turn: Turn | None) -> None:
     if turn is not None:
         consumer.launch_turn(turn.id)
 
 
-def interrupt_its_agent(consumer, turn):
+def interrupt_its_agent(consumer: "AhpConsumer", turn: Turn) -> None:
     consumer.interrupt_turn(turn)
 
 
-def learn_its_plugins(consumer, active_client):
+def learn_its_plugins(consumer: "AhpConsumer", active_client: ActiveClient) -> None:
     if active_client.customizations:
         consumer.learn_client_plugins(active_client)
+
+
+Handler = Callable[[ActionCall[Any]], Any]
+Then = Callable[["AhpConsumer", Any], None]
 
 
 @dataclass(frozen=True)
 class ClientAction:
     channel: str  # the kind of channel it targets: a key of TARGETS, or "root"
     grant: str | None  # the grant on the target's session without which the target is not found
-    fields: Callable  # action -> the checked fields the do_* takes
-    do: Callable  # (principal, client_id, target, action, fields, origin) -> outcome
-    then: Callable | None = None  # (consumer, outcome): what the connection starts once it is applied
+    fields: Callable[[Action], Fields]  # the checked fields its handler takes, refusing malformed ones
+    handler: Handler  # applies it: its do_*
+    then: Then | None = None  # what the connection starts once it is applied
 
 
-CLIENT_ACTIONS = {
-    "session/activeClientSet": ClientAction(
-        "session", "session:read", no_fields,
-        lambda p, client, session, a, f, origin: actions.do_set_active_client(
-            p, session, client, a.get("activeClient"), origin),
-        then=learn_its_plugins),
-    "session/activeClientRemoved": ClientAction(
-        "session", "session:read", no_fields,
-        lambda p, client, session, a, f, origin: actions.do_remove_active_client(
-            p, session, client, a.get("clientId"), origin)),
-    "session/titleChanged": ClientAction(
-        "session", "session:read", no_fields,
-        lambda p, client, session, a, f, origin: actions.do_set_title(p, session, a.get("title"), origin)),
-    "session/isArchivedChanged": ClientAction(
-        "session", "session:read", no_fields,
-        lambda p, client, session, a, f, origin: actions.do_set_flag(
-            p, session, "isArchived", a.get("isArchived"), origin)),
-    "session/isReadChanged": ClientAction(
-        "session", "session:read", no_fields,
-        lambda p, client, session, a, f, origin: actions.do_set_flag(p, session, "isRead", a.get("isRead"), origin)),
-    "session/configChanged": ClientAction(
-        "session", "session:read", no_fields,
-        lambda p, client, session, a, f, origin: actions.do_change_session_config(
-            p, session, a.get("config"), session_config_schema(session.provider), bool(a.get("replace")), origin)),
-    "session/defaultChatChanged": ClientAction(
-        "session", "session:read", no_fields,
-        lambda p, client, session, a, f, origin: actions.do_set_default_chat(p, session, a.get("defaultChat"), origin)),
-    "session/workingDirectorySet": ClientAction(
-        "session", "session:read", directory_fields,
-        lambda p, client, session, a, f, origin: actions.do_add_working_directory(p, session, f["directory"], origin)),
-    "session/workingDirectoryRemoved": ClientAction(
-        "session", "session:read", directory_fields,
-        lambda p, client, session, a, f, origin: actions.do_remove_working_directory(
-            p, session, f["directory"], origin)),
-    "session/customizationToggled": ClientAction("session", "session:read", customization_fields, no_customizations),
-    "chat/workingDirectorySet": ClientAction(
-        "chat", "session:read", directory_fields,
-        lambda p, client, chat, a, f, origin: actions.do_set_chat_working_directory(p, chat, f["directory"], origin)),
-    "chat/workingDirectoryRemoved": ClientAction(
-        "chat", "session:read", directory_fields,
-        lambda p, client, chat, a, f, origin: actions.do_remove_chat_working_directory(
-            p, chat, f["directory"], origin)),
-    "chat/toolCallContentChanged": ClientAction(
-        "chat", "session:read", tool_content_fields,
-        lambda p, client, chat, a, f, origin: actions.do_client_tool_call_content(
-            p, client, chat, f["turn_id"], f["call_id"], f["content"], origin)),
-    "chat/turnStarted": ClientAction(
-        "chat", "session:read", turn_started_fields,
-        lambda p, client, chat, a, f, origin: actions.do_start_turn(
-            p, chat, f["turn_id"], f["text"], client, origin, f["model"], f["agent"]),
-        then=run_the_turn),
-    "chat/turnCancelled": ClientAction(
-        "chat", "session:read", turn_fields,
-        lambda p, client, chat, a, f, origin: actions.do_cancel_turn(p, chat, f["turn_id"], origin),
-        then=interrupt_its_agent),
-    "chat/pendingMessageSet": ClientAction(
-        "chat", "session:read", pending_message_fields,
-        lambda p, client, chat, a, f, origin: actions.do_set_pending_message(
-            p, chat, f["message_id"], f["kind"], f["text"], origin),
-        then=run_the_turn),
-    "chat/draftChanged": ClientAction(
-        "chat", "session:read", draft_fields,
-        lambda p, client, chat, a, f, origin: actions.do_set_chat_draft(p, chat, f["draft"], origin)),
-    "chat/pendingMessageRemoved": ClientAction(
-        "chat", "session:read", pending_removal_fields,
-        lambda p, client, chat, a, f, origin: actions.do_remove_pending_message(
-            p, chat, f["message_id"], f["kind"], origin)),
-    "chat/queuedMessagesReordered": ClientAction(
-        "chat", "session:read", no_fields,
-        lambda p, client, chat, a, f, origin: actions.do_reorder_queued_messages(p, chat, a.get("order"), origin)),
-    "chat/truncated": ClientAction(
-        "chat", "session:read", truncation_fields,
-        lambda p, client, chat, a, f, origin: actions.do_truncate_chat(p, chat, f["turn_id"], origin)),
-    "chat/toolCallComplete": ClientAction("chat", "session:read", tool_call_fields, complete_tool_call),
-    # Only a host tool that asked the person (viewUnreviewedComments) waits for an answer.
-    "chat/toolCallConfirmed": ClientAction(
-        "chat", "session:read", confirmation_fields,
-        lambda p, client, chat, a, f, origin: comment_actions.do_answer_question(
-            p, chat, f["turn_id"], f["call_id"], a.get("approved"), origin)),
-    "chat/toolCallResultConfirmed": ClientAction("chat", "session:read", tool_call_fields, no_result_awaits),
-    "chat/inputAnswerChanged": ClientAction("chat", "session:read", no_fields, no_input_request),
-    "chat/inputCompleted": ClientAction("chat", "session:read", no_fields, no_input_request),
-    "root/configChanged": ClientAction(
-        "root", None, no_fields,
-        lambda p, client, root, a, f, origin: tool_actions.do_change_host_config(
-            p, a.get("config"), bool(a.get("replace")), origin)),
+SESSION, CHAT, TERMINAL, ANNOTATIONS = (("session", "session:read"), ("chat", "session:read"),
+                                         ("terminal", "terminal:read"), ("annotations", "session:read"))
+
+CLIENT_ACTIONS: dict[str, ClientAction] = {
+    "session/activeClientSet": ClientAction(*SESSION, no_fields, set_active_client, then=learn_its_plugins),
+    "session/activeClientRemoved": ClientAction(*SESSION, no_fields, remove_active_client),
+    "session/titleChanged": ClientAction(*SESSION, no_fields, set_title),
+    "session/isArchivedChanged": ClientAction(*SESSION, no_fields, set_archived),
+    "session/isReadChanged": ClientAction(*SESSION, no_fields, set_read),
+    "session/configChanged": ClientAction(*SESSION, no_fields, change_session_config),
+    "session/defaultChatChanged": ClientAction(*SESSION, no_fields, set_default_chat),
+    "session/workingDirectorySet": ClientAction(*SESSION, directory_fields, add_working_directory),
+    "session/workingDirectoryRemoved": ClientAction(*SESSION, directory_fields, remove_working_directory),
+    "session/customizationToggled": ClientAction(*SESSION, customization_fields, toggle_customization),
+    "chat/workingDirectorySet": ClientAction(*CHAT, directory_fields, set_chat_working_directory),
+    "chat/workingDirectoryRemoved": ClientAction(*CHAT, directory_fields, remove_chat_working_directory),
+    "chat/toolCallContentChanged": ClientAction(*CHAT, tool_content_fields, change_tool_call_content),
+    "chat/turnStarted": ClientAction(*CHAT, turn_started_fields, start_turn, then=run_the_turn),
+    "chat/turnCancelled": ClientAction(*CHAT, turn_fields, cancel_turn, then=interrupt_its_agent),
+    "chat/pendingMessageSet": ClientAction(*CHAT, pending_message_fields, set_pending_message, then=run_the_turn),
+    "chat/draftChanged": ClientAction(*CHAT, draft_fields, change_draft),
+    "chat/pendingMessageRemoved": ClientAction(*CHAT, pending_removal_fields, remove_pending_message),
+    "chat/queuedMessagesReordered": ClientAction(*CHAT, no_fields, reorder_queued_messages),
+    "chat/truncated": ClientAction(*CHAT, truncation_fields, truncate_chat),
+    "chat/toolCallComplete": ClientAction(*CHAT, tool_call_fields, complete_tool_call),
+    "chat/toolCallConfirmed": ClientAction(*CHAT, confirmation_fields, confirm_tool_call),
+    "chat/toolCallResultConfirmed": ClientAction(*CHAT, tool_call_fields, confirm_tool_call_result),
+    "chat/inputAnswerChanged": ClientAction(*CHAT, no_fields, answer_input_request),
+    "chat/inputCompleted": ClientAction(*CHAT, no_fields, answer_input_request),
+    "root/configChanged": ClientAction("root", None, no_fields, change_host_config),
     # Terminals: the PTY is written to and resized once the action is applied.
-    "terminal/input": ClientAction(
-        "terminal", "terminal:read", no_fields,
-        lambda p, client, terminal, a, f, origin: terminal_actions.do_terminal_input(p, terminal, a.get("data"), origin),
-        then=terminals.type_into),
-    "terminal/resized": ClientAction(
-        "terminal", "terminal:read", no_fields,
-        lambda p, client, terminal, a, f, origin: terminal_actions.do_resize_terminal(
-            p, terminal, a.get("cols"), a.get("rows"), origin),
-        then=terminals.resize),
-    "terminal/claimed": ClientAction(
-        "terminal", "terminal:read", no_fields,
-        lambda p, client, terminal, a, f, origin: terminal_actions.do_claim_terminal(
-            p, terminal, client, a.get("claim"), origin)),
-    "terminal/titleChanged": ClientAction(
-        "terminal", "terminal:read", no_fields,
-        lambda p, client, terminal, a, f, origin: terminal_actions.do_set_terminal_title(
-            p, terminal, a.get("title"), origin)),
-    "terminal/cleared": ClientAction(
-        "terminal", "terminal:read", no_fields,
-        lambda p, client, terminal, a, f, origin: terminal_actions.do_clear_terminal(p, terminal, origin)),
-    # Annotations: a client's writes take the same writers as the comment tools.
-    "annotations/set": ClientAction(
-        "annotations", "session:read", no_fields,
-        lambda p, client, session, a, f, origin: comment_actions.do_set_annotation(
-            p, session, a.get("annotation"), origin)),
-    "annotations/updated": ClientAction(
-        "annotations", "session:read", annotation_changes,
-        lambda p, client, session, a, f, origin: comment_actions.do_update_annotation(
-            p, session, f["annotation_id"], f["changes"], origin)),
-    "annotations/removed": ClientAction(
-        "annotations", "session:read", annotation_id,
-        lambda p, client, session, a, f, origin: comment_actions.do_remove_annotation(
-            p, session, f["annotation_id"], origin)),
-    "annotations/entrySet": ClientAction(
-        "annotations", "session:read", annotation_id,
-        lambda p, client, session, a, f, origin: comment_actions.do_set_annotation_entry(
-            p, session, f["annotation_id"], a.get("entry"), origin)),
-    "annotations/entryRemoved": ClientAction(
-        "annotations", "session:read", annotation_entry,
-        lambda p, client, session, a, f, origin: comment_actions.do_remove_annotation_entry(
-            p, session, f["annotation_id"], f["entry_id"], origin)),
+    "terminal/input": ClientAction(*TERMINAL, no_fields, type_into_terminal, then=terminals.type_into),
+    "terminal/resized": ClientAction(*TERMINAL, no_fields, resize_terminal, then=terminals.resize),
+    "terminal/claimed": ClientAction(*TERMINAL, no_fields, claim_terminal),
+    "terminal/titleChanged": ClientAction(*TERMINAL, no_fields, set_terminal_title),
+    "terminal/cleared": ClientAction(*TERMINAL, no_fields, clear_terminal),
+    "annotations/set": ClientAction(*ANNOTATIONS, no_fields, set_annotation),
+    "annotations/updated": ClientAction(*ANNOTATIONS, annotation_changes, update_annotation),
+    "annotations/removed": ClientAction(*ANNOTATIONS, annotation_id, remove_annotation),
+    "annotations/entrySet": ClientAction(*ANNOTATIONS, annotation_id, set_annotation_entry),
+    "annotations/entryRemoved": ClientAction(*ANNOTATIONS, annotation_entry, remove_annotation_entry),
 }
 
 
-def apply(principal, client_id, channel, action, origin):
+def apply(principal: Principal, client_id: str, channel: str, action: Action, origin: Origin) -> tuple[ClientAction, Any]:
     """Apply a client's action: its entry and outcome, or Refused (the client hears a rejection)."""
     action_type = action.get("type")
     entry = CLIENT_ACTIONS.get(action_type) if isinstance(action_type, str) else None
     if entry is None:
         raise Refused(f"This host does not accept {action_type!r} from clients.", "invalid")
     row = target(principal, entry.channel, entry.grant, channel)
-    return entry, entry.do(principal, client_id, row, action, entry.fields(action), origin)
+    return entry, entry.handler(ActionCall(principal, client_id, row, action, entry.fields(action), origin))

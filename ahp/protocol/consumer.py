@@ -2,36 +2,32 @@
 
 The consumer connects, parses frames, answers and closes; `methods` holds what each method
 does, `client_actions` what each dispatchable action does, `subscriptions` what a connection
-reads. Every state change is a `do_*` function of the owning app, which publishes what
-subscribers see. Nothing a peer sends can close the connection but an oversized frame (1009)
-and an `initialize` offering no version the host speaks (answered -32005, then closed with
-1000, as the protocol's negotiation asks). Revoking the token, deactivating the person or
-removing their membership closes it at once (4401), told through the token's and the person's
-groups (and re-read at the next message when it happened in this process, or in another
-process of the embedded host: grants.liveness); a changed role has it read its grants again
-the same way.
+reads, `access` who it acts as and for how long. Every state change is a `do_*` function of the
+owning app, which publishes what subscribers see. Nothing a peer sends can close the connection
+but an oversized frame (1009) and an `initialize` offering no version the host speaks (answered
+-32005, then closed with 1000, as the protocol's negotiation asks).
 """
 import asyncio
 import itertools
 import json
 import logging
-from urllib.parse import parse_qs
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
+from typing import Any
+from uuid import UUID
 
 from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
-from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
-from django.utils import timezone
 from django.db import InterfaceError, OperationalError
+from django.utils import timezone
 
 from grants import liveness
 from grants.actions import person_group, token_group
 from grants.algebra import holds
-from grants.authentication import token_from_headers
-from grants.models import ApiToken, Principal
 from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
 from sessions_app import events, quotas
+from sessions_app.models import ActiveClient, Turn
 from tools_app.families.mcp_servers.server_tools import learn_client_plugins
 from tools_app.runtime.turns import interrupt_turn, run_turn
 
@@ -40,11 +36,14 @@ from sessions_app.events.catch_up import Heard
 from sessions_app.events.heartbeat import ensure_started
 
 from . import bookkeeping, errors, frames, homes, methods, subscriptions, throttle, watches
+from .access import AccessConsumer, authenticated, token_from_scope
+from .watches import Watch
 
 logger = logging.getLogger(__name__)
 
+Message = dict[str, Any]  # a JSON-RPC frame, a channel layer message or an ASGI event
+
 MAX_FRAME_BYTES = 1024 * 1024
-TOKEN_REVOKED_CLOSE = 4401  # as a handshake without a live token
 TOO_MANY_CONNECTIONS = 4429  # as 429: the person's connection quota is full
 BAD_ID = "Invalid request: id must be a string, a number or null."
 DATABASE_UNAVAILABLE = "Service unavailable: the host's database did not answer; try again shortly."
@@ -53,28 +52,23 @@ DATABASE_UNAVAILABLE = "Service unavailable: the host's database did not answer;
 SERVICE_RESTART = 4012
 
 
-def answer_too_big(size):
+def answer_too_big(size: int) -> str:
     return (f"The answer would take {size} bytes, more than one message carries ({MAX_FRAME_BYTES}); "
             "ask for less (fetchTurns pages a chat's turns).")
 
 
-def token_from_scope(scope):
-    """The token on the upgrade: `?tkn=` in the query string or `Authorization: Bearer`."""
-    query = parse_qs(scope.get("query_string", b"").decode())
-    if query.get("tkn"):
-        return query["tkn"][0]
-    headers = dict(scope.get("headers", []))
-    return token_from_headers(headers.get(b"authorization", b"").decode())
+class AhpConsumer(AccessConsumer):
+    client_id: str | None  # set by initialize (or reconnect)
+    connection_id: UUID | None  # its ClientConnection row, once initialized
+    subscriptions: set[str]
+    watches: dict[str, Watch]  # channel -> the resource watches this connection made
+    heard: dict[str, Heard]  # channel -> what this socket has sent of it
+    turn_tasks: set[asyncio.Task]
+    background: set[asyncio.Task]  # tasks that must not block this consumer's own messages
+    server_requests: dict[int, str]  # JSON-RPC id of a request this host sent -> channel awaiting the answer
+    server_request_ids: Iterator[int]
 
-
-def authenticated(offered):
-    """(token, principal) for the offered token, or (None, None): one database hop per handshake."""
-    token = ApiToken.authenticate(offered)
-    return (token, token.principal()) if token is not None else (None, None)
-
-
-class AhpConsumer(AsyncWebsocketConsumer):
-    async def connect(self):
+    async def connect(self) -> None:
         offered = token_from_scope(self.scope)
         self.liveness_read = liveness.current()  # read before the token: a change meanwhile is re-read
         token, principal = await database_sync_to_async(authenticated)(offered)
@@ -93,12 +87,8 @@ class AhpConsumer(AsyncWebsocketConsumer):
         self.access_groups = [token_group(token.pk)] + ([person_group(token.person_id)] if token.person_id else [])
         self.client_id = None
         self.connection_id = None
-        self.subscriptions = set()
-        self.watches = {}  # channel -> watches.Watch: the resource watches this connection made
-        self.heard = {}  # channel -> Heard: what this socket has sent of it
-        self.turn_tasks = set()
-        self.background = set()  # tasks that must not block this consumer's own messages
-        self.server_requests = {}  # JSON-RPC id of a request this host sent -> channel awaiting the answer
+        self.subscriptions, self.watches, self.heard = set(), {}, {}
+        self.turn_tasks, self.background, self.server_requests = set(), set(), {}
         self.server_request_ids = itertools.count(1)
         limit = settings.AHP_MAX_CONNECTIONS_PER_PERSON
         # Joined before accepting, so a revocation committed from here on reaches this socket.
@@ -120,7 +110,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
         ensure_started()
         homes.ensure_serving(methods.METHODS)
 
-    async def dispatch(self, message):
+    async def dispatch(self, message: Message) -> None:
         """As Channels' own, without its hop onto the database thread before every message
         (layer messages included) to close stale connections: each hop of ours onto that
         thread (database_sync_to_async) does that itself."""
@@ -129,7 +119,8 @@ class AhpConsumer(AsyncWebsocketConsumer):
             raise ValueError(f"No handler for message type {message['type']}")
         await handler(message)
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Message, receive: Callable[[], Awaitable[Message]],
+                       send: Callable[[Message], Awaitable[None]]) -> None:
         """A failing channel layer (Redis restarting) ends the connection with SERVICE_RESTART,
         never a hang: the client reconnects and `reconnect` replays the log."""
         try:
@@ -148,7 +139,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
             await self.abandon(SERVICE_RESTART)
             await sockets.close_all(SERVICE_RESTART)
 
-    async def refuse_handshake(self, send, code):
+    async def refuse_handshake(self, send: Callable[[Message], Awaitable[None]], code: int) -> None:
         """Accepted only to close with `code`, as every socket of a failing layer is: a refused
         upgrade (403) would tell the client nothing, and it would not know to come back."""
         try:
@@ -157,7 +148,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
         except Exception:
             logger.debug("The handshake was already answered", exc_info=True)
 
-    async def abandon(self, code):
+    async def abandon(self, code: int) -> None:
         """Close from this side and clean up without the channel layer, which may be down."""
         if getattr(self, "left", False):
             return
@@ -167,16 +158,16 @@ class AhpConsumer(AsyncWebsocketConsumer):
             logger.debug("The socket was already gone", exc_info=True)
         await self.leave(layer_up=False)
 
-    async def websocket_disconnect(self, message):
+    async def websocket_disconnect(self, message: Message) -> None:
         """As Channels' own, without its hop onto the database thread to close stale connections
         afterwards (see `dispatch`); this consumer joins no `groups` of Channels' own."""
         await self.disconnect(message["code"])
         raise StopConsumer()
 
-    async def disconnect(self, code):
+    async def disconnect(self, code: int) -> None:
         await self.leave()
 
-    async def leave(self, layer_up=True):
+    async def leave(self, layer_up: bool = True) -> None:
         if getattr(self, "left", False):
             return
         self.left = True
@@ -195,32 +186,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
 
     # Frames ------------------------------------------------------------------------------------
 
-    def grants_now(self):
-        """The grants this socket's token acts with now, or None when it no longer works."""
-        try:
-            if not ApiToken.live().filter(pk=self.token_id).exists():
-                return None
-            if self.principal.person is None:
-                return self.principal.grants  # a root token's never change
-            return Principal.for_person(self.tenant, self.principal.person).grants
-        except (OperationalError, InterfaceError):
-            # The database is away: whatever the message needs of it fails with DATABASE_UNAVAILABLE.
-            return self.principal.grants
-
-    async def reread_access(self):
-        """Access may have changed (grants.liveness): a token that no longer works closes the
-        socket; otherwise it acts with the grants as they are now. Answers whether it is open."""
-        reading = liveness.current()
-        grants = await database_sync_to_async(self.grants_now)()
-        if grants is None:
-            await self.close_revoked()
-            return False
-        self.liveness_read = reading
-        if grants != self.principal.grants:
-            await self.act_with(grants)
-        return True
-
-    async def receive(self, text_data=None, bytes_data=None):
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.revoked:
             return  # frames that were on their way when the socket was closed
         if self.token_expires is not None and timezone.now() >= self.token_expires:
@@ -249,6 +215,10 @@ class AhpConsumer(AsyncWebsocketConsumer):
             request_id = message.get("id") if isinstance(message, dict) else None
             await self.send_error(request_id, errors.INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message.")
             return
+        await self.answer(message)
+
+    async def answer(self, message: Message) -> None:
+        """Call the request's (or notification's) method and answer with its result or error."""
         request_id = message.get("id")
         # JSON-RPC never answers a notification: one that fails is logged and dropped (a bad
         # client action inside one is answered the AHP way, by its rejected envelope).
@@ -278,14 +248,14 @@ class AhpConsumer(AsyncWebsocketConsumer):
             await self.send_json({"jsonrpc": "2.0", "id": request_id, "result": result})
 
     @staticmethod
-    def drop_failed_notification(method):
-        async def drop(request_id, code, message, data=None):
+    def drop_failed_notification(method: str) -> Callable[..., Awaitable[None]]:
+        async def drop(request_id: Any, code: int, message: str, data: Any = None) -> None:
             logger.info("Dropped a malformed %s notification: %s", method, message)
         return drop
 
     # Lifecycle ---------------------------------------------------------------------------------
 
-    async def begin(self, client_id):
+    async def begin(self, client_id: str) -> int:
         """Answers the tenant's newest serverSeq as the connection opened."""
         if self.client_id is not None:
             raise errors.RpcError(errors.INVALID_REQUEST, "This connection is already initialized.")
@@ -297,37 +267,30 @@ class AhpConsumer(AsyncWebsocketConsumer):
         self.connection_id = connection.id
         return seq
 
-    async def adopt_token(self, token):
-        """`authenticate`: the connection now lives and dies with `token` (same person)."""
-        old_group, self.token_id = token_group(self.token_id), token.pk
-        await self.channel_layer.group_add(token_group(token.pk), self.channel_name)
-        self.access_groups = [token_group(token.pk), *(g for g in self.access_groups if g != old_group)]
-        await self.channel_layer.group_discard(old_group, self.channel_name)
-
-    def learn_client_plugins(self, active_client):
+    def learn_client_plugins(self, active_client: ActiveClient) -> None:
         """The client's plugins may bring http MCP servers; their `.mcp.json` is on the client's
         machine, so the host asks the client."""
         self.in_background(learn_client_plugins(
             self.tenant.pk, active_client.session_id, active_client.client_id, active_client.owner_id,
             active_client.customizations))
 
-    def interrupt_turn(self, turn):
+    def interrupt_turn(self, turn: Turn) -> None:
         self.in_background(interrupt_turn(turn))
 
-    def in_background(self, work):
+    def in_background(self, work: Coroutine[Any, Any, Any]) -> None:
         """A task: this consumer must stay free to carry the messages `work` waits on."""
         task = asyncio.get_running_loop().create_task(work)
         self.background.add(task)
         task.add_done_callback(self.background.discard)
 
-    def launch_turn(self, turn_id):
+    def launch_turn(self, turn_id: UUID) -> None:
         task = asyncio.get_running_loop().create_task(run_turn(turn_id))
         self.turn_tasks.add(task)
         task.add_done_callback(self.turn_tasks.discard)
 
     # Channel layer messages --------------------------------------------------------------------
 
-    async def ahp_action(self, message):
+    async def ahp_action(self, message: Message) -> None:
         """One channel's actions in serverSeq order, each as its frame."""
         channel, seqs = message["channel"], message["seqs"]
         if channel not in self.subscriptions:
@@ -335,20 +298,20 @@ class AhpConsumer(AsyncWebsocketConsumer):
         heard = self.heard.get(channel)
         if heard is None:
             heard = self.heard[channel] = Heard(seqs[0] - 1)
-        for seq, frame in zip(seqs, message["frames"]):
+        for seq, frame in zip(seqs, message["frames"], strict=True):
             if heard.take(seq):  # not already sent from the log
                 await self.send_frame(await subscriptions.frame_seen(self, channel, frame))
 
-    def unheard(self, numbers):
+    def unheard(self, numbers: Iterable[tuple[str, int]]) -> list[int]:
         """The numbers among the logged (channel, seq) of this socket's channels it has not sent."""
         return [seq for channel, seq in numbers if channel in self.subscriptions
                 and (heard := self.heard.get(channel)) is not None and not heard.has(seq)]
 
-    async def catch_up(self, numbers, envelopes):
+    async def catch_up(self, numbers: Iterable[tuple[str, int]], envelopes: dict[int, Message]) -> None:
         """Send, in serverSeq order, the logged actions of this socket's channels it has not sent
         (`numbers` (channel, seq), their `envelopes` by seq); all of them up to the newest read now
         count as heard."""
-        newest = {}
+        newest: dict[str, int] = {}
         for channel, seq in numbers:
             heard = self.heard.get(channel)
             if heard is None or channel not in self.subscriptions:
@@ -359,7 +322,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
         for channel, seq in newest.items():
             self.heard[channel].complete_to(seq)
 
-    async def ahp_notification(self, message):
+    async def ahp_notification(self, message: Message) -> None:
         params = message["params"]
         session_uri = params.get("session") or params.get("summary", {}).get("resource")
         if holds(self.principal.grants, "session:read") or (
@@ -367,51 +330,21 @@ class AhpConsumer(AsyncWebsocketConsumer):
         ):
             await self.send_notification(message["method"], params)
 
-    async def ahp_access_ended(self, message):
-        """The token was revoked, or the person deactivated or removed from this tenant."""
-        if message.get("tenant_id") in (None, self.tenant.pk):
-            await self.close_revoked()
-
-    async def close_after_answer(self, code, reason):
-        """End the connection once an answer that ends it was sent (-32005); frames already on
-        their way are not read."""
-        if self.revoked:
-            return
-        self.revoked = True
-        await self.close(code=code, reason=reason)
-
-    async def close_revoked(self):
-        if self.revoked:
-            return  # closing already: a second close on a closed socket would fail
-        self.revoked = True
-        await self.close(code=TOKEN_REVOKED_CLOSE, reason="The connection's token was revoked.")
-
-    async def ahp_grants_changed(self, message):
-        """The person's role (or its grants) changed: the next message acts with the new grants,
-        and channels they may no longer read are left at once. The grants are read from the
-        database, never taken from the message: the layer carries only the news."""
-        if message.get("tenant_id") == self.tenant.pk:
-            await self.reread_access()
-
-    async def act_with(self, grants):
-        self.principal = Principal(self.tenant, self.principal.person, grants, self.token_id)
-        await subscriptions.drop_unreadable(self)
-
     # Requests this host sends the client ---------------------------------------------------------
 
     @staticmethod
-    def is_response(message):
+    def is_response(message: Any) -> bool:
         return (isinstance(message, dict) and "method" not in message and isinstance(message.get("id"), int)
                 and ("result" in message or "error" in message))
 
-    async def ahp_server_request(self, message):
+    async def ahp_server_request(self, message: Message) -> None:
         """A tool (in any process) asks this client something; its answer goes to `reply_to`."""
         request_id = next(self.server_request_ids)
         self.server_requests[request_id] = message["reply_to"]
         await self.send_json({"jsonrpc": "2.0", "id": request_id, "method": message["method"],
                               "params": message["params"]})
 
-    async def route_response(self, message):
+    async def route_response(self, message: Message) -> None:
         reply_to = self.server_requests.pop(message["id"], None)
         if reply_to is None:
             return  # an answer nobody waits for any more (or to nothing we asked): dropped
@@ -421,10 +354,10 @@ class AhpConsumer(AsyncWebsocketConsumer):
 
     # Sending -----------------------------------------------------------------------------------
 
-    async def send_json(self, payload):
+    async def send_json(self, payload: Message) -> None:
         await self.send_frame(json.dumps(payload), payload)  # ASCII: its length is its size in bytes
 
-    async def send_frame(self, text, payload=None):
+    async def send_frame(self, text: str, payload: Message | None = None) -> None:
         """`text`, the frame of `payload` (read back from it when not given, only if too big)."""
         if len(text) > MAX_FRAME_BYTES:
             await self.send_too_big(json.loads(text) if payload is None else payload, len(text))
@@ -436,7 +369,7 @@ class AhpConsumer(AsyncWebsocketConsumer):
             # ClientDisconnected); its websocket.disconnect follows and cleans up.
             logger.debug("Dropped a frame for a client that already left")
 
-    async def send_too_big(self, payload, size):
+    async def send_too_big(self, payload: Message, size: int) -> None:
         """The host never sends what a peer holding to the 1 MiB limit would close the connection
         over: an answer becomes an error saying so; a notification is left out and logged."""
         if "id" in payload and "method" not in payload:
@@ -446,10 +379,10 @@ class AhpConsumer(AsyncWebsocketConsumer):
         logger.warning("Left out a %s of %d bytes on %s for client %s: more than one message carries",
                        payload.get("method"), size, params.get("channel"), self.client_id)
 
-    async def send_notification(self, method, params):
+    async def send_notification(self, method: str, params: Message) -> None:
         await self.send_frame(events.notification_frame(method, params))
 
-    async def send_error(self, request_id, code, message, data=None):
+    async def send_error(self, request_id: Any, code: int, message: str, data: Any = None) -> None:
         error = {"code": code, "message": message}
         if data is not None:
             error["data"] = data

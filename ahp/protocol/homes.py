@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from channels.layers import get_channel_layer
@@ -41,9 +41,9 @@ HOMED_ACTIONS = ("chat/turnStarted", "chat/turnCancelled", "chat/pendingMessageS
                  "terminal/resized")
 
 Handler = Callable[[Any, dict], Awaitable[Any]]
-_serving = weakref.WeakKeyDictionary()  # event loop -> its task answering this process's requests
-_kept = set()  # requests and turns begun for visitors, kept from the garbage collector
-_rows = {}  # (tenant id, person id) -> (read at, tenant, person) of the visitors this process served
+_serving: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task] = weakref.WeakKeyDictionary()  # event loop -> its task answering this process's requests
+_kept: set[asyncio.Task] = set()  # requests and turns begun for visitors, kept from the garbage collector
+_rows: dict[tuple[int, int | None], tuple[float, Tenant, Any]] = {}  # (tenant id, person id) -> (read at, tenant, person) of the visitors this process served
 REMEMBERED_ROWS = 10_000
 
 
@@ -52,6 +52,8 @@ REMEMBERED_ROWS = 10_000
 def session_named(tenant: Tenant, uri: Any) -> str | None:
     """The id of the tenant's session that `uri` (a session, chat or terminal) belongs to."""
     kind, key = parse(uri) if isinstance(uri, str) else (None, None)
+    if key is None:
+        return None
     rows = {"session": Session.objects.filter(tenant=tenant, id=key).values_list("id", flat=True),
             "chat": Chat.objects.filter(session__tenant=tenant, id=key).values_list("session_id", flat=True),
             "terminal": Terminal.objects.filter(session__tenant=tenant, id=key).values_list("session_id", flat=True)}
@@ -215,7 +217,7 @@ def as_error(exc: Exception, method: str) -> dict:
     return {"code": errors.INTERNAL_ERROR, "message": "Internal error; the host logged it."}
 
 
-async def answer(message: dict, handlers: dict[str, Handler]) -> None:
+async def answer(message: dict, handlers: Mapping[str, Handler]) -> None:
     visitor = None
     try:
         visitor = await visitor_of(message)
@@ -226,7 +228,7 @@ async def answer(message: dict, handlers: dict[str, Handler]) -> None:
     await get_channel_layer().send(message["reply_to"], {"type": "ahp.home_answer", **reply})
 
 
-def ensure_serving(handlers: dict[str, Handler]) -> None:
+def ensure_serving(handlers: Mapping[str, Handler]) -> None:
     """While the running loop lives, this process answers the requests other processes hand it
     for the sessions it is home to, with `handlers` (the connection's own table of methods)."""
     loop = asyncio.get_running_loop()
@@ -234,7 +236,7 @@ def ensure_serving(handlers: dict[str, Handler]) -> None:
         _serving[loop] = loop.create_task(serve(handlers))
 
 
-async def serve(handlers: dict[str, Handler]) -> None:
+async def serve(handlers: Mapping[str, Handler]) -> None:
     layer = get_channel_layer()
     while True:
         try:

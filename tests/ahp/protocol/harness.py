@@ -11,7 +11,7 @@ from typing import Any
 
 from websockets.sync.client import connect
 
-INIT_VERSION = "1.0.0"
+INIT_VERSION = "1.1.0"  # the newest version the host speaks (ahp.protocol.methods.SUPPORTED_VERSIONS)
 
 
 class ServerThread:

@@ -1,7 +1,9 @@
-"""Every state change a client can see, held to one rule (as Zulip's test_events does): a
-subscriber's snapshot with the published actions reduced onto it equals a fresh snapshot.
-A change that alters a snapshot without publishing the action saying so leaves every
-client's copy stale; this is where it shows."""
+"""Every state change a client can see, held to Zulip's rules (zerver/tests/test_events.py):
+each case states how many actions its change publishes, the change must change some state, every
+envelope must fit the protocol's types (the JSON Schema of AHP 1.1 kept beside these tests), and a
+subscriber's snapshot with the published actions reduced onto it must equal a fresh snapshot.
+A change that alters a snapshot without publishing the action saying so leaves every client's
+copy stale; one that publishes more than it says floods them; this is where either shows."""
 import json
 import time
 import uuid
@@ -15,6 +17,7 @@ from tools_app.families.mcp_servers import actions as mcp_actions
 
 from .harness import AhpClient, default_chat
 from .reducer import chat_routes, reduce, reduce_chat_moved, reduce_root, reduce_session_list
+from .wire_schema import violations
 
 ROOT = "ahp-root://"
 
@@ -33,6 +36,11 @@ def without(state, keys):
     return {k: v for k, v in state.items() if k not in keys}
 
 
+def misfits(name, frames):
+    """Each frame the schema's definition `name` refuses, with what it refuses."""
+    return [(frame, found) for frame in frames if (found := violations(name, frame))]
+
+
 class Watch:
     """The snapshots of `channels` taken now, to be held against fresh ones after a change."""
 
@@ -44,31 +52,44 @@ class Watch:
     def session_list(self):
         return {s["resource"]: s for s in self.client.call("listSessions", {"limit": 100})["items"]}
 
-    def assert_consistent(self, only=None, but=()):
-        """`but`: keys of the state left out (a drift owed elsewhere, marked xfail on its own)."""
+    def assert_consistent(self, actions, only=None, but=(), changes=True, uncounted=()):
+        """`actions`: how many actions the change logged on the channels checked (`only`, or all),
+        but those of the types `uncounted` (a shell's output, in as many chunks as the PTY reads);
+        `changes`: whether their state must differ from the snapshots taken before; `but`: keys of
+        the state left out (a drift owed elsewhere, marked xfail on its own)."""
+        published, changed = [], False
         for channel, (state, from_seq) in self.before.items():
             if only is not None and channel != only:
                 continue
             fresh, upto = snapshot(self.client, channel)
-            reduced = reduce(channel, state, logged_between(channel, from_seq, upto))
+            envelopes = logged_between(channel, from_seq, upto)
+            published += envelopes
+            reduced = reduce(channel, state, envelopes)
             # A chat's title moves by session/chatUpdated on its session's channel (held below as
             # the session's `chats`): the protocol has no chat-channel action for it, so the chat
             # channel's copy is compared without it (a chat is named after its first message).
             left_out = (*but, "title") if channel.startswith("ahp-chat:") else but
             assert without(reduced, left_out) == without(fresh, left_out), channel
+            changed = changed or fresh != state
+        assert misfits("ActionEnvelope", published) == []
+        counted = [e["action"]["type"] for e in published if e["action"]["type"] not in uncounted]
+        assert len(counted) == actions, " ".join(counted)
+        assert changed == changes, "the change left every snapshot as it was" if changes else "a snapshot changed"
 
     def assert_session_list_consistent(self, timeout=5):
         """The root channel's session list: its notifications are not logged, so read them off
-        the socket until the reduced list matches a fresh one (or time runs out)."""
+        the socket until the reduced list matches a fresh one (or time runs out); each fits the
+        protocol's types."""
         deadline = time.monotonic() + timeout
         while True:
             reduced = list(self.sessions.values())
-            for frame in self.client.notifications:
-                if frame.get("method", "").startswith("root/session"):
-                    reduced = reduce_session_list(reduced, frame["method"], frame["params"])
+            heard = [frame for frame in self.client.notifications if frame.get("method", "").startswith("root/session")]
+            for frame in heard:
+                reduced = reduce_session_list(reduced, frame["method"], frame["params"])
             fresh = self.session_list()
             if {s["resource"]: s for s in reduced} == fresh or time.monotonic() > deadline:
                 assert {s["resource"]: s for s in reduced} == fresh
+                assert misfits("serverNotification", heard) == []
                 return
             try:
                 self.client.read(0.2)
@@ -91,7 +112,7 @@ def session(member):
 SESSION_ACTIONS = [
     {"type": "session/titleChanged", "title": "Refactor auth"},
     {"type": "session/isArchivedChanged", "isArchived": True},
-    {"type": "session/isReadChanged", "isRead": True},
+    {"type": "session/isReadChanged", "isRead": False},  # its creator has read a new session
     {"type": "session/activeClientSet", "activeClient": {"clientId": "member-client", "tools": []}},
     {"type": "session/configChanged", "config": {"model": "echo-1"}},
     {"type": "session/configChanged", "config": {"model": "echo-1"}, "replace": True},
@@ -103,7 +124,7 @@ def test_a_session_action_reduces_to_the_fresh_snapshot(member, session, action)
     watch = Watch(member, session)
     member.dispatch(session, action)
     member.action(action["type"])
-    watch.assert_consistent()
+    watch.assert_consistent(actions=1)
     watch.assert_session_list_consistent()
 
 
@@ -113,7 +134,7 @@ def test_changing_the_default_chat_reduces_to_the_fresh_snapshot(member, session
     watch = Watch(member, session)
     member.dispatch(session, {"type": "session/defaultChatChanged", "defaultChat": chat})
     member.action("session/defaultChatChanged")
-    watch.assert_consistent()
+    watch.assert_consistent(actions=1)
     assert member.subscribe(session)["defaultChat"] == chat
 
 
@@ -125,7 +146,7 @@ def test_removing_an_active_client_reduces_to_the_fresh_snapshot(member, session
     watch = Watch(member, session)
     member.dispatch(session, {"type": "session/activeClientRemoved", "clientId": "member-client"})
     member.action("session/activeClientRemoved")
-    watch.assert_consistent()
+    watch.assert_consistent(actions=1)
 
 
 def test_a_turn_reduces_to_the_fresh_chat_session_and_list(member, session):
@@ -133,7 +154,9 @@ def test_a_turn_reduces_to_the_fresh_chat_session_and_list(member, session):
     watch = Watch(member, session, chat)
     turn = member.start_turn(chat, "hello")
     member.reply_to(turn)
-    watch.assert_consistent()
+    # session/titleChanged, session/chatUpdated (title, then status), chat/turnStarted,
+    # chat/responsePart, chat/turnComplete
+    watch.assert_consistent(actions=6)
     watch.assert_session_list_consistent()
 
 
@@ -142,7 +165,7 @@ def test_a_config_change_reduces_to_the_fresh_root_snapshot(acme, host):
         watch = Watch(root, ROOT)
         root.dispatch(ROOT, {"type": "root/configChanged", "config": {"advancedTools": True}})
         root.action("root/configChanged")
-        watch.assert_consistent()
+        watch.assert_consistent(actions=1)
 
 
 def annotation(annotation_id="a1"):
@@ -169,46 +192,55 @@ def test_an_annotation_action_reduces_to_the_fresh_snapshot(member, session, act
     member.dispatch(channel, action)
     # Removing an annotation's last entry removes the annotation.
     member.action("annotations/removed" if action["type"] == "annotations/entryRemoved" else action["type"])
-    watch.assert_consistent()
+    watch.assert_consistent(actions=1)
 
 
 # Tool families: an agent's tool call in a turn (the echo agent's `/call <tool> <json>`), held
 # against the session, its chat, its annotations and the root's session list. -------------------
 
+# A first turn making one host tool call: session/titleChanged, session/chatUpdated (title, then
+# status), chat/turnStarted, chat/toolCallStart, chat/toolCallReady, chat/toolCallComplete,
+# chat/responsePart, chat/turnComplete.
+TURN_WITH_A_CALL = 9
+# (family, tool, arguments, what the tool itself publishes on the watched channels)
 FAMILY_CALLS = [
-    ("session", "create_chat", {"title": "side work"}),
-    ("session", "create_session", {"relationship": "independent", "prompt": "hello child", "title": "Child"}),
+    ("session", "create_chat", {"title": "side work"}, ["session/chatAdded"]),
+    ("session", "create_session", {"relationship": "independent", "prompt": "hello child", "title": "Child"},
+     []),  # the child's actions are on its own channels
     ("artifacts", "add_artifact_or_reference",
      {"items": [{"type": "pullRequest", "label": "Fix login", "isArtifact": True,
-                 "link": "https://github.com/acme/app/pull/7"}]}),
+                 "link": "https://github.com/acme/app/pull/7"}]}, ["session/metaChanged"]),
     ("comments", "addComment", {"resourceUri": "file:///work/app.py", "text": "Off by one",
-                                "range": {"startLineNumber": 3, "startColumn": 1, "endLineNumber": 5, "endColumn": 1}}),
-    ("wakeups", "schedule_wakeup", {"delaySeconds": 3600, "prompt": "check CI"}),
-    ("resources", "ahp_resource", {"uri": "SESSION"}),
-    ("agent_merge", "setAgentMergeEnabled", {"enabled": True, "mergePullRequest": "ifUnchanged"}),
+                                "range": {"startLineNumber": 3, "startColumn": 1, "endLineNumber": 5, "endColumn": 1}},
+     ["annotations/set"]),
+    ("wakeups", "schedule_wakeup", {"delaySeconds": 3600, "prompt": "check CI"}, []),
+    ("resources", "ahp_resource", {"uri": "SESSION"}, []),
+    ("agent_merge", "setAgentMergeEnabled", {"enabled": True, "mergePullRequest": "ifUnchanged"}, []),
 ]
 
 
-@pytest.mark.parametrize("family, tool, arguments", FAMILY_CALLS, ids=[f"{f}:{t}" for f, t, _ in FAMILY_CALLS])
-def test_a_tool_call_reduces_to_the_fresh_snapshots(member, session, family, tool, arguments):
+@pytest.mark.parametrize("family, tool, arguments, published", FAMILY_CALLS,
+                         ids=[f"{f}:{t}" for f, t, _, _ in FAMILY_CALLS])
+def test_a_tool_call_reduces_to_the_fresh_snapshots(member, session, family, tool, arguments, published):
     chat = default_chat(member, session)
     arguments = {k: session if v == "SESSION" else v for k, v in arguments.items()}
     watch = Watch(member, session, chat, f"{session}/annotations")
     turn = member.start_turn(chat, f"/call {tool} {json.dumps(arguments)}")
     reply = member.reply_to(turn)
     assert not reply.startswith(("Unknown tool", "Invalid input")), reply
-    watch.assert_consistent()
+    watch.assert_consistent(actions=TURN_WITH_A_CALL + len(published))
     watch.assert_session_list_consistent()
 
 
-def test_recording_mcp_server_tools_reduces_to_the_fresh_snapshot(member, session):
+def test_recording_mcp_server_tools_publishes_nothing_and_changes_no_snapshot(member, session):
+    """What a client's MCP servers offer is kept for the agent's catalog, not in the session's
+    state: nothing is published, and a fresh snapshot is the one held."""
     session_id = uuid.UUID(session.removeprefix("ahp-session:/"))
     watch = Watch(member, session)
     mcp_actions.do_record_client_servers(session_id, "member-client", {"docs": {"url": "https://docs.example/mcp"}})
     mcp_actions.do_record_server_tools(session_id, {"docs": {"tools": [
         {"name": "search", "description": "Search the docs", "inputSchema": {"type": "object"}}]}})
-    watch.assert_consistent()
-
+    watch.assert_consistent(actions=0, changes=False)
 
 
 OPEN_FILE = {"name": "open_file", "description": "Open a file in the editor",
@@ -228,12 +260,14 @@ def owe_a_client_tool_call(member, session):
 
 def test_an_owed_client_tool_call_reduces_to_the_fresh_session_snapshot(member, session):
     watch, turn, request = owe_a_client_tool_call(member, session)
-    watch.assert_consistent()
+    # session/titleChanged, session/chatUpdated, session/inputNeededSet; chat/turnStarted,
+    # chat/toolCallStart, chat/toolCallReady
+    watch.assert_consistent(actions=6)
 
 
 def test_an_owed_client_tool_call_reduces_to_the_fresh_chat_snapshot(member, session):
     watch, turn, request = owe_a_client_tool_call(member, session)
-    watch.assert_consistent(only=default_chat(member, session))
+    watch.assert_consistent(actions=3, only=default_chat(member, session))
 
 
 def test_a_client_tool_call_reduces_to_the_fresh_snapshots_once_complete(member, session):
@@ -243,8 +277,10 @@ def test_a_client_tool_call_reduces_to_the_fresh_snapshots_once_complete(member,
         "result": {"success": True, "pastTenseMessage": "Opened the file", "content": [{"type": "text", "text": "opened"}]}})
     member.reply_to(turn)
     # A client's execution never makes the session input-needed, and the turn is over: the session
-    # channel is back where it started, so all three agree.
-    watch.assert_consistent()
+    # channel is back where it started, so all three agree. The six of an owed call, then
+    # session/inputNeededRemoved, session/chatUpdated, chat/toolCallComplete, chat/responsePart and
+    # chat/turnComplete.
+    watch.assert_consistent(actions=11)
     watch.assert_session_list_consistent()
 
 
@@ -269,16 +305,21 @@ def decline(member, chat, turn, request):
     member.action("chat/turnComplete", turnId=turn)
 
 
+# An open question: session/titleChanged, session/chatUpdated, session/inputNeededSet;
+# chat/turnStarted, chat/toolCallStart, chat/toolCallReady and chat/toolCallReady again, asking.
+OPEN_QUESTION = 7
+
+
 def test_an_open_question_reduces_to_the_fresh_snapshots(member, session):
     watch, chat, turn, request = ask_a_question(member, session)
-    watch.assert_consistent()
+    watch.assert_consistent(actions=OPEN_QUESTION)
     decline(member, chat, turn, request)
 
 
 def test_an_open_question_shows_in_fresh_snapshots_as_published(member, session):
     watch, chat, turn, request = ask_a_question(member, session)
     assert request["kind"] == "toolConfirmation"
-    watch.assert_consistent(but=("status",))
+    watch.assert_consistent(actions=OPEN_QUESTION, but=("status",))
     decline(member, chat, turn, request)
 
 
@@ -287,8 +328,10 @@ def test_answering_a_tools_question_reduces_to_the_fresh_snapshots(member, sessi
     member.dispatch(chat, {"type": "chat/toolCallConfirmed", "turnId": turn, "toolCallId": request["id"],
                            "approved": True, "confirmed": "user-action"})
     member.reply_to(turn)
-    watch.assert_consistent(only=chat)
-    watch.assert_consistent(only=f"{session}/annotations")
+    # The question's four chat actions, then chat/toolCallConfirmed, chat/toolCallComplete,
+    # chat/responsePart, chat/turnComplete; the comment the answer showed is set again, viewed.
+    watch.assert_consistent(actions=8, only=chat)
+    watch.assert_consistent(actions=1, only=f"{session}/annotations")
     watch.assert_session_list_consistent()
 
 
@@ -316,12 +359,13 @@ def test_a_turn_ending_in_error_leaves_the_chat_in_error_everywhere(acme, member
 
 def test_a_turn_ending_in_error_reduces_to_the_fresh_snapshots(acme, member, session):
     watch, chat = end_a_turn_in_error(acme, member, session)
-    watch.assert_consistent()
+    # session/titleChanged, session/chatUpdated (title, then status); chat/turnStarted, chat/error
+    watch.assert_consistent(actions=5)
 
 
 def test_a_failed_turns_error_reduces_to_the_fresh_chat_snapshot(acme, member, session):
     watch, chat = end_a_turn_in_error(acme, member, session)
-    watch.assert_consistent(only=chat)
+    watch.assert_consistent(actions=2, only=chat)
     assert member.subscribe(chat)["turns"][-1]["error"] == {"errorType": "agentError", "message": "the agent fell over"}
 
 
@@ -333,18 +377,26 @@ def pending(kind, message_id, text):
 
 
 QUEUED_A, QUEUED_B, STEERING = (str(uuid.UUID(int=n)) for n in (0xA, 0xB, 0x5))
+# Stopping the waiting turn ends its call and the turn (session/inputNeededRemoved,
+# chat/toolCallComplete, the action itself); then the steering message and the two queued ones are
+# each a turn (chat/pendingMessageRemoved, chat/turnStarted, chat/responsePart, chat/turnComplete),
+# the chat's status on the session changing (session/chatUpdated) at the stop and at each turn's
+# start and end.
+STOPPED_AND_DRAINED = 3 + 3 * 4 + 1 + 3 * 2
+# (the action, how many actions it logs)
 PENDING_ACTIONS = [
-    pending("queued", QUEUED_A, "first, edited"),
-    pending("steering", STEERING, "steer instead"),
-    {"type": "chat/pendingMessageRemoved", "kind": "queued", "id": QUEUED_A},
-    {"type": "chat/queuedMessagesReordered", "order": [QUEUED_B, QUEUED_A]},
-    {"type": "chat/turnCancelled", "turnId": "TURN"},
-    {"type": "chat/truncated"},
+    (pending("queued", QUEUED_A, "first, edited"), 1),
+    (pending("steering", STEERING, "steer instead"), 1),
+    ({"type": "chat/pendingMessageRemoved", "kind": "queued", "id": QUEUED_A}, 1),
+    ({"type": "chat/queuedMessagesReordered", "order": [QUEUED_B, QUEUED_A]}, 1),
+    ({"type": "chat/turnCancelled", "turnId": "TURN"}, STOPPED_AND_DRAINED),
+    ({"type": "chat/truncated"}, STOPPED_AND_DRAINED),
 ]
 
 
-@pytest.mark.parametrize("action", PENDING_ACTIONS, ids=lambda a: a["type"] + ":" + a.get("kind", ""))
-def test_a_pending_message_or_cancel_action_reduces_to_the_fresh_snapshots(member, session, action):
+@pytest.mark.parametrize("action, actions", PENDING_ACTIONS, ids=lambda a: f"{a['type']}:{a.get('kind', '')}"
+                         if isinstance(a, dict) else str(a))
+def test_a_pending_message_or_cancel_action_reduces_to_the_fresh_snapshots(member, session, action, actions):
     chat = default_chat(member, session)
     member.subscribe(chat)
     _, turn, _ = owe_a_client_tool_call(member, session)
@@ -355,8 +407,10 @@ def test_a_pending_message_or_cancel_action_reduces_to_the_fresh_snapshots(membe
     member.dispatch(chat, {k: turn if v == "TURN" else v for k, v in action.items()})
     member.action(action["type"])
     if action["type"] in ("chat/turnCancelled", "chat/truncated"):  # the steering message is taken next
-        member.action("chat/turnStarted", queuedMessageId=STEERING)
-    watch.assert_consistent()
+        for message_id in (STEERING, QUEUED_A, QUEUED_B):
+            taken = member.action("chat/turnStarted", queuedMessageId=message_id)["action"]["turnId"]
+            member.action("chat/turnComplete", turnId=taken)
+    watch.assert_consistent(actions=actions)
     watch.assert_session_list_consistent()
 
 
@@ -370,6 +424,8 @@ TERMINAL_ACTIONS = [
     ("cleared", {"type": "terminal/cleared"}, None),
     ("exited", {"type": "terminal/input", "data": "exit 5\n"}, "terminal/exited"),
 ]
+# What each logs besides the shell's output: the action itself, and the end when the shell exits.
+TERMINAL_LOGGED = {"exited": 2}
 
 
 @pytest.mark.e2e
@@ -390,7 +446,7 @@ def test_a_terminal_action_reduces_to_the_fresh_snapshot(member, workspace, name
     if answer:
         member.action(answer)
         time.sleep(0.3)  # the rest of the shell's output
-    watch.assert_consistent()
+    watch.assert_consistent(actions=TERMINAL_LOGGED.get(name, 1), uncounted=("terminal/data",))
 
 
 def root_frames(client, after):
@@ -411,23 +467,24 @@ def test_a_terminals_life_reduces_to_the_fresh_root_snapshot(member, workspace):
     terminal = f"ahp-terminal:/{uuid.uuid4()}"
     member.call("createTerminal", {"channel": terminal, "session": session, "name": "build"})
     member.subscribe(terminal)
-    steps = [({"type": "terminal/titleChanged", "title": "logs"}, "terminal/titleChanged"),
-             ({"type": "terminal/cleared"}, "terminal/cleared"),
-             ({"type": "terminal/input", "data": "exit 5\n"}, "terminal/exited")]
+    # (the action, what it is heard as, how many root/terminalsChanged were logged since the watch began)
+    steps = [({"type": "terminal/titleChanged", "title": "logs"}, "terminal/titleChanged", 2),
+             ({"type": "terminal/cleared"}, "terminal/cleared", 2),
+             ({"type": "terminal/input", "data": "exit 5\n"}, "terminal/exited", 3)]
     lists = [member.action("root/terminalsChanged")["action"]["terminals"]]
-    for action, heard in steps:
+    for action, heard, logged in steps:
         member.dispatch(terminal, action)
         member.action(heard)
         if heard != "terminal/cleared":  # the kept output is not in the root's list
             lists.append(member.action("root/terminalsChanged")["action"]["terminals"])
-        watch.assert_consistent()
+        watch.assert_consistent(actions=logged)
     mine = {"kind": "client", "clientId": "member-client"}
     assert lists == [[{"resource": terminal, "title": "build", "claim": mine}],
                      [{"resource": terminal, "title": "logs", "claim": mine}],
                      [{"resource": terminal, "title": "logs", "claim": mine, "exitCode": 5}]]
     assert member.call("disposeTerminal", {"channel": terminal}) is None
     member.action("root/terminalsChanged", terminals=[])
-    watch.assert_consistent()
+    watch.assert_consistent(actions=4)
     heard = root
     for envelope in sorted(root_frames(member, from_seq), key=lambda e: e["serverSeq"]):
         heard = reduce_root(heard, envelope["action"])
@@ -449,6 +506,6 @@ def test_a_moved_chat_reduces_to_the_fresh_session_list_and_routes(member):
     for _ in range(2):  # the duplicate of a notification is idempotent
         routes = reduce_chat_moved(routes, moved)
     member.action("session/chatAdded")
-    watch.assert_consistent()
+    watch.assert_consistent(actions=2)  # session/chatRemoved on the source, session/chatAdded on the target
     watch.assert_session_list_consistent()
     assert routes == chat_routes(watch.session_list().values()) and routes[chat] == target

@@ -4,16 +4,14 @@ schema/make_schema.py says how): initialize, subscriptions, turns, chats, files,
 completions, a rejection, an error, and a reconnect's replay."""
 import json
 import uuid
-from pathlib import Path
 
 import pytest
-from jsonschema import Draft202012Validator
 
 from ...conftest import tenant_made
-from .harness import AhpClient, RpcFailed
+from .harness import INIT_VERSION, AhpClient, RpcFailed
+from .wire_schema import SCHEMA, validator
 
 ROOT = "ahp-root://"
-SCHEMA = json.loads((Path(__file__).parent / "schema" / "ahp-1.1.schema.json").read_text())
 
 
 class RecordingClient(AhpClient):
@@ -22,7 +20,7 @@ class RecordingClient(AhpClient):
     def __init__(self, *args, **kwargs):
         self.sent, self.received, self.methods = [], [], {}
         super().__init__(*args, initialize=False, **kwargs)
-        self.init_result = self.call("initialize", {"channel": ROOT, "protocolVersions": ["1.1.0"],
+        self.init_result = self.call("initialize", {"channel": ROOT, "protocolVersions": [INIT_VERSION],
                                                     "clientId": self.client_id})
 
     def send(self, payload):
@@ -36,10 +34,6 @@ class RecordingClient(AhpClient):
         frame = super().read(timeout)
         self.received.append(frame)
         return frame
-
-
-def validator(name):
-    return Draft202012Validator({**SCHEMA, "$ref": f"#/$defs/{name}"})
 
 
 def violations(client):

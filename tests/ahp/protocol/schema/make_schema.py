@@ -69,6 +69,9 @@ DEFS = {
     "ErrorInfo": shaped({"errorType": STRING, "message": STRING}),
     "Snapshot": closed({"resource": STRING, "state": OBJECT, "fromSeq": INTEGER}),
     "TerminalInfo": shaped({"resource": STRING, "title": STRING}, {"claim": OBJECT, "exitCode": INTEGER}),
+    "Annotation": shaped({"id": STRING, "resource": STRING, "resolved": BOOLEAN, "entries": array(ref("AnnotationEntry"))},
+                         {"range": OBJECT, "turnId": STRING, "_meta": META}),
+    "AnnotationEntry": shaped({"id": STRING, "text": STRING_OR_MARKDOWN}, {"_meta": META}),
     "ResourceChange": closed({"uri": STRING, "type": {"enum": ["added", "updated", "deleted"]}}),
     "ActionOrigin": closed({"clientId": STRING, "clientSeq": INTEGER}),
     "ActionEnvelope": closed({"channel": STRING, "action": ref("StateAction"), "serverSeq": {"type": "integer",
@@ -144,6 +147,13 @@ ACTIONS = {
     "terminal/titleChanged": closed({"title": STRING}),
     "terminal/cleared": closed({}),
     "terminal/exited": closed({}, {"exitCode": INTEGER}),
+    # annotations (a session's `/annotations` channel)
+    "annotations/set": closed({"annotation": ref("Annotation")}),
+    "annotations/updated": closed({"annotationId": STRING},
+                                  {"turnId": STRING, "resource": STRING, "range": OBJECT, "resolved": BOOLEAN}),
+    "annotations/removed": closed({"annotationId": STRING}),
+    "annotations/entrySet": closed({"annotationId": STRING, "entry": ref("AnnotationEntry")}),
+    "annotations/entryRemoved": closed({"annotationId": STRING, "entryId": STRING}),
     # resource watch
     "resourceWatch/changed": closed({"changes": items_of(ref("ResourceChange"))}),
 }
