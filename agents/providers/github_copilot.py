@@ -345,12 +345,11 @@ class GitHubCopilotProvider:
                       agents, permission_handler(toolbox, connection), start)
 
     async def prewarm(self, toolbox):
-        """The chat's CLI and session start before its first turn (its session was just made); the
-        turn goes to them when nothing they were started with changed meanwhile."""
-        async with WARM.prewarming(self.id, toolbox.chat.id) as needed:
-            if needed:
-                launch = await self.prepared(toolbox)
-                await WARM.keep(self.id, toolbox.chat.id, toolbox.session.id, launch.key, await launch.start())
+        """The chat's CLI and session start before its first turn (its session was just made, and
+        the caller holds the chat's WARM.prewarming); the turn goes to them when nothing they were
+        started with changed meanwhile."""
+        launch = await self.prepared(toolbox)
+        await WARM.keep(self.id, toolbox.chat.id, toolbox.session.id, launch.key, await launch.start())
 
     async def run_turn(self, text, toolbox):
         """The chat's warm CLI server and session answer when they were started as this turn needs;
