@@ -122,6 +122,25 @@ def test_a_tenant_approving_all_lets_the_builtin_run_in_the_sandbox(acme, host, 
         assert str(identity.existing_sandbox_user(session.rsplit("/", 1)[-1])) in reply
 
 
+def test_the_clis_native_package_is_the_nodes_read_only_and_no_sandbox_home_holds_one(acme, host, model):
+    AgentDefinition.objects.create(tenant=acme.tenant, name="sheller", provider="github-copilot", tools=[
+        {"kind": BUILTIN, "available-tools": {"tools": ["bash"]}}])
+    set_config(host.port, acme.tokens["root"], agentConnections={"github-copilot": {"permissions": "approve-all"}})
+    command = 'ls "$COPILOT_PKG_CACHE_HOME/pkg"; touch "$COPILOT_PKG_CACHE_HOME/pkg/mine" 2>&1'
+    model.add(use_tool("bash", {"command": command, "description": "look at the package"}),
+              tool_result_text("The shell said: "))
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        session = alice.create_session(provider="github-copilot", config={"agentDefinition": "sheller"})
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        reply = alice.reply_to(alice.start_turn(chat, "look at the package"), timeout=90)
+    assert reply.startswith("The shell said: linux-x64") and "Read-only file system" in reply
+    home = sandbox_root() / session.split("/")[-1] / "home"
+    held = sum(path.lstat().st_size for path in home.rglob("*"))
+    assert held < 5 * 1024 * 1024, f"the sandbox's home holds {held} bytes"
+    assert not list(home.rglob(".extraction-complete"))
+
+
 def test_an_empty_mode_agent_keeps_its_state_in_its_tenants_own_base_directory(acme, host, model):
     AgentDefinition.objects.create(tenant=acme.tenant, name="bare", provider="github-copilot", tools=[
         {"kind": BUILTIN, "client-mode": "empty", "available-tools": {"tools": ["view"]}}])
