@@ -3,15 +3,19 @@ model endpoint each provider talks to. Nothing here downloads anything: a missin
 sentence naming the command that installs it."""
 import asyncio
 import functools
+import logging
 import os
 import platform
 import stat
+import subprocess
 from contextlib import asynccontextmanager
 from urllib.parse import urlparse
 
 from django.conf import settings
 
 from kernel.kept import Kept
+
+logger = logging.getLogger(__name__)
 
 INSTALL = "make harness"
 
@@ -62,6 +66,37 @@ def copilot_cli():
     if configured:
         return executable(configured)
     return executable(installed_program(harness_dir(), "@github", f"copilot-linux-{COPILOT_MACHINE}", "copilot"))
+
+
+def unpacked_copilot_package(cli):
+    """The folder the host has the Copilot CLI `cli` unpack its native package into (under the
+    harness folder, not a tenant's path), or None when that failed."""
+    folder = os.path.join(harness_dir(), "copilot-package")
+    try:
+        os.makedirs(folder, mode=0o755, exist_ok=True)
+        # Unpacking only (the CLI's own mode for it); readable by every sandbox's user.
+        subprocess.run([cli, "--binary-version"], cwd=folder, stdin=subprocess.DEVNULL, capture_output=True,
+                       check=True, timeout=300, umask=0o022,
+                       env={"PATH": "/usr/bin:/bin", "HOME": folder, "COPILOT_SEA_EXTRACT_ONLY": "1",
+                            "COPILOT_PKG_CACHE_HOME": folder})
+    except (OSError, subprocess.SubprocessError) as error:
+        logger.warning("The Copilot CLI's package could not be unpacked in %s (%s): each sandbox unpacks its own.",
+                       folder, error)
+        return None
+    return folder
+
+
+_COPILOT_PACKAGES = {}  # (the CLI's path, its modification time) -> its unpacked package's folder, or None
+
+
+async def copilot_package(cli):
+    """The folder holding the Copilot CLI's unpacked native package (~235 MB), unpacked once per
+    node: a sandbox binds it read-only and names it to the CLI (COPILOT_PKG_CACHE_HOME), which then
+    unpacks nothing into the sandbox's home. None when it could not be unpacked."""
+    key = (cli, os.stat(cli).st_mtime_ns)
+    if key not in _COPILOT_PACKAGES:
+        _COPILOT_PACKAGES[key] = await asyncio.to_thread(unpacked_copilot_package, cli)
+    return _COPILOT_PACKAGES[key]
 
 
 CLAUDE_BASE_URL = "https://api.anthropic.com"

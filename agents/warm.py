@@ -144,7 +144,8 @@ class WarmHarnesses:
     @asynccontextmanager
     async def prewarming(self, provider: str, chat_id: str) -> AsyncIterator[bool]:
         """While the chat's harness is pre-warmed, its turns wait for it (one process, not two);
-        yields False when the chat has one, warm or being warmed, already."""
+        yields False when the chat has one, warm or being warmed, already. Entered before the
+        pre-warm awaits anything, so a turn arriving at once finds it."""
         key = (provider, str(chat_id))
         if key in self.warm or key in self.warming:
             yield False

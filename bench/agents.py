@@ -73,7 +73,7 @@ def host_turns(provider, model, first_parts, turns=TURNS, prewarm=False):
     timed, reply, warming = [], None, None
     if prewarm:
         start = time.perf_counter()
-        loop.run_until_complete(prewarm_session(str(session.id)))
+        loop.run_until_complete(prewarm_session(session.id, provider, chat.id))
         warming = time.perf_counter() - start
     for _ in range(turns):
         script(model)

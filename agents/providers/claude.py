@@ -397,18 +397,16 @@ class ClaudeProvider:
                       permission_asker(toolbox, connection, own), start, stderr)
 
     async def prewarm(self, toolbox):
-        """The chat's CLI starts before its first turn (its session was just made); the turn goes to
-        it when nothing it was started with changed meanwhile."""
-        async with WARM.prewarming(self.id, toolbox.chat.id) as needed:
-            if not needed:
-                return
-            launch = await self.prepared(toolbox)
-            try:
-                process = await launch.start()
-            except ClaudeSDKError as error:  # the first turn starts it and says why it cannot
-                logger.warning("Pre-warming the claude harness of chat %s failed: %s", toolbox.chat.id, error)
-                return
-            await WARM.keep(self.id, toolbox.chat.id, toolbox.session.id, launch.key, process)
+        """The chat's CLI starts before its first turn (its session was just made, and the caller
+        holds the chat's WARM.prewarming); the turn goes to it when nothing it was started with
+        changed meanwhile."""
+        launch = await self.prepared(toolbox)
+        try:
+            process = await launch.start()
+        except ClaudeSDKError as error:  # the first turn starts it and says why it cannot
+            logger.warning("Pre-warming the claude harness of chat %s failed: %s", toolbox.chat.id, error)
+            return
+        await WARM.keep(self.id, toolbox.chat.id, toolbox.session.id, launch.key, process)
 
     async def run_turn(self, text, toolbox):
         """The chat's warm CLI answers when it was started as this turn needs it; otherwise a new

@@ -37,7 +37,7 @@ from sandbox.bubblewrap import session_sandbox
 from sandbox.proxy import PLACEHOLDER_KEY, StandIn
 
 from ..conversations import do_keep_conversation, resumed_conversation
-from ..harness import RunningTurns, builtin_permission, copilot_cli, host_connection, not_installed
+from ..harness import RunningTurns, builtin_permission, copilot_cli, copilot_package, host_connection, not_installed
 from ..instructions import session_instructions
 from ..model_check import model_problem
 from ..warm import NO_TURN, WARM, CurrentTurn, Launch, launch_digest, sandbox_fields
@@ -302,9 +302,11 @@ class GitHubCopilotProvider:
             reached, environment = GITHUB_ENDPOINTS, {"COPILOT_SDK_AUTH_TOKEN": connection["githubToken"]}
         else:
             raise Refused(NO_MODEL, "no_agent")
+        if package := await copilot_package(cli):  # the node's, read-only: not unpacked into each home
+            environment = {**environment, "COPILOT_PKG_CACHE_HOME": package}
         definition = await toolbox.agent_definition()
         mode = definition.builtin_tool_policy().client_mode if definition else "copilot-cli"
-        sandbox = replace(session_sandbox(toolbox.session, destinations=reached),
+        sandbox = replace(session_sandbox(toolbox.session, read_only=(package,) if package else (), destinations=reached),
                           stand_ins=(stand_in,) if stand_in else ())
         storage = self.tenant_storage(toolbox.session.tenant_id) if mode == "empty" else None
         if storage is not None:
@@ -345,12 +347,11 @@ class GitHubCopilotProvider:
                       agents, permission_handler(toolbox, connection), start)
 
     async def prewarm(self, toolbox):
-        """The chat's CLI and session start before its first turn (its session was just made); the
-        turn goes to them when nothing they were started with changed meanwhile."""
-        async with WARM.prewarming(self.id, toolbox.chat.id) as needed:
-            if needed:
-                launch = await self.prepared(toolbox)
-                await WARM.keep(self.id, toolbox.chat.id, toolbox.session.id, launch.key, await launch.start())
+        """The chat's CLI and session start before its first turn (its session was just made, and
+        the caller holds the chat's WARM.prewarming); the turn goes to them when nothing they were
+        started with changed meanwhile."""
+        launch = await self.prepared(toolbox)
+        await WARM.keep(self.id, toolbox.chat.id, toolbox.session.id, launch.key, await launch.start())
 
     async def run_turn(self, text, toolbox):
         """The chat's warm CLI server and session answer when they were started as this turn needs;

@@ -227,17 +227,19 @@ async def create_session(consumer, params):
                                           fork["turnId"], config, model, agent)
             if active_client is not None:
                 actions.do_set_active_client(consumer.principal, session, consumer.client_id, active_client)
+            chat_id = session.chats.filter(is_default=True).values_list("id", flat=True).first()
         homes.make_home_here(session.id)
         refresh_server_tools([session])
+        return session.provider, chat_id
 
     try:
-        await database_sync_to_async(create)()
+        session_provider, chat_id = await database_sync_to_async(create)()
     except Refused as refusal:
         if refusal.kind == "exists":
             raise errors.RpcError(errors.SESSION_ALREADY_EXISTS, refusal.sentence) from None
         raise
-    if hasattr(get_provider(provider), "prewarm"):  # a provider that keeps a harness warm
-        consumer.in_background(prewarm_session(session_id))
+    if chat_id is not None and hasattr(get_provider(session_provider), "prewarm"):  # it keeps a harness warm
+        consumer.in_background(prewarm_session(session_id, session_provider, chat_id))
     return None
 
 

@@ -1,7 +1,9 @@
 """The built-in tool policy recipes, proven on the tool list the Copilot CLI actually sends its
 model: a session names an agent definition whose `github-cli-builtin-tools` entry decides which
 of the CLI's built-ins the model sees; the host's own tools are the chat's catalog snapshot."""
+import asyncio
 import os
+import threading
 
 import pytest
 from copilot import BUILTIN_TOOLS_ISOLATED
@@ -10,14 +12,17 @@ from django.conf import settings
 from agents.harness import copilot_cli
 from agents.models import HarnessConversation
 from agents.providers.github_copilot import NO_RUNTIME
+from agents.warm import WARM
 from sandbox import identity
 from sandbox.bubblewrap import sandbox_root
 from sessions_app.models import ToolCall
+from tools_app import prewarm
 from tools_app.models import AgentDefinition
 
 from ..ahp.protocol.harness import AhpClient, default_chat, set_config
 from .model_server import ModelServer, Text, tool_result_text, use_tool
-from .test_claude_provider import offered
+from .test_claude_provider import harness_pids, offered
+from .test_github_copilot_turns import HARNESS_PROGRAM
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(copilot_cli() is None, reason=f"needs the Copilot CLI: {NO_RUNTIME}")]
@@ -117,6 +122,25 @@ def test_a_tenant_approving_all_lets_the_builtin_run_in_the_sandbox(acme, host, 
         assert str(identity.existing_sandbox_user(session.rsplit("/", 1)[-1])) in reply
 
 
+def test_the_clis_native_package_is_the_nodes_read_only_and_no_sandbox_home_holds_one(acme, host, model):
+    AgentDefinition.objects.create(tenant=acme.tenant, name="sheller", provider="github-copilot", tools=[
+        {"kind": BUILTIN, "available-tools": {"tools": ["bash"]}}])
+    set_config(host.port, acme.tokens["root"], agentConnections={"github-copilot": {"permissions": "approve-all"}})
+    command = 'ls "$COPILOT_PKG_CACHE_HOME/pkg"; touch "$COPILOT_PKG_CACHE_HOME/pkg/mine" 2>&1'
+    model.add(use_tool("bash", {"command": command, "description": "look at the package"}),
+              tool_result_text("The shell said: "))
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        session = alice.create_session(provider="github-copilot", config={"agentDefinition": "sheller"})
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        reply = alice.reply_to(alice.start_turn(chat, "look at the package"), timeout=90)
+    assert reply.startswith("The shell said: linux-x64") and "Read-only file system" in reply
+    home = sandbox_root() / session.split("/")[-1] / "home"
+    held = sum(path.lstat().st_size for path in home.rglob("*"))
+    assert held < 5 * 1024 * 1024, f"the sandbox's home holds {held} bytes"
+    assert not list(home.rglob(".extraction-complete"))
+
+
 def test_an_empty_mode_agent_keeps_its_state_in_its_tenants_own_base_directory(acme, host, model):
     AgentDefinition.objects.create(tenant=acme.tenant, name="bare", provider="github-copilot", tools=[
         {"kind": BUILTIN, "client-mode": "empty", "available-tools": {"tools": ["view"]}}])
@@ -132,3 +156,33 @@ def test_an_empty_mode_agent_keeps_its_state_in_its_tenants_own_base_directory(a
     assert list(storage.rglob(f"*{conversation}*"))  # the CLI's session state is the tenant's
     assert not list((sandbox_root() / session.split("/")[-1]).rglob(f"*{conversation}*"))  # not the session's home
     assert "remember 17" in str(model.requests[-1].body["messages"])  # the second turn resumed from there
+
+
+def test_a_first_turn_sent_while_the_pre_warm_still_awaits_runs_on_the_pre_warmed_cli(acme, host, model, monkeypatch):
+    """The turn reaches its harness before the session's pre-warm has read anything: it waits for
+    the pre-warmed CLI rather than starting a second one (two empty-mode CLIs on one tenant's base
+    directory both exit with code 1)."""
+    AgentDefinition.objects.create(tenant=acme.tenant, name="bare", provider="github-copilot", tools=[
+        {"kind": BUILTIN, "client-mode": "empty", "available-tools": {"tools": ["view"]}}])
+    model.add(Text("first"))
+    asked, taken, take, settle = threading.Event(), [], WARM.take, prewarm.settle_listings
+
+    async def take_recorded(*args):
+        asked.set()
+        taken.append(harness := await take(*args))
+        return harness
+
+    async def settle_once_the_turn_asked(session):
+        await asyncio.get_running_loop().run_in_executor(None, asked.wait, 60)
+        await settle(session)
+
+    monkeypatch.setattr(WARM, "take", take_recorded)
+    monkeypatch.setattr(prewarm, "settle_listings", settle_once_the_turn_asked)
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        session = alice.create_session(provider="github-copilot", config={"agentDefinition": "bare"})
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        assert alice.reply_to(alice.start_turn(chat, "hello"), timeout=90) == "first"
+        assert len(taken) == 1 and taken[0] is not None  # the pre-warmed process answered
+        assert len(harness_pids(session, HARNESS_PROGRAM)) == 1
+        assert taken[0].alive() and WARM.warm[("github-copilot", chat.split("/")[-1])].harness is taken[0]
