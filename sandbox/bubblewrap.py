@@ -128,7 +128,7 @@ class Sandbox:
 
     key: str
     tenant_id: int | None = None  # whose group its user is in
-    writable: tuple[str, ...] = ()  # the tenant's folders (checked to lie in its workspace root), bound writable
+    writable: tuple[str | Path, ...] = ()  # the tenant's folders (checked to lie in its workspace root), bound writable
     read_only: tuple[str, ...] = ()
     destinations: tuple[tuple, ...] = ()  # (host, port) pairs the proxy forwards to, each under the outbound rule
     host_destinations: tuple[tuple, ...] = ()  # the host's own listeners (its tools endpoint)
@@ -143,7 +143,7 @@ class Sandbox:
 
     @property
     def working_directory(self) -> str:
-        return self.writable[0] if self.writable else HOME
+        return str(self.writable[0]) if self.writable else HOME
 
     @property
     def folder(self) -> Path:
@@ -177,7 +177,7 @@ class Sandbox:
         (control / "group").write_text(f"sandbox:x:{gid}:\n")
         self.alive_marker.touch()
 
-    def tenant_folders(self) -> list[tuple[str, str]]:
+    def tenant_folders(self) -> list[tuple[str, str | Path]]:
         """(descriptor path, path) for each of `writable` that is, right now, a folder beneath the
         tenant's root reached through no link; a folder that is not is left out (and logged)."""
         if not self.writable:
@@ -269,8 +269,8 @@ class Sandbox:
         for path in self.read_only:
             if os.path.exists(path):
                 args.mount("--ro-bind", os.path.realpath(path), path)
-        for source, path in self.tenant_folders():
-            args.mount("--bind", source, path)
+        for source, folder in self.tenant_folders():
+            args.mount("--bind", source, folder)
         for path in self.host_writable:
             args.mount("--bind", self.host_folder(path), path)
         control = self.folder / "control"
@@ -395,7 +395,7 @@ def kill_user(uid: int) -> bool:
     return False
 
 
-def end_sandbox(key: object, own_folder: str | None = None, tenant_id: int | None = None) -> None:
+def end_sandbox(key: object, own_folder: str | Path | None = None, tenant_id: int | None = None) -> None:
     """The session is gone: everything still running in its sandbox ends, its proxy stops, its
     own folder (`own_folder`, a path beneath the host's root, the session's `tenant_id`) is
     removed as its user once nothing of it runs, and its user id is free again."""
