@@ -130,7 +130,7 @@ class Sandbox:
 
     key: str
     tenant_id: int | None = None  # whose group its user is in
-    writable: tuple[str, ...] = ()  # the tenant's folders (checked to lie in its workspace root), bound writable
+    writable: tuple[str | Path, ...] = ()  # the tenant's folders (checked to lie in its workspace root), bound writable
     read_only: tuple[str, ...] = ()
     destinations: tuple[tuple, ...] = ()  # (host, port) pairs the proxy forwards to, each under the outbound rule
     host_destinations: tuple[tuple, ...] = ()  # the host's own listeners (its tools endpoint)
@@ -145,7 +145,7 @@ class Sandbox:
 
     @property
     def working_directory(self) -> str:
-        return self.writable[0] if self.writable else HOME
+        return str(self.writable[0]) if self.writable else HOME
 
     @property
     def folder(self) -> Path:
@@ -180,7 +180,7 @@ class Sandbox:
         HELD.setdefault(self.key, []).append((time.monotonic(), fd))
         return f"/proc/{os.getpid()}/fd/{fd}"
 
-    def tenant_folders(self) -> list[tuple[str, str]]:
+    def tenant_folders(self) -> list[tuple[str, str | Path]]:
         """(descriptor path, path) for each of `writable` that is, right now, a folder beneath the
         tenant's root reached through no link; a folder that is not is left out (and logged)."""
         if not self.writable:
@@ -272,8 +272,8 @@ class Sandbox:
         for path in self.read_only:
             if os.path.exists(path):
                 args.mount("--ro-bind", os.path.realpath(path), path)
-        for source, path in self.tenant_folders():
-            args.mount("--bind", source, path)
+        for source, folder in self.tenant_folders():
+            args.mount("--bind", source, folder)
         for path in self.host_writable:
             args.mount("--bind", self.host_folder(path), path)
         control = self.folder / "control"
@@ -398,7 +398,7 @@ def kill_user(uid: int) -> bool:
     return False
 
 
-def end_sandbox(key: object, own_folder: str | None = None, tenant_id: int | None = None) -> None:
+def end_sandbox(key: object, own_folder: str | Path | None = None, tenant_id: int | None = None) -> None:
     """The session is gone: everything still running in its sandbox ends, its proxy stops, its
     home is removed, its own folder (`own_folder`, a path beneath the host's root, the session's `tenant_id`) is
     removed as its user once nothing of it runs, and its user id is free again."""

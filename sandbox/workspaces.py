@@ -53,7 +53,7 @@ def tenant_root(tenant: "Tenant") -> Path:
     return Path(os.path.realpath(configured))
 
 
-def relative_to_host_root(path: str) -> str:
+def relative_to_host_root(path: str | Path) -> str:
     """`path` (absolute, no `..`) relative to the host's workspace root, spelled by its real path
     or as the operator configured it; a path outside answers one that leads out, which opening
     beneath the root refuses."""
