@@ -11,11 +11,11 @@ from agents.harness import copilot_cli
 from agents.models import HarnessConversation
 from agents.providers.github_copilot import NO_RUNTIME
 from sandbox import identity
-from sandbox.bubblewrap import sandbox_root
 from sessions_app.models import ToolCall
 from tools_app.models import AgentDefinition
 
 from ..ahp.protocol.harness import AhpClient, default_chat, set_config
+from ..conftest import sandbox_home
 from .model_server import ModelServer, Text, tool_result_text, use_tool
 from .test_claude_provider import offered
 
@@ -94,7 +94,7 @@ def test_a_builtin_the_person_denies_does_not_run_and_the_model_reads_why(acme, 
                               "approved": False})
         reply = alice.reply_to(turn, timeout=90)
     assert reply.startswith("The shell said: ") and "The person did not allow bash." in reply
-    assert not list((sandbox_root() / session.split("/")[-1]).rglob("denied-marker"))  # it never ran
+    assert not list(sandbox_home(session).rglob("denied-marker"))  # it never ran
     call = ToolCall.objects.get(id=ready["toolCallId"])
     assert (call.tool_name, call.status, call.result["error"]["message"]) == (
         "bash", "completed", "The person did not allow bash.")
@@ -112,7 +112,7 @@ def test_a_tenant_approving_all_lets_the_builtin_run_in_the_sandbox(acme, host, 
         alice.subscribe(chat)
         reply = alice.reply_to(alice.start_turn(chat, "make a file"), timeout=90)
     assert reply.startswith("The shell said: ")
-    assert list((sandbox_root() / session.split("/")[-1]).rglob("allowed-marker"))  # in the sandbox's home
+    assert list(sandbox_home(session).rglob("allowed-marker"))  # in the sandbox's home
     if os.geteuid() == 0:  # as the sandbox's user, not the host's
         assert str(identity.existing_sandbox_user(session.rsplit("/", 1)[-1])) in reply
 
@@ -130,5 +130,5 @@ def test_an_empty_mode_agent_keeps_its_state_in_its_tenants_own_base_directory(a
     storage = settings.VAR_DIR / "copilot" / f"tenant-{acme.tenant.id}"
     conversation = HarnessConversation.objects.get(chat_id=chat.split("/")[-1]).conversation_id
     assert list(storage.rglob(f"*{conversation}*"))  # the CLI's session state is the tenant's
-    assert not list((sandbox_root() / session.split("/")[-1]).rglob(f"*{conversation}*"))  # not the session's home
+    assert not list(sandbox_home(session).rglob(f"*{conversation}*"))  # not the session's home
     assert "remember 17" in str(model.requests[-1].body["messages"])  # the second turn resumed from there
