@@ -2,6 +2,7 @@
 model: a session names an agent definition whose `github-cli-builtin-tools` entry decides which
 of the CLI's built-ins the model sees; the host's own tools are the chat's catalog snapshot."""
 import os
+from pathlib import Path
 
 import pytest
 from copilot import BUILTIN_TOOLS_ISOLATED
@@ -127,7 +128,7 @@ def test_an_empty_mode_agent_keeps_its_state_in_its_tenants_own_base_directory(a
         alice.subscribe(chat)
         assert alice.reply_to(alice.start_turn(chat, "remember 17"), timeout=90) == "first"
         assert alice.reply_to(alice.start_turn(chat, "what was it?"), timeout=90) == "second"
-    storage = settings.VAR_DIR / "copilot" / f"tenant-{acme.tenant.id}"
+    storage = Path(settings.AHP_WORKSPACE_ROOT) / ".homes" / f"copilot-tenant-{acme.tenant.id}"  # every node's
     conversation = HarnessConversation.objects.get(chat_id=chat.split("/")[-1]).conversation_id
     assert list(storage.rglob(f"*{conversation}*"))  # the CLI's session state is the tenant's
     assert not list(sandbox_home(session).rglob(f"*{conversation}*"))  # not the session's home
