@@ -114,7 +114,7 @@ def _remove(homes: int, key: str) -> None:
     try:
         status = os.fstat(home)
         if os.geteuid() == 0 and status.st_uid == 0:
-            raise OSError(f"the home of sandbox {key} belongs to no sandbox user")
+            raise OSError(errno.EPERM, f"the home of sandbox {key} belongs to no sandbox user")
         with as_identity(status.st_uid, status.st_gid):
             remove_contents(home)
     finally:
