@@ -17,6 +17,7 @@ SYS_OPENAT2 = 437
 RESOLVE_NO_MAGICLINKS = 0x02
 RESOLVE_NO_SYMLINKS = 0x04
 RESOLVE_BENEATH = 0x08
+RENAME_NOREPLACE = 1
 RESOLVE = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS
 NO_OPENAT2 = ("This host cannot touch a tenant's files safely: its kernel has no openat2 (Linux 5.6 or newer is "
               "needed), and it follows no path a tenant could have changed.")
@@ -59,6 +60,13 @@ def open_beneath(folder_fd: int, relative: str, flags: int, mode: int = 0o666) -
 def open_root(path: str | os.PathLike[str]) -> int:
     """The descriptor of a host-made folder (a tenant's workspace root), refusing a link."""
     return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+
+def rename_no_replace(folder: int, name: str, new_name: str) -> None:
+    """`name` in the open `folder` renamed `new_name`; FileExistsError when that is there already."""
+    if _libc.renameat2(folder, name.encode(), folder, new_name.encode(), RENAME_NOREPLACE) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
 
 
 def remove_tree(folder: int, name: str) -> None:

@@ -176,6 +176,7 @@ class Sandbox:
 
     def home(self) -> str:
         """The descriptor path of its home (homes.py), held as a launch's folders are."""
+        release_held(self.key, older_than=HELD_SECONDS)
         fd = home_folder(self.key, self.owner())
         HELD.setdefault(self.key, []).append((time.monotonic(), fd))
         return f"/proc/{os.getpid()}/fd/{fd}"

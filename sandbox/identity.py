@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from django.conf import settings
 from django.db import connection
@@ -91,7 +91,11 @@ def _recorded_group(tenant_id: int) -> int:
     return gid
 
 
-def _from_database(work: Callable[[Any], Any], argument: Any) -> Any:
+Argument = TypeVar("Argument")
+Answer = TypeVar("Answer")
+
+
+def _from_database(work: Callable[[Argument], Answer], argument: Argument) -> Answer:
     """`work(argument)`, which reads the database: at once, or from an event loop (a launch of an
     MCP server's, an agent's) in a thread of its own with its own connection."""
     try:
@@ -102,7 +106,7 @@ def _from_database(work: Callable[[Any], Any], argument: Any) -> Any:
         return reader.submit(_in_own_connection, work, argument).result()
 
 
-def _in_own_connection(work: Callable[[Any], Any], argument: Any) -> Any:
+def _in_own_connection(work: Callable[[Argument], Answer], argument: Argument) -> Answer:
     try:
         return work(argument)
     finally:

@@ -207,6 +207,11 @@ def tenant_made(path, tenant):
     return path
 
 
+def sandbox_home(session_uri):
+    """The home of a session's sandbox, on the host's workspace root (sandbox/homes.py)."""
+    return Path(django_settings.AHP_WORKSPACE_ROOT) / ".homes" / session_uri.rsplit("/", 1)[-1]
+
+
 @pytest.fixture
 def no_agent_programs(monkeypatch):
     """A host with no ACP command and neither harness CLI, whatever this machine has installed:

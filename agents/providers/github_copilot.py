@@ -17,7 +17,8 @@ For AgentDefinitions, the `github-cli-builtin-tools` entry becomes two things: t
 `mode`, which the SDK fixes when a client is constructed. Clients are therefore pooled by
 (mode, storage): an empty-mode agent never shares a client with a copilot-cli one, and tenants
 never share storage. A turn of an empty-mode agent runs its CLI in that mode, keeping its state
-in its tenant's own base directory (var/copilot/tenant-<id>), not in the session's sandbox home.
+in its tenant's own base directory (beside the sandboxes' homes on the shared root, so every node
+reads it), not in the session's sandbox home.
 """
 import asyncio
 import logging
@@ -30,10 +31,10 @@ from copilot.generated.session_events import (AssistantMessageDeltaData, Subagen
                                               ToolExecutionStartData)
 from copilot.session import CopilotSession
 from copilot.tools import Tool, ToolResult
-from django.conf import settings
 
 from kernel.refusals import Refused
 from sandbox.bubblewrap import session_sandbox
+from sandbox.homes import tenant_harness_folder
 from sandbox.proxy import PLACEHOLDER_KEY, StandIn
 
 from ..conversations import do_keep_conversation, resumed_conversation
@@ -396,8 +397,10 @@ class GitHubCopilotProvider:
         return str(Path(self.base_directory) / f"tenant-{definition.tenant_id}")
 
     def tenant_storage(self, tenant_id):
-        """The tenant's own base directory for empty-mode clients (under var/copilot unless configured)."""
-        folder = Path(self.base_directory or Path(settings.VAR_DIR) / "copilot") / f"tenant-{tenant_id}"
+        """The tenant's own base directory for empty-mode clients (beside the homes unless configured)."""
+        if self.base_directory is None:
+            return tenant_harness_folder("copilot", tenant_id)
+        folder = Path(self.base_directory) / f"tenant-{tenant_id}"
         folder.mkdir(parents=True, exist_ok=True)
         return str(folder)
 

@@ -3,11 +3,11 @@ against a scripted model, over a real socket: offered as the policy says, each p
 CLI asks for is an AHP tool confirmation, and the tenant may approve all instead."""
 import pytest
 
-from sandbox.bubblewrap import sandbox_root
 from sessions_app.models import ToolCall
 from tools_app.models import AgentDefinition
 
 from ..ahp.protocol.harness import AhpClient, default_chat, set_config
+from ..conftest import sandbox_home
 from .model_server import tool_result_text, use_tool
 from .test_claude_provider import needs_cli, offered
 
@@ -46,7 +46,7 @@ def test_a_builtin_the_policy_offers_asks_the_person_and_a_denial_reaches_the_mo
     assert sorted(model.agent_requests()[0].tool_names) == sorted([*offered(chat), "Agent", "Bash"])
     assert ready["confirmationTitle"] == "Allow the agent to run `touch denied-marker`?"
     assert reply.startswith("The shell said: ") and "The person did not allow Bash." in reply
-    assert not list((sandbox_root() / session.split("/")[-1]).rglob("denied-marker"))  # it never ran
+    assert not list(sandbox_home(session).rglob("denied-marker"))  # it never ran
     call = ToolCall.objects.get(id=ready["toolCallId"])
     assert (call.tool_name, call.status, call.result["error"]["message"]) == (
         "Bash", "completed", "The person did not allow Bash.")
@@ -56,4 +56,4 @@ def test_a_tenant_approving_all_lets_claudes_builtin_run_in_the_sandbox(acme, ho
     set_config(host.port, acme.tokens["root"], agentConnections={"claude": {"permissions": "approve-all"}})
     session, _, reply, _ = shell_turn(host, acme, model, "touch allowed-marker && echo made")
     assert reply == "The shell said: made"
-    assert list((sandbox_root() / session.split("/")[-1]).rglob("allowed-marker"))  # in the sandbox's home
+    assert list(sandbox_home(session).rglob("allowed-marker"))  # in the sandbox's home

@@ -4,6 +4,7 @@ of the CLI's built-ins the model sees; the host's own tools are the chat's catal
 import asyncio
 import os
 import threading
+from pathlib import Path
 
 import pytest
 from copilot import BUILTIN_TOOLS_ISOLATED
@@ -14,12 +15,12 @@ from agents.models import HarnessConversation
 from agents.providers.github_copilot import NO_RUNTIME
 from agents.warm import WARM
 from sandbox import identity
-from sandbox.bubblewrap import sandbox_root
 from sessions_app.models import ToolCall
 from tools_app import prewarm
 from tools_app.models import AgentDefinition
 
 from ..ahp.protocol.harness import AhpClient, default_chat, set_config
+from ..conftest import sandbox_home
 from .model_server import ModelServer, Text, tool_result_text, use_tool
 from .test_claude_provider import harness_pids, offered
 from .test_github_copilot_turns import HARNESS_PROGRAM
@@ -99,7 +100,7 @@ def test_a_builtin_the_person_denies_does_not_run_and_the_model_reads_why(acme, 
                               "approved": False})
         reply = alice.reply_to(turn, timeout=90)
     assert reply.startswith("The shell said: ") and "The person did not allow bash." in reply
-    assert not list((sandbox_root() / session.split("/")[-1]).rglob("denied-marker"))  # it never ran
+    assert not list(sandbox_home(session).rglob("denied-marker"))  # it never ran
     call = ToolCall.objects.get(id=ready["toolCallId"])
     assert (call.tool_name, call.status, call.result["error"]["message"]) == (
         "bash", "completed", "The person did not allow bash.")
@@ -117,7 +118,7 @@ def test_a_tenant_approving_all_lets_the_builtin_run_in_the_sandbox(acme, host, 
         alice.subscribe(chat)
         reply = alice.reply_to(alice.start_turn(chat, "make a file"), timeout=90)
     assert reply.startswith("The shell said: ")
-    assert list((sandbox_root() / session.split("/")[-1]).rglob("allowed-marker"))  # in the sandbox's home
+    assert list(sandbox_home(session).rglob("allowed-marker"))  # in the sandbox's home
     if os.geteuid() == 0:  # as the sandbox's user, not the host's
         assert str(identity.existing_sandbox_user(session.rsplit("/", 1)[-1])) in reply
 
@@ -151,10 +152,10 @@ def test_an_empty_mode_agent_keeps_its_state_in_its_tenants_own_base_directory(a
         alice.subscribe(chat)
         assert alice.reply_to(alice.start_turn(chat, "remember 17"), timeout=90) == "first"
         assert alice.reply_to(alice.start_turn(chat, "what was it?"), timeout=90) == "second"
-    storage = settings.VAR_DIR / "copilot" / f"tenant-{acme.tenant.id}"
+    storage = Path(settings.AHP_WORKSPACE_ROOT) / ".homes" / f"copilot-tenant-{acme.tenant.id}"  # every node's
     conversation = HarnessConversation.objects.get(chat_id=chat.split("/")[-1]).conversation_id
     assert list(storage.rglob(f"*{conversation}*"))  # the CLI's session state is the tenant's
-    assert not list((sandbox_root() / session.split("/")[-1]).rglob(f"*{conversation}*"))  # not the session's home
+    assert not list(sandbox_home(session).rglob(f"*{conversation}*"))  # not the session's home
     assert "remember 17" in str(model.requests[-1].body["messages"])  # the second turn resumed from there
 
 

@@ -1,6 +1,8 @@
 """A sandbox's user id is the host's, recorded in the database: every node runs the sandbox as
-the same user, and a machine's own claim of the number follows the database."""
+the same user, and a machine's own claim of the number follows the database. Its home, on the
+shared root, is that user's from the moment it has its name."""
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -55,3 +57,16 @@ def test_a_home_left_by_another_identity_is_made_anew_for_the_sandboxs_user(db, 
     assert sorted(os.listdir(home)) == ["mine"] and home.stat().st_uid == sandbox.owner()[0]
     end_sandbox("left-behind")
     assert not home.exists()
+
+
+def test_launches_making_one_home_at_once_all_bind_the_one_their_user_owns(db, workspace_root):
+    owner = (os.getuid() + 1, os.getgid() + 1) if os.geteuid() == 0 else (os.getuid(), os.getgid())
+    with ThreadPoolExecutor(8) as launches:
+        homes = list(launches.map(lambda _: home_folder("made-at-once", owner), range(8)))
+    try:
+        assert {(os.fstat(fd).st_ino, os.fstat(fd).st_uid) for fd in homes} == {
+            ((workspace_root / ".homes" / "made-at-once").stat().st_ino, owner[0])}
+        assert os.listdir(workspace_root / ".homes") == ["made-at-once"]
+    finally:
+        for fd in homes:
+            os.close(fd)

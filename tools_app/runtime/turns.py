@@ -15,7 +15,7 @@ from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
 from sessions_app import actions
 from sessions_app.actions.homes import handed_home
-from sessions_app.events.presence import keep_process_alive
+from sessions_app.events.heartbeat import keep_process_alive
 from sessions_app.models import Turn
 
 from ..chat_provider import provider_of
