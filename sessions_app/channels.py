@@ -1,13 +1,9 @@
 """AHP channel URIs: `ahp-root://`, `ahp-session:/<uuid>`, `ahp-chat:/<uuid>`, and a session's
 annotations channel `ahp-session:/<uuid>/annotations`."""
-import functools
-
-from django.db import connection
-
 from kernel.ids import parse_uuid
-from kernel.rows import Columns, fetch_one, table
 
-from .models import CHAT_URI_PREFIX, PUBLISHED_TOOLS, SESSION_URI_PREFIX, Chat, Session
+from .models import CHAT_URI_PREFIX, SESSION_URI_PREFIX, Session
+from .queries import chat_in_tenant
 
 ROOT = "ahp-root://"
 ANNOTATIONS_SUFFIX = "/annotations"
@@ -43,20 +39,7 @@ def chat_at(uri, tenant):
     kind, key = parse(uri)
     if kind != "chat":
         return None
-    columns, sql = _chat_reading()
-    found = fetch_one(columns, sql, [Chat._meta.pk.get_db_prep_value(key, connection), tenant.pk])
-    if found is None:
-        return None
-    (chat, session), _ = found
-    chat.session = session
-    return chat
-
-
-@functools.cache
-def _chat_reading():
-    columns = (Columns(Chat, "c"), Columns(Session, "s", leave=(PUBLISHED_TOOLS,)))
-    return columns, (f"SELECT {columns[0].sql}, {columns[1].sql} FROM {table(Chat)} c "
-                     f"JOIN {table(Session)} s ON s.id = c.session_id WHERE c.id = %s AND s.tenant_id = %s")
+    return chat_in_tenant(key, tenant.pk)
 
 
 def annotations_uri(session):
