@@ -143,8 +143,13 @@ def _insert_sql(model: type[Model]) -> str:
 
 def update(instance: Model, *field_names: str) -> None:
     """Write `field_names` of a saved instance in one UPDATE by its primary key, sending no signals."""
+    run(*updating(instance, *field_names))
+
+
+def run(sql: str, params: Params) -> None:
+    """Run a statement that answers nothing (a write a caller composed, as `updating` does)."""
     with connection.cursor() as cursor:
-        cursor.execute(*updating(instance, *field_names))
+        cursor.execute(sql, params)
 
 
 def updating(instance: Model, *field_names: str) -> tuple[str, list[Any]]:

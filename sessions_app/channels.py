@@ -1,13 +1,12 @@
 """AHP channel URIs: `ahp-root://`, `ahp-session:/<uuid>`, `ahp-chat:/<uuid>`, and a session's
 annotations channel `ahp-session:/<uuid>/annotations`."""
-import functools
+import uuid
 
-from django.db import connection
-
+from grants.models import Tenant
 from kernel.ids import parse_uuid
-from kernel.rows import Columns, fetch_one, table
 
-from .models import CHAT_URI_PREFIX, PUBLISHED_TOOLS, SESSION_URI_PREFIX, Chat, Session
+from .models import CHAT_URI_PREFIX, SESSION_URI_PREFIX, Chat, Session
+from .queries import chat_in_tenant
 
 ROOT = "ahp-root://"
 ANNOTATIONS_SUFFIX = "/annotations"
@@ -15,7 +14,7 @@ TERMINAL_URI_PREFIX = "ahp-terminal:/"  # its rows are tools_app's (families/ter
 RESOURCE_WATCH_PREFIX = "ahp-resource-watch:/"  # a connection's own channel (ahp/protocol/watches.py), no row
 
 
-def parse(uri):
+def parse(uri: object) -> tuple[str | None, uuid.UUID | None]:
     """(kind, uuid) for a session, chat or annotations URI (the uuid is its session's), ("root", None) for the root, else (None, None)."""
     if uri == ROOT:
         return "root", None
@@ -29,7 +28,7 @@ def parse(uri):
     return None, None
 
 
-def session_at(uri, tenant):
+def session_at(uri: object, tenant: Tenant) -> Session | None:
     """The tenant's session at `uri`, or None: another tenant's session is simply not there."""
     kind, key = parse(uri)
     if kind != "session":
@@ -37,33 +36,20 @@ def session_at(uri, tenant):
     return Session.objects.for_tenant(tenant).filter(id=key).first()
 
 
-def chat_at(uri, tenant):
+def chat_at(uri: object, tenant: Tenant) -> Chat | None:
     """The tenant's chat at `uri` with its session (all but its published tools), or None: one
     statement (every action on a chat reads it)."""
     kind, key = parse(uri)
-    if kind != "chat":
+    if kind != "chat" or key is None:
         return None
-    columns, sql = _chat_reading()
-    found = fetch_one(columns, sql, [Chat._meta.pk.get_db_prep_value(key, connection), tenant.pk])
-    if found is None:
-        return None
-    (chat, session), _ = found
-    chat.session = session
-    return chat
+    return chat_in_tenant(key, tenant.pk)
 
 
-@functools.cache
-def _chat_reading():
-    columns = (Columns(Chat, "c"), Columns(Session, "s", leave=(PUBLISHED_TOOLS,)))
-    return columns, (f"SELECT {columns[0].sql}, {columns[1].sql} FROM {table(Chat)} c "
-                     f"JOIN {table(Session)} s ON s.id = c.session_id WHERE c.id = %s AND s.tenant_id = %s")
-
-
-def annotations_uri(session):
+def annotations_uri(session: Session) -> str:
     return f"{session.uri}{ANNOTATIONS_SUFFIX}"
 
 
-def annotations_session_at(uri, tenant):
+def annotations_session_at(uri: object, tenant: Tenant) -> Session | None:
     """The tenant's session whose annotations channel is `uri`, or None."""
     kind, key = parse(uri)
     if kind != "annotations":

@@ -8,7 +8,6 @@ from grants.algebra import holds
 
 from .models import ActiveClient, Chat, ChatBackend, ChatDraft, PendingMessage, Session, ToolCall, Turn, iso
 
-
 # A session takes at most this many chats (sessions_app.actions.chats); a snapshot of an older
 # session holding more lists its most recently modified ones, and its default chat.
 MAX_CHATS_PER_SESSION = 1000

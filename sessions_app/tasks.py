@@ -5,11 +5,11 @@ from datetime import timedelta
 from celery import shared_task
 from django.utils import timezone
 
-from .events.log import prune_action_log
 from .actions.clients import do_close_connections, do_release_client
 from .actions.presence import forget_dead_processes, live_processes
 from .actions.tool_calls import do_expire_tool_call
 from .actions.turns import abandoned_turns, do_end_abandoned_turn
+from .events.log import prune_action_log
 from .models import ActiveClient, ClientConnection, ToolCall
 
 # A connection or process row not refreshed for this long belongs to a dead process.

@@ -8,13 +8,13 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
-from django.db import connection as db
 from django.utils import timezone
 
 from grants.models import Principal, Tenant
 from kernel.refusals import Refused
-from kernel.rows import insert, marks, table
+from kernel.rows import insert
 
+from .. import queries
 from ..events.log import Origin, publish
 from ..events.numbering import current_seqs
 from ..models import ActiveClient, ClientConnection, Session, ToolCall
@@ -146,17 +146,14 @@ def do_open_connections(openings: Iterable[Opening]) -> list[tuple[ClientConnect
     sockets); publishes nothing."""
     opened = [ClientConnection(tenant=tenant, client_id=client_id, process=process, person=person, channel=channel)
               for tenant, client_id, process, person, channel in openings]
-    with transaction.atomic(), db.cursor() as cursor:
+    with transaction.atomic():
         insert(*opened)
         client_ids = sorted({c.client_id for c in opened if c.client_id})
         if client_ids:
-            cursor.execute(f"SELECT a.id, s.tenant_id, a.client_id, a.owner_id FROM {table(ActiveClient)} a "
-                           f"JOIN {table(Session)} s ON s.id = a.session_id "
-                           f"WHERE a.release_at IS NOT NULL AND a.client_id IN ({marks(client_ids)})", client_ids)
             whose = {(c.tenant_id, c.client_id, c.person_id) for c in opened}
-            kept = [pk for pk, *owner in cursor.fetchall() if tuple(owner) in whose]
+            kept = [pk for pk, *owner in queries.places_of(client_ids, released_only=True) if tuple(owner) in whose]
             if kept:
-                cursor.execute(f"UPDATE {table(ActiveClient)} SET release_at = NULL WHERE id IN ({marks(kept)})", kept)
+                ActiveClient.objects.filter(pk__in=kept).update(release_at=None)
     seqs = current_seqs({c.tenant_id for c in opened})
     return [(c, seqs[c.tenant_id]) for c in opened]
 
@@ -174,26 +171,22 @@ def do_close_connections(connection_ids: Iterable[uuid.UUID | str],
     `disconnect_timeout_ms(tenant_id)` milliseconds (0: released at once), asked only of a
     tenant with places to keep; answers (active client pk, due) pairs the caller schedules.
     Two statements when no closed client holds a place (most short-lived sockets)."""
-    ids = [ClientConnection._meta.pk.get_db_prep_value(pk, db) for pk in connection_ids]
+    ids = list(connection_ids)
     if not ids:
         return []
-    with transaction.atomic(), db.cursor() as cursor:
-        cursor.execute(f"DELETE FROM {table(ClientConnection)} WHERE id IN ({marks(ids)}) "
-                       "RETURNING tenant_id, client_id, person_id", ids)
-        closed = {row for row in cursor.fetchall() if row[1]}  # (tenant, client id, person) of named clients
+    with transaction.atomic():
+        # (tenant, client id, person) of named clients
+        closed = {row for row in queries.delete_connections(ids) if row[1]}
         if not closed:
             return []
         client_ids = sorted({client_id for _, client_id, _ in closed})
-        cursor.execute(f"SELECT a.id, s.tenant_id, a.client_id, a.owner_id FROM {table(ActiveClient)} a "
-                       f"JOIN {table(Session)} s ON s.id = a.session_id WHERE a.client_id IN ({marks(client_ids)})",
-                       client_ids)
-        places = [(pk, tuple(owner)) for pk, *owner in cursor.fetchall() if tuple(owner) in closed]
+        places = [(pk, (tenant_id, client_id, owner_id)) for pk, tenant_id, client_id, owner_id
+                  in queries.places_of(client_ids) if (tenant_id, client_id, owner_id) in closed]
         if not places:
             return []  # clients that never joined a session
         # Kept only when no other connection of the same client and person is still open.
-        cursor.execute(f"SELECT tenant_id, client_id, person_id FROM {table(ClientConnection)} "
-                       f"WHERE client_id IN ({marks(client_ids)})", client_ids)
-        still_open = set(cursor.fetchall())
+        still_open = set(ClientConnection.objects.filter(client_id__in=client_ids)
+                         .values_list("tenant_id", "client_id", "person_id"))
         kept = [(pk, owner[0]) for pk, owner in places if owner not in still_open]
         timeouts = {tenant_id: disconnect_timeout_ms(tenant_id) for tenant_id in {t for _, t in kept}}
         now = timezone.now()

@@ -1,22 +1,21 @@
 """Tool calls of a turn: begun, completed by the host or a client, refused, expired at their
 deadline."""
-import functools
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from django.db import connection as db
 from django.db import transaction
 from django.utils import timezone
 
 from grants.models import Principal
 from kernel.refusals import Refused
-from kernel.rows import ITS_ROW, Columns, fetch_one, table, updating
+from kernel.rows import ITS_ROW, updating
 
+from .. import queries
 from ..events.delivery import wake
 from ..events.log import Item, Origin, publish_many
-from ..models import PUBLISHED_TOOLS, ActiveClient, Chat, ToolCall, Turn
+from ..models import PUBLISHED_TOOLS, Chat, ToolCall, Turn
 from ..state import client_execution_request, confirmation_request
 from .checks import client_taken, require
 
@@ -68,7 +67,7 @@ def do_begin_tool_call(turn: Turn, tool_name: str, arguments: dict[str, Any], di
                     status="running", source=source or ("client" if client_id else ""))
     # The call's part is appended, with the call written, by the UPDATE that finds the turn still
     # active (and locks it until commit, so the turn cannot end between the check and the call).
-    if not Turn.append_part_if_active(turn.pk, {"kind": "toolCall", "toolCallId": str(call_id)}, call):
+    if not queries.append_part_if_active(turn.pk, {"kind": "toolCall", "toolCallId": str(call_id)}, call):
         raise Refused(TURN_OVER, "conflict")  # rolls the call back with this transaction
     start: dict[str, Any] = {"toolName": tool_name, "displayName": call.display_name}
     if call.contributor:
@@ -133,20 +132,10 @@ def locked_open_call(call_id: uuid.UUID | str, turn: Turn | None = None) -> Tool
     if turn is None:
         return (ToolCall.objects.select_for_update(of=ITS_ROW).select_related("turn__chat__session")
                 .defer(f"turn__chat__session__{PUBLISHED_TOOLS}").filter(id=call_id, completed__isnull=True).first())
-    columns, sql = _open_call_reading()
-    found = fetch_one([columns], sql, [ToolCall._meta.pk.get_db_prep_value(call_id, db)])
-    if found is None:
-        return None
-    (call,), _ = found
-    call.turn = turn
+    call = queries.locked_open_call(call_id)
+    if call is not None:
+        call.turn = turn
     return call
-
-
-@functools.cache
-def _open_call_reading() -> tuple[Columns, str]:
-    columns = Columns(ToolCall, "c")
-    lock = " FOR UPDATE" if db.features.has_select_for_update else ""
-    return columns, f"SELECT {columns.sql} FROM {table(ToolCall)} c WHERE c.id = %s AND c.completed IS NULL{lock}"
 
 
 @transaction.atomic(savepoint=False)
@@ -209,49 +198,16 @@ def do_client_complete_tool_call(principal: Principal, client_id: str, chat: Cha
     raise Refused(f"Tool call {tool_call_id} timed out before this result came.", "conflict")
 
 
-@functools.cache
-def _call_reading(by_root: bool) -> tuple[Columns, str]:
-    """A client's completion reads its call (locking it), and whether the person announced its
-    client in the session, in one hand-written statement: the ORM spent longer composing it than
-    the database answering. The turn is joined only to check the call is of this chat: its columns
-    (every part of a long turn's reply) are not read."""
-    columns = Columns(ToolCall, "c")
-    lock = " FOR UPDATE OF c" if db.features.has_select_for_update_of else ""
-    owner = "a.owner_id IS NULL" if by_root else "a.owner_id = %s"
-    announced = (f"EXISTS (SELECT 1 FROM {table(ActiveClient)} a WHERE a.session_id = %s AND a.client_id = %s "
-                 f"AND {owner})")
-    return columns, (f"SELECT {columns.sql}, {announced} FROM {table(ToolCall)} c "
-                     f"JOIN {table(Turn)} t ON t.id = c.turn_id WHERE c.id = %s AND c.turn_id = %s AND t.chat_id = %s{lock}")
-
-
 def _clients_call(chat: Chat, turn_id: uuid.UUID | str, tool_call_id: uuid.UUID | str, client_id: str,
                   person_id: int | None) -> tuple[ToolCall, bool]:
-    """(call, announced) as _locked_call_in, refused unless the call is there and `client_id` runs it."""
-    call, announced = _locked_call_in(chat, turn_id, tool_call_id, client_id, person_id)
+    """(call, announced) as queries.locked_call_in, refused unless the call is there and `client_id` runs it."""
+    call, announced = queries.locked_call_in(chat, turn_id, tool_call_id, client_id, person_id)
     if call is None:
         raise Refused(f"No tool call {tool_call_id} in turn {turn_id} of this chat.", "not_found")
     if call.contributor_client_id != client_id:
         raise Refused(f"Tool call {tool_call_id} belongs to {call.contributor_client_id or 'the host'}, "
                       f"not {client_id}.")
     return call, announced
-
-
-def _locked_call_in(chat: Chat, turn_id: uuid.UUID | str, tool_call_id: uuid.UUID | str, client_id: str,
-                    person_id: int | None) -> tuple[ToolCall | None, bool]:
-    """(the open or completed call `tool_call_id` of turn `turn_id` in `chat`, locked, its turn
-    holding only what finishing the call reads (its id and `chat`); or None, and whether the
-    person `person_id` (None: the tenant's root) announced `client_id` in the chat's session)."""
-    columns, sql = _call_reading(person_id is None)
-    uuid_of = ToolCall._meta.pk.get_db_prep_value
-    announced = [uuid_of(chat.session_id, db), client_id, *([] if person_id is None else [person_id])]
-    found = fetch_one([columns], sql, [*announced, uuid_of(tool_call_id, db), uuid_of(turn_id, db),
-                                       uuid_of(chat.pk, db)])
-    if found is None:
-        return None, False
-    (call,), (is_announced,) = found
-    call.turn = Turn.from_db(db.alias, ["id", "chat_id"], [call.turn_id, chat.pk])
-    call.turn.chat = chat
-    return call, bool(is_announced)
 
 
 def _timeout_failure(call: ToolCall) -> ToolResult:

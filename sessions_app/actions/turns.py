@@ -1,21 +1,21 @@
 """Turns of a chat: started by a person, begun from a queued message, ended by the agent."""
-import functools
 import uuid
 from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from django.contrib.auth.models import User
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from grants.models import Principal
 from kernel.refusals import Refused
-from kernel.rows import ITS_ROW, Columns, fetch_one, insert, table, update
+from kernel.rows import ITS_ROW, insert, update
 
+from .. import queries
 from ..events.log import PROCESS, Action, Item, Origin, publish, publish_many
-from ..models import PUBLISHED_TOOLS, Chat, PendingMessage, Session, Turn, TurnEffect, iso
+from ..models import Chat, Session, Turn, iso
 from ..state import chat_catalogue, chat_status
 from .chats import chat_update, chat_updated
 from .checks import check_message_text, require, summary_changed, touch
@@ -137,7 +137,7 @@ def add_to_reply(turn: Turn, text: str) -> Action | None:
 @transaction.atomic
 def do_stream_reply(turn_id: uuid.UUID | str, text: str) -> None:
     """A piece of the agent's reply as the model writes it (dropped once the turn was cancelled)."""
-    turn = locked_turn(turn_id)
+    turn = queries.locked_turn(turn_id)
     if turn is None or turn.state != "active" or not text:
         return
     action = add_to_reply(turn, text)
@@ -151,7 +151,7 @@ def do_stream_reply(turn_id: uuid.UUID | str, text: str) -> None:
 def do_notify_turn(turn_id: uuid.UUID | str, sentences: Sequence[str]) -> None:
     """What the host tells a running turn's chat that is not the agent's reply (a server the turn
     runs without): a systemNotification part each, kept in the turn for later subscribers."""
-    turn = locked_turn(turn_id)
+    turn = queries.locked_turn(turn_id)
     if turn is None or turn.state != "active" or not sentences:
         return
     parts = [{"kind": "systemNotification", "content": sentence} for sentence in sentences]
@@ -159,28 +159,6 @@ def do_notify_turn(turn_id: uuid.UUID | str, sentences: Sequence[str]) -> None:
     update(turn, "response_parts")
     publish_many(turn.chat.session.tenant_id, [
         (turn.chat.uri, {"type": "chat/responsePart", "turnId": str(turn.id), "part": part}, None) for part in parts])
-
-
-def locked_turn(turn_id: uuid.UUID | str) -> Turn | None:
-    """The turn, its row locked, with its chat and session (all but its published tools), or
-    None: one hand-written statement, as every piece of a streamed reply and every turn's end
-    reads it and the ORM spent longer composing it than the database answering."""
-    columns, sql = _turn_reading()
-    found = fetch_one(columns, sql, [Turn._meta.pk.get_db_prep_value(turn_id, connection)])
-    if found is None:
-        return None
-    (turn, chat, session), _ = found
-    turn.chat, chat.session = chat, session
-    return turn
-
-
-@functools.cache
-def _turn_reading() -> tuple[tuple[Columns, Columns, Columns], str]:
-    columns = (Columns(Turn, "t"), Columns(Chat, "c"), Columns(Session, "s", leave=(PUBLISHED_TOOLS,)))
-    lock = " FOR UPDATE OF t" if connection.features.has_select_for_update_of else ""
-    return columns, (f"SELECT {', '.join(c.sql for c in columns)} FROM {table(Turn)} t "
-                     f"JOIN {table(Chat)} c ON c.id = t.chat_id JOIN {table(Session)} s ON s.id = c.session_id "
-                     f"WHERE t.id = %s{lock}")
 
 
 def streamed_reply(turn: Turn) -> str | None:
@@ -199,7 +177,7 @@ def do_end_turn(turn_id: uuid.UUID | str, response_text: str | None = None, erro
     """Finish a turn with the agent's reply (a markdown part, or the rest of the one it streamed)
     or an error; answers its Aftermath. A turn no longer active (cancelled or truncated meanwhile)
     keeps its end: the agent's late answer is dropped, and the answer is None (not known here)."""
-    turn = locked_turn(turn_id)
+    turn = queries.locked_turn(turn_id)
     if turn is None or turn.state != "active":  # truncated away, or cancelled
         return None
     reply: list[Item] = []  # the rest of the reply, published with the end
@@ -214,20 +192,10 @@ def do_end_turn(turn_id: uuid.UUID | str, response_text: str | None = None, erro
     else:
         turn.error = {"errorType": "agentError", "message": error}
         finish_turn(turn, "error", "chat/error", before=reply, error=turn.error)
-    return aftermath(turn)
-
-
-def aftermath(turn: Turn) -> Aftermath:
-    """Read in the ending's transaction, which holds the turn's row: a message queued meanwhile
-    either committed before (seen here) or waited for this row and found the chat free (it began
-    its turn itself). One hand-written statement, read at every turn's end."""
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT EXISTS(SELECT 1 FROM {table(TurnEffect)} WHERE turn_id = %s), "
-                       f"EXISTS(SELECT 1 FROM {table(PendingMessage)} WHERE chat_id = %s AND status = 'pending')",
-                       [Turn._meta.pk.get_db_prep_value(turn.pk, connection),
-                        Chat._meta.pk.get_db_prep_value(turn.chat_id, connection)])
-        effects, pending = cursor.fetchone()
-    return Aftermath(bool(effects), bool(pending))
+    # Read in the ending's transaction, which holds the turn's row: a message queued meanwhile
+    # either committed before (seen here) or waited for this row and found the chat free (it
+    # began its turn itself).
+    return Aftermath(*queries.turn_leftovers(turn.pk, turn.chat_id))
 
 
 @transaction.atomic

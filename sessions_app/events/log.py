@@ -17,9 +17,10 @@ from django.utils import timezone
 
 from kernel.after_commit import after_commit
 from kernel.outbox import place_in_line
-from kernel.rows import concrete_field, table
+from kernel.rows import concrete_field, run
 
 from ..models import ActionLog, ServerSeq
+from ..queries import log_rows, step_and_log
 from .delivery import deliver
 from .numbering import create_counter, take_seqs
 
@@ -101,49 +102,25 @@ def number_and_log(tenant_id: int, envelopes: list[Envelope], write: Write | Non
     model instance per row and no ids read back."""
     prepared = concrete_field(ActionLog, "envelope").get_db_prep_save
     created = concrete_field(ActionLog, "created").get_db_prep_save(timezone.now(), connection)
-    count = len(envelopes)
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":  # the log's copies get their serverSeq in the statement
-            write_sql, write_params = write or ("", [])
-            items = (value for i, env in enumerate(envelopes, 1)
-                     for value in (i, env["channel"], prepared(env, connection)))
-            cursor.execute(_numbered_log_sql(count, write_sql),
-                           [*write_params, count, tenant_id, tenant_id, PROCESS, created, *items])
-            numbered = cursor.fetchone()
-            if numbered is None:  # the tenant's first action: its counter is made, then it is taken (`write` ran)
-                create_counter(tenant_id)
-                return number_and_log(tenant_id, envelopes)
-            _number(envelopes, numbered[0])
-        else:
-            if write:
-                cursor.execute(*write)
-            _number(envelopes, take_seqs(tenant_id, count))
-            cursor.execute(f"INSERT INTO {table(ActionLog)} (seq, tenant_id, channel, envelope, process, created) "
-                           f"VALUES {', '.join(['(%s, %s, %s, %s, %s, %s)'] * count)}", [
-                               value for env in envelopes for value in (
-                                   env["serverSeq"], tenant_id, env["channel"], prepared(env, connection), PROCESS,
-                                   created)])
+    if connection.vendor == "postgresql":  # the log's copies get their serverSeq in the statement
+        last = step_and_log(tenant_id, [(env["channel"], prepared(env, connection)) for env in envelopes], PROCESS,
+                            created, write)
+        if last is None:  # the tenant's first action: its counter is made, then it is taken (`write` ran)
+            create_counter(tenant_id)
+            return number_and_log(tenant_id, envelopes)
+        _number(envelopes, last)
+        return
+    if write:
+        run(*write)
+    _number(envelopes, take_seqs(tenant_id, len(envelopes)))
+    log_rows([(env["serverSeq"], tenant_id, env["channel"], prepared(env, connection), PROCESS, created)
+              for env in envelopes])
 
 
 def _number(envelopes: list[Envelope], last: int) -> None:
     """Each envelope's serverSeq, in order, the last one's being `last`."""
     for seq, env in enumerate(envelopes, last - len(envelopes) + 1):
         env["serverSeq"] = seq
-
-
-@functools.cache
-def _numbered_log_sql(count: int, write_sql: str) -> str:
-    """The caller's write, the counter's step and the log's rows in one statement: each row's seq
-    (and its envelope's serverSeq) is the stepped counter's value less the rows after it; answers
-    the newest value."""
-    items = ", ".join(["(%s::int, %s, %s::jsonb)"] * count)
-    write = f"written AS ({write_sql}), " if write_sql else ""
-    return (f"WITH {write}counter AS "
-            f"(UPDATE {table(ServerSeq)} SET value = value + %s WHERE tenant_id = %s RETURNING value) "
-            f"INSERT INTO {table(ActionLog)} (seq, tenant_id, channel, envelope, process, created) "
-            f"SELECT counter.value - {count} + item.i, %s, item.channel, "
-            f"jsonb_set(item.envelope, '{{serverSeq}}', to_jsonb(counter.value - {count} + item.i)), %s, %s "
-            f"FROM counter, (VALUES {items}) AS item(i, channel, envelope) RETURNING (SELECT value FROM counter)")
 
 
 def prune_action_log(keep: int = REPLAY_LOG_SIZE) -> None:

@@ -7,24 +7,18 @@ queue on each other's row.
 """
 from collections.abc import Collection
 
-from django.db import connection
-
-from kernel.rows import marks
-
 from ..models import ServerSeq
+from ..queries import counters, step_counter
 
 
 def take_seqs(tenant_id: int, count: int) -> int:
     """Advance the tenant's counter by `count` in one statement (taking its row lock until
     commit) and answer the last number taken."""
-    with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {ServerSeq._meta.db_table} SET value = value + %s WHERE tenant_id = %s RETURNING value",
-                       [count, tenant_id])
-        row = cursor.fetchone()
-    if row is None:
+    last = step_counter(tenant_id, count)
+    if last is None:
         create_counter(tenant_id)
         return take_seqs(tenant_id, count)
-    return row[0]
+    return last
 
 
 def create_counter(tenant_id: int) -> None:
@@ -39,10 +33,7 @@ def current_seq(tenant_id: int) -> int:
 
 def current_seqs(tenant_ids: Collection[int]) -> dict[int, int]:
     """{tenant id: its newest serverSeq} in one statement, read by every `initialize`."""
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT tenant_id, value FROM {ServerSeq._meta.db_table} "
-                       f"WHERE tenant_id IN ({marks(list(tenant_ids))})", list(tenant_ids))
-        found = dict(cursor.fetchall())
+    found = counters(tenant_ids)
     return {tenant_id: found.get(tenant_id, 0) for tenant_id in tenant_ids}
 
 

@@ -1,16 +1,13 @@
 """A session's chats and what happens in them: turns, the messages waiting for one, drafts, the
 changes a turn's tools asked for, a chat's own agent and folder, and moves between sessions."""
-import functools
-import json
 import uuid
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, models
+from django.db import models
 from django.utils import timezone
 
 from grants.models import Tenant, TenantScopedManager, TenantScopedQuerySet
-from kernel.rows import insert_then, table
 
 from .sessions import CHAT_URI_PREFIX, PUBLISHED_TOOLS, Session
 
@@ -99,30 +96,12 @@ class Turn(models.Model):
         indexes = [models.Index(fields=["chat", "started"], name="turn_chat_started"),
                    models.Index(fields=["started"], condition=models.Q(state="active"), name="turn_active_started")]
 
-    @classmethod
-    def append_part_if_active(cls, turn_id: uuid.UUID | str, part: dict[str, Any], new_row: models.Model) -> bool:
-        """Append `part` to the active turn's response_parts in one UPDATE, computed in the
-        statement (the row is not read first, and a part another writer appended meanwhile is
-        kept), which locks the turn until commit, and write `new_row` (the part's own row, a
-        tool call) with it, on PostgreSQL in the same statement. Answers whether the turn was
-        still active; if not, the caller's transaction must not commit the row (it raises)."""
-        params = [json.dumps(part), cls._meta.pk.get_db_prep_value(turn_id, connection)]
-        return insert_then(new_row, _append_part_sql(), params) == 1
-
     def message(self) -> dict[str, Any]:
         """The wire Message that started it."""
         message = {"text": self.text, "origin": {"kind": self.origin_kind}}
         if self.model:
             message["model"] = {"id": self.model}
         return message
-
-
-@functools.cache
-def _append_part_sql() -> str:
-    parts = "response_parts"
-    appended = (f"({parts} || jsonb_build_array(%s::jsonb))" if connection.vendor == "postgresql"
-                else f"json_insert({parts}, '$[#]', json(%s))")
-    return f"UPDATE {table(Turn)} SET {parts} = {appended} WHERE id = %s AND state = 'active'"
 
 
 class PendingMessage(models.Model):
