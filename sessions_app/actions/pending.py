@@ -27,7 +27,7 @@ def pending_set_action(pending):
 def do_send_message(principal, chat, text, sender_chat=None, origin_kind="user", delivery="queue", model=""):
     """Deliver `text` into `chat` for the person `principal`: a turn at once when the chat is free,
     otherwise a queued message the chat takes as its next turn. Answers (turn, pending message),
-    one of them None. Whoever gets a turn back runs it (tools_app.runtime.launch_turn)."""
+    one of them None. Whoever gets a turn back runs it (tools_app.runtime.turns.launch_turn)."""
     require(principal, "chat:send", chat.session)
     check_message_text(text)
     if not chat_busy(chat):
