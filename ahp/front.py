@@ -16,7 +16,7 @@ out of the connection's path from then on. A request with no tenant (the admin, 
 a token that does not check out) goes to the processes in turn: any of them serves anything.
 They share the database; on Redis the channel layer too, and without it each hears the actions
 the others logged from the action log, as it hears the Celery worker's (sessions_app/events/catch_up.py),
-and a waiting agent is woken from its call's row (tools_app/runtime.py). The front supervises its processes: a dead
+and a waiting agent is woken from its call's row (tools_app/runtime/waker.py). The front supervises its processes: a dead
 one starts again (ahp/supervision.py), its tenants served by the others meanwhile.
 """
 import argparse

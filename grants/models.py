@@ -1,7 +1,10 @@
+from __future__ import annotations
+
 import hashlib
 import hmac
 import secrets
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -101,6 +104,7 @@ class ApiToken(models.Model):
 
     tenant_path = "tenant"
     objects = TenantScopedManager()
+    _principal: Principal | None = None  # who acts with it, as `authenticate` read it
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="token_name_unique_per_tenant")]
@@ -135,7 +139,7 @@ class ApiToken(models.Model):
         return hmac.compare_digest(secret_sha256, cls._digest(secret))
 
     @classmethod
-    def authenticate(cls, plaintext):
+    def authenticate(cls, plaintext: str | None) -> ApiToken | None:
         """The live token row for `plaintext` (its tenant, person and principal with it), or None:
         one statement. The secret is compared in constant time."""
         parts = cls.parts(plaintext)
@@ -153,11 +157,9 @@ class ApiToken(models.Model):
         if person is not None and not (person.is_active and membership_id is not None):
             return None
         row.tenant, row.person = tenant, person
-        if person is None:
-            row._principal = Principal.root(tenant)
-        else:
-            row._principal = Principal(tenant, person, grants_of_role(role, defined))
-        row._principal.token_id = row.pk
+        principal = Principal.root(tenant) if person is None else Principal(tenant, person, grants_of_role(role, defined))
+        principal.token_id = row.pk
+        row._principal = principal
         row.mark_used()
         return row
 
@@ -183,7 +185,7 @@ class ApiToken(models.Model):
 
     def principal(self):
         """Who acts with this token: as `authenticate` read it, else read now."""
-        return getattr(self, "_principal", None) or Principal.for_token(self)
+        return self._principal or Principal.for_token(self)
 
 
 class Principal:
@@ -209,7 +211,7 @@ class Principal:
         return cls(tenant, None, ("session:read",))
 
     @classmethod
-    def for_person(cls, tenant, person):
+    def for_person(cls, tenant: Tenant, person: Any) -> Principal:
         """The person's role in the tenant and that role's grants, read in one statement (every
         host tool call reads them afresh, so a grant taken away holds from the next call)."""
         found = queries.role_with_grants(tenant.pk, person.pk)

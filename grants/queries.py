@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
 
 from kernel.rows import Columns, fetch_one, table, value_reader
@@ -25,7 +24,7 @@ class TokenAccess(NamedTuple):
 
     token: models.ApiToken
     tenant: models.Tenant
-    person: AbstractBaseUser | None
+    person: Any  # the person model's row, or None for a root token
     membership_id: int | None  # the person's membership of the token's tenant
     role: str | None
     defined: list[str] | None  # the grants the tenant defines for that role; None when it defines none

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import models
@@ -276,7 +276,7 @@ class HostConfig(models.Model):
 _KEPT_CONFIGS = Kept(4096)  # tenant id -> (the stamp it was read under, HostConfig)
 
 
-def checked_changes(changes, replace=False):
+def checked_changes(changes: Any, replace: bool = False) -> dict[str, Any]:
     """{model field: value} for wire `changes`; with `replace`, omitted keys return to defaults.
     An unknown key or a bad value raises ConfigInvalid naming it."""
     if not isinstance(changes, dict):
@@ -287,13 +287,13 @@ def checked_changes(changes, replace=False):
     fields = {}
     if replace:
         for key in KEYS:
-            fields[key.field] = HostConfig._meta.get_field(key.field).get_default()
+            fields[key.field] = cast(models.Field, HostConfig._meta.get_field(key.field)).get_default()
     for wire, value in changes.items():
         fields[BY_WIRE[wire].field] = BY_WIRE[wire].check(value)
     return fields
 
 
-def apply_changes(config, fields):
+def apply_changes(config: HostConfig, fields: dict[str, Any]) -> HostConfig:
     """Set checked `fields` on `config` as they are stored: a credential sent back as shown keeps
     its stored value, any other is sealed. ConfigInvalid when what would be stored may not be."""
     fields = dict(fields)
@@ -314,7 +314,7 @@ def apply_changes(config, fields):
     return config
 
 
-def wire_values(config):
+def wire_values(config: HostConfig) -> dict[str, Any]:
     """`config` under its wire keys, as root subscribers, REST and the admin see it: credentials masked."""
     values = {key.wire: getattr(config, key.field) for key in KEYS}
     values["mcpServers"] = masked_mcp_servers(values["mcpServers"])
@@ -322,7 +322,7 @@ def wire_values(config):
     return values
 
 
-def config_schema():
+def config_schema() -> dict[str, Any]:
     """The AHP ConfigSchema of every key: a JSON Schema property with title, description and
     default (where there is one) each, for the root state's `config.schema`."""
     properties = {}

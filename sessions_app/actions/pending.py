@@ -29,7 +29,7 @@ def do_send_message(principal: Principal, chat: Chat, text: str, sender_chat: Ch
                     delivery: str = "queue", model: str = "") -> tuple[Turn | None, PendingMessage | None]:
     """Deliver `text` into `chat` for the person `principal`: a turn at once when the chat is free,
     otherwise a queued message the chat takes as its next turn. Answers (turn, pending message),
-    one of them None. Whoever gets a turn back runs it (tools_app.runtime.launch_turn)."""
+    one of them None. Whoever gets a turn back runs it (tools_app.runtime.turns.launch_turn)."""
     require(principal, "chat:send", chat.session)
     check_message_text(text)
     if not chat_busy(chat):

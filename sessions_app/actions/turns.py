@@ -202,7 +202,7 @@ def do_end_turn(turn_id: uuid.UUID | str, response_text: str | None = None, erro
 def do_cancel_turn(principal: Principal, chat: Chat, turn_id: uuid.UUID | str, origin: Origin | None = None) -> Turn:
     """A person stops the chat's running turn: the calls it still waits on end cancelled (their
     waiters wake with that result), the turn ends chat/turnCancelled. Whoever runs the agent
-    interrupts it (tools_app.runtime.interrupt_turn); what it answers after this is dropped."""
+    interrupts it (tools_app.runtime.turns.interrupt_turn); what it answers after this is dropped."""
     require(principal, "chat:cancel", chat.session)
     turn = Turn.objects.select_for_update(of=ITS_ROW).select_related("chat__session").filter(
         chat=chat, id=turn_id, state="active").first()
