@@ -4,6 +4,8 @@ from urllib.parse import urlsplit
 
 from sandbox.outbound import OutboundRefused, check_destination, unresolved_sentence
 
+from .credentials import masked_url
+
 ALLOW_LIST_HINT = ("sessions cannot reach it until it is on the outbound allow-list "
                    "(AHP_OUTBOUND_ALLOW, or the superuser's outbound allow-list in the admin)")
 
@@ -19,7 +21,8 @@ def _urls(config: object) -> list[tuple[str, str]]:
 
 
 def unreachable_endpoints(config: object) -> list[str]:
-    """A sentence per endpoint of `config` the host's outbound rules refuse."""
+    """A sentence per endpoint of `config` the host's outbound rules refuse, its URL's secrets masked
+    (the sentence reaches the admin's messages and REST answers)."""
     sentences = []
     for setting, url in _urls(config):
         parts = urlsplit(url)
@@ -29,7 +32,7 @@ def unreachable_endpoints(config: object) -> list[str]:
         except OutboundRefused as refused:
             if refused.sentence == unresolved_sentence(parts.hostname or ""):
                 continue  # not known to be private: a name this machine cannot resolve now may resolve later
-            sentences.append(f"{setting} ({url}): {refused.sentence} So {ALLOW_LIST_HINT}.")
+            sentences.append(f"{setting} ({masked_url(url)}): {refused.sentence} So {ALLOW_LIST_HINT}.")
         except ValueError:
             continue  # a malformed port was refused by the key's own check
     return sentences
