@@ -4,14 +4,14 @@ section of the admin index."""
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
-from django.http import HttpResponse
-from django.db.models import Count
+from django.db.models import Count, QuerySet
+from django.http import HttpRequest, HttpResponse
 from django.urls import path, reverse
 from django.utils import formats
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
-from grants.admin import TenantScopedAdmin, admin_principal
+from grants.admin import TenantScopedAdmin, admin_principal, administered_tenants
 from kernel.refusals import Refused
 from sessions_app.admin import SessionAdmin
 from sessions_app.models import Session, Turn
@@ -21,7 +21,6 @@ from .actions import SESSION_GRANTS, do_grant_on_session, do_revoke_on_session, 
 from .audit import OUTCOMES, REFUSAL_REASONS, arguments_text, duration_ms, refusal_sentence, who, write_csv
 from .models import AuditEntry
 from .running import activity, with_activity
-
 
 SENTENCE_SHOWN = 70  # characters; the whole sentence is the cell's tooltip and in the CSV
 
@@ -151,13 +150,22 @@ class SessionGrantsForm(forms.ModelForm):
         return data
 
 
+def short_name(session: Session) -> str:
+    return session.title or f"untitled {str(session.pk)[:8]}"
+
+
+def _session_link(session: Session | None, url: str) -> str:
+    return format_html('<a href="{}">{}</a>', url, short_name(session)) if session and url else "—"
+
+
 admin.site.unregister(Session)
 
 
 @admin.register(Session)
 class ConsoleSessionAdmin(SessionAdmin):
     form = SessionGrantsForm
-    list_display = ("__str__", "activity_words", "provider", "owner", "tenant", "parent_link", "tree_link", "depth",
+    # Depth has its filter and the session's page: the list fits 1400 px with the sidebar open.
+    list_display = ("short_name", "activity_words", "provider", "owner", "tenant", "parent_link", "tree_link",
                     "modified", "budget_used")
     fieldsets = (
         (None, {"fields": ("title", "activity_words", "provider", "owner", "tenant", "parent_link", "tree_link",
@@ -170,12 +178,33 @@ class ConsoleSessionAdmin(SessionAdmin):
     )
     TURNS_SHOWN = 20
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Session]:
         return with_activity(super().get_queryset(request))
+
+    def get_list_display(self, request: HttpRequest) -> tuple[str, ...]:
+        """The tenant column only for an operator of more than one tenant: for the others it says nothing."""
+        if administered_tenants(request.user).count() > 1:
+            return self.list_display
+        return tuple(column for column in self.list_display if column != "tenant")
 
     def get_readonly_fields(self, request, obj=None):
         return [*super().get_readonly_fields(request, obj), "per_session_grants", "catalog", "activity_words",
                 "parent_link", "tree_link", "working_directory_list", "chat_table", "turn_table"]
+
+    @admin.display(description="session", ordering="title")
+    def short_name(self, session: Session) -> str:
+        """Its title, or as the live index names an untitled one: a whole id would widen three columns."""
+        return short_name(session)
+
+    @admin.display(description="parent")
+    def parent_link(self, session: Session) -> str:
+        return _session_link(session.parent, reverse("admin:sessions_app_session_change", args=[session.parent_id])
+                             if session.parent_id else "")
+
+    @admin.display(description="tree")
+    def tree_link(self, session: Session) -> str:
+        return _session_link(session.root, reverse("admin:sessions_app_session_changelist") + f"?tree={session.root_id}"
+                             if session.root_id else "")
 
     @admin.display(description="now")
     def activity_words(self, session):
@@ -223,8 +252,8 @@ class ConsoleSessionAdmin(SessionAdmin):
         self._budget_cache = {}
         return super().changelist_view(request, extra_context)
 
-    @admin.display(description="tree budget, last hour")
-    def budget_used(self, session):
+    @admin.display(description="budget, 1 h")
+    def budget_used(self, session: Session) -> str:
         # One query per tenant on the page, not per row.
         cache = getattr(self, "_budget_cache", {})
         if session.tenant_id not in cache:

@@ -1,6 +1,6 @@
 """Charts drawn on the server as SVG: no script, no build step, readable without a browser."""
 from django.utils.html import escape
-from django.utils.safestring import mark_safe
+from django.utils.safestring import SafeString, mark_safe
 
 FONT = 'font-family="system-ui, sans-serif" font-size="11"'
 
@@ -10,7 +10,8 @@ def _svg(width, height, body, label):
                      f'width="{width}" height="{height}" viewBox="0 0 {width} {height}">{"".join(body)}</svg>')
 
 
-def stacked_columns(columns, series, label, width=760, height=220):
+def stacked_columns(columns: list[tuple[str, dict[str, int]]], series: list[tuple[str, str, str]], label: str,
+                    width: int = 760, height: int = 220) -> SafeString:
     """`columns`: [(column label, {series key: count})]; `series`: [(key, label, colour)]."""
     left, bottom, top, legend = 36, 24, 8, 170
     plot_w, plot_h = width - left - legend, height - bottom - top
@@ -20,7 +21,7 @@ def stacked_columns(columns, series, label, width=760, height=220):
             f'<text x="{left - 4}" y="{top + 10}" text-anchor="end" {FONT}>{peak}</text>',
             f'<text x="{left - 4}" y="{top + plot_h}" text-anchor="end" {FONT}>0</text>']
     for i, (column, counts) in enumerate(columns):
-        x, y = left + i * step + 1, top + plot_h
+        x, y = left + i * step + 1, float(top + plot_h)
         for key, name, colour in series:
             n = counts.get(key, 0)
             if not n:
@@ -32,7 +33,7 @@ def stacked_columns(columns, series, label, width=760, height=220):
         if i % max(len(columns) // 8, 1) == 0:
             body.append(f'<text x="{x + step / 2:.1f}" y="{height - 8}" text-anchor="middle" {FONT}>'
                         f'{escape(column)}</text>')
-    for j, (key, name, colour) in enumerate(series):
+    for j, (_, name, colour) in enumerate(series):
         y = top + 4 + j * 16
         body.append(f'<rect x="{width - legend + 10}" y="{y}" width="10" height="10" fill="{colour}"/>'
                     f'<text x="{width - legend + 26}" y="{y + 9}" {FONT}>{escape(name)}</text>')

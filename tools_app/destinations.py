@@ -5,6 +5,8 @@ from urllib.parse import urlsplit
 
 from sandbox.outbound import OutboundRefused, check_destination, unresolved_sentence
 
+from .credentials import masked_url
+
 if TYPE_CHECKING:
     from .config import HostConfig
 
@@ -23,7 +25,8 @@ def _urls(config: "HostConfig") -> list[tuple[str, str]]:
 
 
 def unreachable_endpoints(config: "HostConfig") -> list[str]:
-    """A sentence per endpoint of `config` the host's outbound rules refuse."""
+    """A sentence per endpoint of `config` the host's outbound rules refuse, its URL's secrets masked
+    (the sentence reaches the admin's messages and REST answers)."""
     sentences = []
     for setting, url in _urls(config):
         parts = urlsplit(url)
@@ -33,7 +36,7 @@ def unreachable_endpoints(config: "HostConfig") -> list[str]:
         except OutboundRefused as refused:
             if refused.sentence == unresolved_sentence(parts.hostname or ""):
                 continue  # not known to be private: a name this machine cannot resolve now may resolve later
-            sentences.append(f"{setting} ({url}): {refused.sentence} So {ALLOW_LIST_HINT}.")
+            sentences.append(f"{setting} ({masked_url(url)}): {refused.sentence} So {ALLOW_LIST_HINT}.")
         except ValueError:
             continue  # a malformed port was refused by the key's own check
     return sentences

@@ -150,6 +150,8 @@ def test_the_live_view_shows_an_echo_turns_tool_calls_as_they_happen_and_answers
     until(browser, lambda: "completed (succeeded)" in text(listing))
     assert text(f"{listing} .source") == "host" and '"sessions": [{"session": "ahp-session:/' in text(listing)
     until(browser, lambda: last_turn_state() == "complete")
+    # The first message named the session: the heading says so, not its id.
+    until(browser, lambda: text("#live-chat-title") == "/call list_sessions {} · provider echo")
 
     # The page's own client tool: the agent's call waits, running, until the operator answers it.
     ask = f"{browser.find_element(By.ID, 'live').get_attribute('data-client-id')}__ask_operator"
@@ -157,6 +159,7 @@ def test_the_live_view_shows_an_echo_turns_tool_calls_as_they_happen_and_answers
     browser.find_element(By.CSS_SELECTOR, "#live-compose input[type=submit]").click()
     asking = '.live-tool-call[data-tool="ask_operator"]'  # drawn under the name the page announced
     until(browser, lambda: "running" in text(asking))
+    until(browser, lambda: text("#live-session-list .live-meta").startswith("waiting for a client"))
     assert text(f"{asking} .source") == f"client {ask.split('__')[0]}" and 'input: {"question": "Ship it?"}' in text(asking)
     screenshot(browser, "live-session.png")
     browser.find_element(By.CSS_SELECTOR, f"{asking} input[name=answer]").send_keys("yes, ship it")
@@ -165,7 +168,7 @@ def test_the_live_view_shows_an_echo_turns_tool_calls_as_they_happen_and_answers
     assert text(".live-turn:last-child .live-markdown") == "yes, ship it"
 
 
-def test_the_audit_fits_1400_pixels_newest_first_with_its_arguments(acme, host, operator, acme_work):
+def test_the_audit_and_sessions_fit_1400_pixels_newest_first_with_its_arguments(acme, host, operator, acme_work):
     from .conftest import SENTENCES
 
     session = acme_work.session()
@@ -187,6 +190,9 @@ def test_the_audit_fits_1400_pixels_newest_first_with_its_arguments(acme, host, 
         assert browser.execute_script("return document.querySelector('#result_list thead th:last-child')"
                                       ".getBoundingClientRect().right") <= 1400
         screenshot(browser, "admin-audit.png")
+        browser.get(f"http://127.0.0.1:{host.port}/admin/sessions_app/session/")
+        assert browser.execute_script("const r = document.querySelector('#changelist .results');"
+                                      "return r.scrollWidth <= r.clientWidth")
         browser.get(f"http://127.0.0.1:{host.port}/admin/sessions_app/session/{session.pk}/change/")
         assert browser.find_element(By.CSS_SELECTOR, ".field-activity_words .readonly").text == "running"
         screenshot(browser, "admin-session.png")

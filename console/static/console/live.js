@@ -115,11 +115,16 @@
     provider = state.provider;
     chat = state.defaultChat;
     chatState = (await call("subscribe", {channel: chat})).snapshot.state;
-    $("live-chat-title").textContent = `${state.title || uri.split("/").pop()} · provider ${state.provider}`;
+    drawTitle(state.title);
     $("live-compose").hidden = false;
     refreshIndexSoon();
     await learnCatalog();
     drawChat();
+  }
+
+  // The session's title once its first message names it; its id until then.
+  function drawTitle(title) {
+    $("live-chat-title").textContent = `${title || session.split("/").pop()} · provider ${provider}`;
   }
 
   async function learnCatalog() {
@@ -149,6 +154,7 @@
     if (envelope.rejectionReason) { status("Refused: " + envelope.rejectionReason); return; }
     if (envelope.channel === session && a.type === "session/serverToolsChanged") { learnCatalog().then(drawChat); return; }
     if (envelope.channel === session && a.type.startsWith("session/inputNeeded")) refreshIndexSoon();
+    if (envelope.channel === session && a.type === "session/titleChanged") { drawTitle(a.title); refreshIndexSoon(); }
     if (envelope.channel !== chat || !chatState) return;
     const turn = chatState.activeTurn;
     if (a.type === "chat/turnStarted") {
@@ -181,6 +187,8 @@
     } else {
       return;
     }
+    // What the index says of this session (running, waiting, idle) moves with the turn and its calls.
+    if (!["chat/responsePart", "chat/delta"].includes(a.type)) refreshIndexSoon();
     drawChat();
   }
 
