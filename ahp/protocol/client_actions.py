@@ -430,7 +430,8 @@ CLIENT_ACTIONS: dict[str, ClientAction] = {
 }
 
 
-def apply(principal: Principal, client_id: str, channel: str, action: Action, origin: Origin) -> tuple[ClientAction, Any]:
+def apply(principal: Principal, client_id: str, channel: str, action: Action,
+          origin: Origin) -> tuple[ClientAction, Any]:
     """Apply a client's action: its entry and outcome, or Refused (the client hears a rejection)."""
     action_type = action.get("type")
     entry = CLIENT_ACTIONS.get(action_type) if isinstance(action_type, str) else None
