@@ -37,7 +37,8 @@ Origin = dict[str, Any]  # {"clientId", "clientSeq"}: whose action an envelope c
 Row = TypeVar("Row")  # the row an action acts on: a Session, Chat or Terminal (None on the root)
 
 # Where each channel kind's target is found.
-TARGETS: dict[str, Callable[[str, Any], Any]] = {"session": session_at, "chat": chat_at, "annotations": annotations_session_at, "terminal": terminal_at}
+TARGETS: dict[str, Callable[[str, Any], Any]] = {"session": session_at, "chat": chat_at,
+                                                 "annotations": annotations_session_at, "terminal": terminal_at}
 
 
 class NoSuchChannel(Exception):
