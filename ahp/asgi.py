@@ -11,8 +11,8 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.urls import path  # noqa: E402
 
-from ahp.protocol.consumer import AhpConsumer  # noqa: E402
 from ahp.mcp.endpoint import with_tools_endpoint  # noqa: E402
+from ahp.protocol.consumer import AhpConsumer  # noqa: E402
 from sandbox.outbound import remember_served_port  # noqa: E402
 
 

@@ -31,7 +31,7 @@ class Heartbeat(bootsteps.StartStopStep):
     """Each worker records its own heartbeat, at once (so /healthz sees a new worker) and then on
     its timer: a periodic task would be run by whichever worker took it, not by this node's."""
 
-    requires = {"celery.worker.components:Timer"}
+    requires = ("celery.worker.components:Timer",)
 
     def start(self, worker) -> None:
         record_heartbeat(worker.hostname)

@@ -160,9 +160,12 @@ class ServingProcess(Child):
 
     def heard(self) -> None:
         """Its one word: it serves (a byte), or it has gone (nothing)."""
-        asyncio.get_running_loop().remove_reader(self.handoff.fileno())
+        handoff = self.handoff
+        if handoff is None:
+            return
+        asyncio.get_running_loop().remove_reader(handoff.fileno())
         try:
-            self.ready = bool(self.handoff.recv(1))
+            self.ready = bool(handoff.recv(1))
         except OSError:
             self.ready = False
         if self.ready:
@@ -296,7 +299,7 @@ async def run(host: str, port: int, count: int, app: str) -> list[subprocess.Pop
         front.listener.close()
     for task in tasks:
         task.cancel()
-    return [p.process for p in processes if p.running()]
+    return [p.process for p in processes if p.process is not None and p.running()]
 
 
 def main(argv=None):

@@ -16,7 +16,7 @@ VAR_DIR = Path(os.environ.get("AHP_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 # Every environment variable the host reads; docker-compose.yml is checked against this list.
-ENVIRONMENT_KEYS = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "ALLOWED_HOSTS", "DEBUG", "AHP_VAR_DIR", "LOG_LEVEL",
+ENVIRONMENT_KEYS: tuple[str, ...] = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "ALLOWED_HOSTS", "DEBUG", "AHP_VAR_DIR", "LOG_LEVEL",
                     "AHP_HEARTBEAT_SECONDS", "AHP_TRUSTED_PROXIES", "AHP_REQUEST_DEADLINE_SECONDS",
                     "AHP_MAX_SESSIONS_PER_PERSON", "AHP_MAX_CHATS_PER_PERSON", "AHP_MAX_CREATIONS_PER_MINUTE",
                     "AHP_MAX_CONNECTIONS_PER_PERSON", "SECURE_PROXY_SSL_HEADER",
@@ -270,7 +270,7 @@ if REDIS_URL:
     # wait and one takes over within the lock's timeout once the holder is gone.
     CELERY_BEAT_SCHEDULER = "redbeat.RedBeatScheduler"
     CELERY_REDBEAT_REDIS_URL = REDIS_URL
-    CELERY_REDBEAT_REDIS_OPTIONS = {}
+    CELERY_REDBEAT_REDIS_OPTIONS: dict[str, object] = {}
     CELERY_REDBEAT_KEY_PREFIX = f"{AHP_REDIS_KEY_PREFIX}:redbeat"
     CELERY_REDBEAT_LOCK_TIMEOUT = 30
     CELERY_BEAT_MAX_LOOP_INTERVAL = 5  # the holder renews its lock, and the others try for it, this often

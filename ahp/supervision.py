@@ -20,7 +20,7 @@ STOP_GRACE_SECONDS = 10.0
 class Child:
     name: str
     argv: list
-    process: subprocess.Popen = None
+    process: subprocess.Popen | None = None
     started: float = 0.0
     pause: float = FIRST_RESTART_SECONDS
     due: float = 0.0  # when a dead child starts again

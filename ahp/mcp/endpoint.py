@@ -23,14 +23,17 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any, Literal
 
 import anyio
+import anyio.abc
 from django.db import InterfaceError, OperationalError, connection
 from django.db.models.signals import post_delete
 from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 
+from ahp.asgi_io import App, Message, Receive, Scope, Send, header, send_json
 from ahp.protocol import errors, frames
 from grants import liveness
 from grants.authentication import token_from_headers
@@ -43,8 +46,9 @@ from kernel.rows import Columns, fetch_one, table
 from sessions_app import actions
 from sessions_app.events.heartbeat import keep_process_alive
 from sessions_app.events.sockets import HEARTBEAT_SECONDS
-from sessions_app.models import PUBLISHED_TOOLS, Chat, Session
+from sessions_app.models import PUBLISHED_TOOLS, Chat, Session, Turn
 from sessions_app.tools_endpoint import ToolsEndpoint, remember_listener
+from tools_app.catalog.catalog import CatalogSnapshot
 from tools_app.catalog.loader import catalog_for_chat
 from tools_app.queries import running_turn
 from tools_app.runtime.toolbox import ChatToolbox
@@ -77,7 +81,7 @@ class OpenEndpoint:
 
 # Rows ------------------------------------------------------------------------------------------
 
-def open_endpoint(session_id, token):
+def open_endpoint(session_id: uuid.UUID, token: str) -> OpenEndpoint | None:
     """The endpoint `token` opens on the session, checked as of now, or None."""
     row = (ToolsEndpoint.objects.select_related("session__tenant", "api_token__tenant", "api_token__person")
            .filter(session_id=session_id, token_sha256=ToolsEndpoint.digest(token)).first())
@@ -101,12 +105,12 @@ def open_endpoint(session_id, token):
 # host, in another of its processes (grants.liveness; the endpoint's own rows deleted count too),
 # or HEARTBEAT_SECONDS after the check, the bound within which a socket of this process learns of
 # a change committed in another.
-_checked = {}
+_checked: dict[tuple[uuid.UUID, str], tuple[OpenEndpoint, Any, float]] = {}
 CHECKS_KEPT = 10_000
 post_delete.connect(liveness.changed_after_commit, sender=ToolsEndpoint, dispatch_uid="liveness-delete-ToolsEndpoint")
 
 
-async def checked_endpoint(session_id, token):
+async def checked_endpoint(session_id: uuid.UUID, token: str) -> OpenEndpoint | None:
     """`open_endpoint`, answered from this process's last check while it holds."""
     key = (session_id, ToolsEndpoint.digest(token))
     now = time.monotonic()
@@ -124,7 +128,7 @@ async def checked_endpoint(session_id, token):
     return endpoint
 
 
-def default_chat(session_id):
+def default_chat(session_id: uuid.UUID) -> Chat:
     """The session's default chat, with its session (all but its published tools) and tenant: one
     hand-written statement, as every `tools/list` reads it."""
     columns, sql = _default_chat_reading()
@@ -137,14 +141,14 @@ def default_chat(session_id):
 
 
 @functools.cache
-def _default_chat_reading():
+def _default_chat_reading() -> tuple[tuple[Columns, ...], str]:
     columns = (Columns(Chat, "c"), Columns(Session, "s", leave=(PUBLISHED_TOOLS,)), Columns(Tenant, "n"))
     return columns, (f"SELECT {', '.join(c.sql for c in columns)} FROM {table(Chat)} c "
                      f"JOIN {table(Session)} s ON s.id = c.session_id JOIN {table(Tenant)} n ON n.id = s.tenant_id "
                      "WHERE c.session_id = %s AND c.is_default = %s")
 
 
-def tool_definitions(session_id):
+def tool_definitions(session_id: uuid.UUID) -> list[dict[str, Any]]:
     """Exactly what the in-process path offers the session's default chat."""
     return offered(catalog_for_chat(default_chat(session_id)))[0]
 
@@ -154,7 +158,7 @@ def tool_definitions(session_id):
 _OFFERED = Kept(1024)
 
 
-def offered(snapshot):
+def offered(snapshot: CatalogSnapshot) -> tuple[list[dict[str, Any]], list[types.Tool]]:
     kept = _OFFERED.get(id(snapshot))
     if kept is None or kept[0] is not snapshot:
         definitions = [{k: v for k, v in d.items() if k not in AHP_ONLY_KEYS} for d in snapshot.definitions]
@@ -162,7 +166,7 @@ def offered(snapshot):
     return kept[1:]
 
 
-def turn_for_call(endpoint):
+def turn_for_call(endpoint: OpenEndpoint) -> Turn:
     """The turn a call runs in: the default chat's active turn when the caller may act in it,
     else one the host begins, sent by the caller."""
     while True:
@@ -192,16 +196,16 @@ def turn_for_call(endpoint):
 
 
 # Turns this process watches until they are quiet, each by one task on the serving loop.
-_watched = {}
+_watched: dict[uuid.UUID, asyncio.Task] = {}
 
 
-def watch_until_quiet(turn_id):
+def watch_until_quiet(turn_id: uuid.UUID) -> None:
     task = _watched.get(turn_id)
     if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
         _watched[turn_id] = asyncio.get_running_loop().create_task(end_when_quiet(turn_id))
 
 
-async def end_when_quiet(turn_id):
+async def end_when_quiet(turn_id: uuid.UUID) -> None:
     """End the host's turn for an attached agent once it is quiet. Every process that served one
     of its calls watches it and asks the rows, so it ends whichever process served its last call;
     a process that died with it is left to the sweep of abandoned turns."""
@@ -226,20 +230,20 @@ async def end_when_quiet(turn_id):
 server = Server("ahp-host", instructions="The tools of one AHP session's default chat.")
 
 
-def current_endpoint():
-    return server.request_context.request.scope["ahp.endpoint"]
+def current_endpoint() -> OpenEndpoint:
+    return server.request_context.request.scope["ahp.endpoint"]  # type: ignore[union-attr]  # set for every call
 
 
-def tools_to_list(session_id):
+def tools_to_list(session_id: uuid.UUID) -> list[types.Tool]:
     return offered(catalog_for_chat(default_chat(session_id)))[1]
 
 
-async def list_tools(request):
+async def list_tools(request: types.ListToolsRequest) -> types.ServerResult:
     tools = await database_sync_to_async(tools_to_list)(current_endpoint().session_id)
     return types.ServerResult(types.ListToolsResult(tools=tools))
 
 
-async def call_tool(request):
+async def call_tool(request: types.CallToolRequest) -> types.ServerResult:
     endpoint = current_endpoint()
     name, arguments = request.params.name, request.params.arguments or {}
     try:
@@ -261,13 +265,13 @@ server.request_handlers[types.CallToolRequest] = call_tool
 INITIALIZATION_OPTIONS = server.create_initialization_options()  # after the handlers: it reads them
 
 
-def error_result(text):
+def error_result(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=True)
 
 
-def mcp_result(result):
+def mcp_result(result: dict[str, Any]) -> types.CallToolResult:
     """An AHP ToolCallResult as the MCP CallToolResult it mirrors."""
-    content = []
+    content: list[types.ContentBlock] = []
     for item in result.get("content") or ():
         if item.get("type") == "text":
             content.append(types.TextContent(type="text", text=item["text"]))
@@ -283,11 +287,11 @@ def mcp_result(result):
                                 isError=not result.get("success"))
 
 
-async def serve_mcp(scope, receive, send):
+async def serve_mcp(scope: Scope, receive: Receive, send: Send) -> None:
     """One stateless streamable-HTTP exchange through the SDK's transport and server."""
     transport = StreamableHTTPServerTransport(mcp_session_id=None, is_json_response_enabled=True)
 
-    async def run_server(*, task_status=anyio.TASK_STATUS_IGNORED):
+    async def run_server(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         async with transport.connect() as (read_stream, write_stream):
             task_status.started()
             await server.run(read_stream, write_stream, INITIALIZATION_OPTIONS, stateless=True)
@@ -303,19 +307,11 @@ async def serve_mcp(scope, receive, send):
 
 # The ASGI app ------------------------------------------------------------------------------------
 
-async def send_json(send, status, payload, headers=()):
-    body = json.dumps(payload).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            *headers]})
-    await send({"type": "http.response.body", "body": body})
-
-
-def rpc_error(request_id, code, message):
+def rpc_error(request_id: Any, code: int, message: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
 
 
-async def read_body(receive):
+async def read_body(receive: Receive) -> bytes | Literal[False] | None:
     """The whole body, None when the client left, or False once it passes MAX_BODY_BYTES (the
     rest is never read)."""
     chunks, size = [], 0
@@ -332,7 +328,7 @@ async def read_body(receive):
             return b"".join(chunks)
 
 
-def parse_body(body):
+def parse_body(body: bytes) -> Any:
     """The JSON-RPC message in `body`, or BadFrame: the socket's frame rules, and nesting too
     deep for the parser itself is refused as too deep (-32600), not as unreadable."""
     try:
@@ -345,7 +341,7 @@ def parse_body(body):
         raise
 
 
-def too_deep_to_parse(body):
+def too_deep_to_parse(body: bytes) -> bool:
     try:
         json.loads(body)
     except RecursionError:
@@ -355,17 +351,17 @@ def too_deep_to_parse(body):
     return False
 
 
-def declared_length(scope):
+def declared_length(scope: Scope) -> int:
     try:
         return int(header(scope, b"content-length") or 0)
     except ValueError:
         return 0
 
 
-def replay(body, receive):
+def replay(body: bytes, receive: Receive) -> Receive:
     sent = False
 
-    async def replayed():
+    async def replayed() -> Message:
         nonlocal sent
         if not sent:
             sent = True
@@ -375,7 +371,7 @@ def replay(body, receive):
     return replayed
 
 
-def session_id_of(path):
+def session_id_of(path: str) -> uuid.UUID | None:
     raw = path[len(PATH_PREFIX):].strip("/")
     try:
         return uuid.UUID(raw)
@@ -383,14 +379,7 @@ def session_id_of(path):
         return None
 
 
-def header(scope, name):
-    for key, value in scope.get("headers") or ():
-        if key == name:
-            return value.decode("latin-1")
-    return ""
-
-
-async def tools_endpoint_app(scope, receive, send):
+async def tools_endpoint_app(scope: Scope, receive: Receive, send: Send) -> None:
     # This loop serves for as long as the process does: what a call publishes is sent from it
     # (no ORM thread waits on the channel layer), and the turns it begins are this process's.
     serve_from(asyncio.get_running_loop())
@@ -432,10 +421,10 @@ async def tools_endpoint_app(scope, receive, send):
     await serve_mcp({**scope, "ahp.endpoint": endpoint}, replay(body, receive), send)
 
 
-def with_tools_endpoint(django_app):
+def with_tools_endpoint(django_app: App) -> App:
     """The host's HTTP app: paths under /ahp-mcp/ go to the tools endpoint, the rest to Django."""
 
-    async def app(scope, receive, send):
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             remember_listener(scope)
             if scope["path"].startswith(PATH_PREFIX):

@@ -7,7 +7,11 @@ application_close_timeout) still has its row ended."""
 import asyncio
 import logging
 import weakref
+from collections.abc import Callable
+from typing import Any
+from uuid import UUID
 
+from grants.models import Tenant
 from kernel.orm import database_sync_to_async
 from sessions_app.actions import do_close_connections, do_open_connections
 from tools_app.config import HostConfig
@@ -15,18 +19,19 @@ from tools_app.config import HostConfig
 logger = logging.getLogger(__name__)
 
 BATCH = 500  # sockets per transaction
+Write = Callable[[list[Any]], list[Any]]  # items -> one result per item, on the ORM threads
 
 
 class Batches:
     """Items handed to `write` (a function of a list of items answering one result per item, run
     on the ORM threads) in batches: whatever arrives while a batch is written goes in the next."""
 
-    def __init__(self, write):
+    def __init__(self, write: Write) -> None:
         self.write = write
-        self.waiting = []  # (item, future)
-        self.writer = None
+        self.waiting: list[tuple[Any, asyncio.Future]] = []  # (item, future)
+        self.writer: asyncio.Task | None = None
 
-    async def written(self, item):
+    async def written(self, item: Any) -> Any:
         """`item`'s result, once its batch was written; its batch's exception when that failed."""
         loop = asyncio.get_running_loop()
         done = loop.create_future()
@@ -36,7 +41,7 @@ class Batches:
             self.writer = loop.create_task(self.write_all())
         return await asyncio.shield(done)
 
-    async def write_all(self):
+    async def write_all(self) -> None:
         while self.waiting:
             batch, self.waiting = self.waiting[:BATCH], self.waiting[BATCH:]
             try:
@@ -46,17 +51,17 @@ class Batches:
                 for _, done in batch:
                     done.set_exception(exc)
             else:
-                for (_, done), result in zip(batch, results):
+                for (_, done), result in zip(batch, results, strict=True):
                     done.set_result(result)
 
 
-def end_rows(closings):
+def end_rows(closings: list[tuple[UUID, Tenant, bool]]) -> list[None]:
     """Each closing is (connection id, tenant, schedule releases?)."""
     from sessions_app.tasks import release_client
 
     tenants = {tenant.pk: tenant for _, tenant, _ in closings}
 
-    def timeout_ms(tenant_id):
+    def timeout_ms(tenant_id: int) -> int:
         return HostConfig.current(tenants[tenant_id]).client_tool_call_disconnect_timeout_ms
 
     due = do_close_connections([connection_id for connection_id, _, _ in closings], timeout_ms)
@@ -67,23 +72,24 @@ def end_rows(closings):
     return [None] * len(closings)
 
 
-_batches = weakref.WeakKeyDictionary()  # event loop -> {write function: its Batches}
+# event loop -> {write function: its Batches}
+_batches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Write, Batches]] = weakref.WeakKeyDictionary()
 
 
-async def written(write, item):
+async def written(write: Write, item: Any) -> Any:
     batches = _batches.setdefault(asyncio.get_running_loop(), {})
     if write not in batches:
         batches[write] = Batches(write)
     return await batches[write].written(item)
 
 
-async def open_connection(tenant, client_id, process, person, channel):
+async def open_connection(tenant: Tenant, client_id: str, process: str, person: Any, channel: str) -> tuple[Any, int]:
     """(The connection's row, the tenant's newest serverSeq), written with the other sockets
     opening meanwhile."""
     return await written(do_open_connections, (tenant, client_id, process, person, channel))
 
 
-async def close_connection(connection_id, tenant, schedule=True):
+async def close_connection(connection_id: UUID, tenant: Tenant, schedule: bool = True) -> None:
     """Once the connection's batch was written, or failed: then the sweep ends the rows, as
     untracked they go stale and it closes them by the disconnect rule."""
     try:

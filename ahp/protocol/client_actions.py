@@ -37,7 +37,8 @@ Origin = dict[str, Any]  # {"clientId", "clientSeq"}: whose action an envelope c
 Row = TypeVar("Row")  # the row an action acts on: a Session, Chat or Terminal (None on the root)
 
 # Where each channel kind's target is found.
-TARGETS: dict[str, Callable[[str, Any], Any]] = {"session": session_at, "chat": chat_at, "annotations": annotations_session_at, "terminal": terminal_at}
+TARGETS: dict[str, Callable[[str, Any], Any]] = {"session": session_at, "chat": chat_at,
+                                                 "annotations": annotations_session_at, "terminal": terminal_at}
 
 
 class NoSuchChannel(Exception):
@@ -430,7 +431,8 @@ CLIENT_ACTIONS: dict[str, ClientAction] = {
 }
 
 
-def apply(principal: Principal, client_id: str, channel: str, action: Action, origin: Origin) -> tuple[ClientAction, Any]:
+def apply(principal: Principal, client_id: str, channel: str, action: Action,
+          origin: Origin) -> tuple[ClientAction, Any]:
     """Apply a client's action: its entry and outcome, or Refused (the client hears a rejection)."""
     action_type = action.get("type")
     entry = CLIENT_ACTIONS.get(action_type) if isinstance(action_type, str) else None

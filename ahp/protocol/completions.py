@@ -4,26 +4,33 @@ commands list them: by descriptor, as the session's identity, following no link)
 import posixpath
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from grants.models import Principal
 from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
 from sandbox.workspaces import folder_path
 from sessions_app.channels import chat_at
+from sessions_app.models import Session
 from tools_app.families import files
 
 from . import errors
+from .errors import Params
+
+if TYPE_CHECKING:
+    from .consumer import AhpConsumer
 
 MAX_ITEMS = 50
 MENTION = re.compile(r"(?:^|(?<=\s))@(\S*)$")
 
 
-def mention(text, offset):
+def mention(text: str, offset: int) -> tuple[int, str] | None:
     """(where the `@` word before `offset` starts, what follows the `@`), or None."""
     found = MENTION.search(text[:offset])
     return (found.start(), found.group(1)) if found else None
 
 
-def file_items(principal, session, start, end, typed):
+def file_items(principal: Principal, session: Session, start: int, end: int, typed: str) -> list[Params]:
     """Completion items for `typed` (a path relative to a working directory, its last part a prefix)."""
     folder_part, _, prefix = typed.rpartition("/")
     if posixpath.isabs(folder_part) or ".." in folder_part.split("/"):
@@ -50,7 +57,7 @@ def file_items(principal, session, start, end, typed):
     return items
 
 
-async def completions(consumer, params):
+async def completions(consumer: "AhpConsumer", params: Params) -> Params:
     """CompletionsParams {channel (a chat), kind, text, offset} -> {items}."""
     uri = errors.require(params, "channel", str)
     kind = errors.require(params, "kind", str)
@@ -60,7 +67,7 @@ async def completions(consumer, params):
         raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: offset must be a number from 0 to the text's "
                                                      "length.")
 
-    def items():
+    def items() -> list[Params]:
         chat = chat_at(uri, consumer.tenant)
         if chat is None or not consumer.principal.may("session:read", chat.session):
             raise errors.RpcError(errors.NOT_FOUND, f"No chat {uri} here.")

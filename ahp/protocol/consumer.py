@@ -181,8 +181,9 @@ class AhpConsumer(AccessConsumer):
                 await self.channel_layer.group_discard(group, self.channel_name)
         except Exception as exc:
             logger.info("Could not leave the channel layer's groups (%s); they expire there", exc)
-        if getattr(self, "connection_id", None):
-            await bookkeeping.close_connection(self.connection_id, self.tenant, schedule=layer_up)
+        connection_id = getattr(self, "connection_id", None)
+        if connection_id:
+            await bookkeeping.close_connection(connection_id, self.tenant, schedule=layer_up)
 
     # Frames ------------------------------------------------------------------------------------
 

@@ -1,4 +1,7 @@
 """AHP's JSON-RPC error codes, and the one exception handlers raise to answer with one."""
+from typing import Any
+
+Params = dict[str, Any]  # a request's params (or a handler's result): a JSON object
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -19,7 +22,7 @@ class RpcError(Exception):
     """`closes`: the WebSocket close code the connection ends with once the error is sent (the
     protocol closes it after -32005), or None to keep it open."""
 
-    def __init__(self, code, message, data=None, closes=None):
+    def __init__(self, code: int, message: str, data: Any = None, closes: int | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -27,7 +30,7 @@ class RpcError(Exception):
         self.closes = closes
 
 
-def valid_id(request_id):
+def valid_id(request_id: Any) -> bool:
     """JSON-RPC 2.0: an id is a string, a number or null (never an object, an array or a boolean)."""
     return request_id is None or isinstance(request_id, str) or (
         isinstance(request_id, (int, float)) and not isinstance(request_id, bool))
@@ -36,7 +39,7 @@ def valid_id(request_id):
 _TYPE_WORDS = {str: "a string", list: "an array", dict: "an object", int: "a number", bool: "a boolean"}
 
 
-def require(params, name, kind):
+def require(params: Params, name: str, kind: type) -> Any:
     """params[name], which must be present and of `kind`; otherwise -32602 naming the field."""
     if name not in params:
         raise RpcError(INVALID_PARAMS, f"Invalid params: {name} is required.")

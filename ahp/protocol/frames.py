@@ -7,6 +7,7 @@ recursion of whatever walks it next. Each is refused here, once, for every metho
 """
 import json
 import re
+from typing import Any, NoReturn
 
 from . import errors
 
@@ -19,16 +20,16 @@ SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
 
 
 class BadFrame(errors.RpcError):
-    def __init__(self, code, message, request_id=None):
+    def __init__(self, code: int, message: str, request_id: Any = None) -> None:
         super().__init__(code, message)
         self.request_id = request_id
 
 
-def _not_a_constant(name):
+def _not_a_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not JSON")
 
 
-def _walk(message, check_text):
+def _walk(message: Any, check_text: bool) -> None:
     """Raise BadFrame for nesting over MAX_NESTING or (when `check_text`) a string that
     cannot be stored; iterative, so a deep frame cannot exhaust the stack here."""
     stack = [(message, 1)]
@@ -49,7 +50,7 @@ def _walk(message, check_text):
             _check_text(value)
 
 
-def _check_text(text):
+def _check_text(text: str) -> None:
     if "\x00" in text:
         raise BadFrame(errors.INVALID_REQUEST, BAD_TEXT)
     try:
@@ -58,7 +59,7 @@ def _check_text(text):
         raise BadFrame(errors.INVALID_REQUEST, BAD_TEXT) from None
 
 
-def parse(text):
+def parse(text: str) -> Any:
     """The JSON value in `text`, or BadFrame (carrying the request id when one was readable)."""
     try:
         message = json.loads(text, parse_constant=_not_a_constant)

@@ -41,9 +41,11 @@ HOMED_ACTIONS = ("chat/turnStarted", "chat/turnCancelled", "chat/pendingMessageS
                  "terminal/resized")
 
 Handler = Callable[[Any, dict], Awaitable[Any]]
-_serving: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task] = weakref.WeakKeyDictionary()  # event loop -> its task answering this process's requests
+# event loop -> its task answering this process's requests
+_serving: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task] = weakref.WeakKeyDictionary()
 _kept: set[asyncio.Task] = set()  # requests and turns begun for visitors, kept from the garbage collector
-_rows: dict[tuple[int, int | None], tuple[float, Tenant, Any]] = {}  # (tenant id, person id) -> (read at, tenant, person) of the visitors this process served
+# (tenant id, person id) -> (read at, tenant, person) of the visitors this process served
+_rows: dict[tuple[int, int | None], tuple[float, Tenant, Any]] = {}
 REMEMBERED_ROWS = 10_000
 
 

@@ -3,25 +3,30 @@ params and returns the result; a refusal is an RpcError or a Refused the transpo
 import base64
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.db.models import Q
 
 from agents.registry import get_provider
-from grants.models import ApiToken
+from grants.models import ApiToken, Principal
 from kernel.ids import parse_uuid
 from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
 from sessions_app import actions, events, state
 from sessions_app.channels import chat_at, parse, session_at
-from sessions_app.models import Session, Turn
+from sessions_app.models import Chat, Session, Turn
 from tools_app.config import HostConfig
 from tools_app.live import refresh_server_tools
 from tools_app.prewarm import prewarm_session
 from tools_app.sessions import do_end_session, do_fork_session, do_start_session
 
 from . import client_actions, completions, errors, homes, resources, session_config, subscriptions, terminals, watches
+
+if TYPE_CHECKING:
+    from .consumer import AhpConsumer
+
+Params = dict[str, Any]  # a request's params, or a result
 
 SUPPORTED_VERSIONS = ("1.1.0", "1.0.0")  # newest first; docs/wire.md says what 1.1.0 adds
 SERVER_INFO = {"name": "ahp-host", "version": "0.1.0"}
@@ -30,25 +35,26 @@ NO_COMMON_VERSION = "No protocol version both sides speak."
 NO_COMMON_VERSION_CLOSE = 1000  # after -32005 the protocol closes the connection: a normal closure, nothing to retry
 
 
-def negotiate(offered):
+def negotiate(offered: list[Any]) -> str | None:
     """The highest offered version caret-compatible with one this host supports, or None."""
-    def parsed(version):
+    def parsed(version: Any) -> tuple[int, ...] | None:
         parts = version.split(".") if isinstance(version, str) else []
         return tuple(int(p) for p in parts) if len(parts) == 3 and all(p.isdigit() for p in parts) else None
 
+    supported = [v for v in map(parsed, SUPPORTED_VERSIONS) if v is not None]
     compatible = []
     for version in offered:
         v = parsed(version)
-        if v and any(v[0] == s[0] and v >= s for s in map(parsed, SUPPORTED_VERSIONS)):
+        if v and any(v[0] == s[0] and v >= s for s in supported):
             compatible.append((v, version))
     return max(compatible)[1] if compatible else None
 
 
-def encode_cursor(session):
+def encode_cursor(session: Session) -> str:
     return base64.urlsafe_b64encode(f"{session.modified.isoformat()}|{session.id}".encode()).decode()
 
 
-def decode_cursor(cursor):
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         modified, _, session_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
         return datetime.fromisoformat(modified), session_id
@@ -56,14 +62,14 @@ def decode_cursor(cursor):
         raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: cursor is not one this host gave.") from None
 
 
-def session_or_not_found(consumer, uri):
+def session_or_not_found(consumer: "AhpConsumer", uri: Any) -> Session:
     session = session_at(uri, consumer.tenant) if isinstance(uri, str) else None
     if session is None or not consumer.principal.may("session:read", session):
         raise errors.RpcError(errors.NOT_FOUND, f"No session {uri} here.")
     return session
 
 
-def chat_or_not_found(consumer, uri):
+def chat_or_not_found(consumer: "AhpConsumer", uri: Any) -> Chat:
     chat = chat_at(uri, consumer.tenant) if isinstance(uri, str) else None
     if chat is None or not consumer.principal.may("session:read", chat.session):
         raise errors.RpcError(errors.NOT_FOUND, f"No chat {uri} here.")
@@ -72,7 +78,7 @@ def chat_or_not_found(consumer, uri):
 
 # Lifecycle -------------------------------------------------------------------------------------
 
-async def initialize(consumer, params):
+async def initialize(consumer: "AhpConsumer", params: Params) -> Params:
     if consumer.client_id is not None:  # negotiated already: a second offer ends nothing
         raise errors.RpcError(errors.INVALID_REQUEST, "This connection is already initialized.")
     versions = errors.require(params, "protocolVersions", list)
@@ -95,7 +101,7 @@ async def initialize(consumer, params):
     return {"protocolVersion": chosen, "serverSeq": seq, "serverInfo": SERVER_INFO, "snapshots": snapshots}
 
 
-def protected_resource(resource):
+def protected_resource(resource: str) -> Params:
     """The ProtectedResourceMetadata (RFC 9728, as AuthRequiredErrorData carries it) of what
     `authenticate` named: this host's API tokens, given on the upgrade as a bearer header or
     `?tkn=`, or pushed with `authenticate`."""
@@ -103,7 +109,7 @@ def protected_resource(resource):
             "bearer_methods_supported": ["header", "query"], "required": True}
 
 
-async def authenticate(consumer, params):
+async def authenticate(consumer: "AhpConsumer", params: Params) -> Params:
     """A fresh token pushed on an open connection (one about to lapse replaced): from here on the
     connection lives as long as that token does. A connection keeps the person it opened as."""
     errors.require(params, "resource", str)
@@ -119,11 +125,11 @@ async def authenticate(consumer, params):
     return {}
 
 
-async def ping(consumer, params):
+async def ping(consumer: "AhpConsumer", params: Params) -> None:
     return None
 
 
-async def reconnect(consumer, params):
+async def reconnect(consumer: "AhpConsumer", params: Params) -> Params:
     client_id = errors.require(params, "clientId", str)
     last_seen = errors.require(params, "lastSeenServerSeq", int)
     wanted = errors.require(params, "subscriptions", list)
@@ -134,7 +140,7 @@ async def reconnect(consumer, params):
 
 # Subscriptions ---------------------------------------------------------------------------------
 
-async def subscribe(consumer, params):
+async def subscribe(consumer: "AhpConsumer", params: Params) -> Params:
     uri = errors.require(params, "channel", str)
     if uri.startswith(watches.PREFIX):
         return {"snapshot": await watches.subscribe(consumer, uri)}
@@ -145,7 +151,7 @@ async def subscribe(consumer, params):
     return {"snapshot": await subscriptions.subscribe_to(consumer, uri)}
 
 
-async def unsubscribe(consumer, params):
+async def unsubscribe(consumer: "AhpConsumer", params: Params) -> None:
     uri = errors.require(params, "channel", str)
     await subscriptions.unsubscribe(consumer, uri)
     watches.release(consumer, uri)
@@ -154,7 +160,7 @@ async def unsubscribe(consumer, params):
 
 # Commands --------------------------------------------------------------------------------------
 
-async def list_sessions(consumer, params):
+async def list_sessions(consumer: "AhpConsumer", params: Params) -> Params:
     limit = params.get("limit", DEFAULT_PAGE)
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: limit must be a positive number.")
@@ -164,7 +170,7 @@ async def list_sessions(consumer, params):
     return await database_sync_to_async(session_page)(consumer.principal, min(limit, MAX_PAGE), cursor)
 
 
-def session_page(principal, limit, cursor):
+def session_page(principal: Principal, limit: int, cursor: str | None) -> Params:
     sessions = Session.objects.visible_to(principal).listed().order_by("-modified", "-id")
     if cursor:
         modified, session_id = decode_cursor(cursor)
@@ -174,13 +180,13 @@ def session_page(principal, limit, cursor):
             raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: cursor is not one this host gave.") from None
     page = list(sessions[: limit + 1])
     catalogues = state.chat_catalogues(page[:limit])  # SessionSummary.chats and defaultChat
-    result = {"items": [{**s.summary(), **catalogues[s.pk]} for s in page[:limit]]}
+    result: Params = {"items": [{**s.summary(), **catalogues[s.pk]} for s in page[:limit]]}
     if len(page) > limit:
         result["nextCursor"] = encode_cursor(page[limit - 1])
     return result
 
 
-def selected_model(model):
+def selected_model(model: Any) -> str | None:
     """createSession's `model` (a ModelSelection {id}; a bare id is taken too) as its id, or None."""
     model_id = model.get("id") if isinstance(model, dict) else model
     if model is not None and not (isinstance(model_id, str) and 0 < len(model_id) <= 200):
@@ -188,7 +194,7 @@ def selected_model(model):
     return model_id
 
 
-def selected_agent(agent):
+def selected_agent(agent: Any) -> str | None:
     """createSession's `agent` (an AgentSelection {uri}: the name of one of the tenant's agent
     definitions, the only custom agents this host has) as that name, or None."""
     uri = agent.get("uri") if isinstance(agent, dict) else None
@@ -197,7 +203,7 @@ def selected_agent(agent):
     return uri
 
 
-async def create_session(consumer, params):
+async def create_session(consumer: "AhpConsumer", params: Params) -> None:
     uri = errors.require(params, "channel", str)
     kind, session_id = parse(uri)
     if kind != "session":
@@ -218,7 +224,7 @@ async def create_session(consumer, params):
                                  and isinstance(fork.get("turnId"), str)):
         raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: fork must be a SessionForkSource {session, turnId}.")
 
-    def create():
+    def create() -> None:
         with transaction.atomic():
             if fork is None:
                 session = do_start_session(consumer.principal, session_id, provider, folders, config, model, agent)
@@ -243,17 +249,17 @@ async def create_session(consumer, params):
     return None
 
 
-async def dispose_session(consumer, params):
+async def dispose_session(consumer: "AhpConsumer", params: Params) -> None:
     uri = errors.require(params, "channel", str)
 
-    def dispose():
+    def dispose() -> None:
         do_end_session(consumer.principal, session_or_not_found(consumer, uri))
 
     await database_sync_to_async(dispose)()
     return None
 
 
-async def create_chat(consumer, params):
+async def create_chat(consumer: "AhpConsumer", params: Params) -> None:
     session_uri = errors.require(params, "channel", str)
     chat_uri = errors.require(params, "chat", str)
     kind, chat_id = parse(chat_uri)
@@ -265,7 +271,7 @@ async def create_chat(consumer, params):
     source = params.get("source")
     principal = consumer.principal
 
-    def create():
+    def create() -> Turn | None:
         session = session_or_not_found(consumer, session_uri)
         origin = None
         if isinstance(source, dict) and source.get("kind") in ("fork", "sideChat"):
@@ -285,10 +291,10 @@ async def create_chat(consumer, params):
     return None
 
 
-async def dispose_chat(consumer, params):
+async def dispose_chat(consumer: "AhpConsumer", params: Params) -> None:
     uri = errors.require(params, "channel", str)
 
-    def dispose():
+    def dispose() -> None:
         actions.do_dispose_chat(consumer.principal, chat_or_not_found(consumer, uri))
 
     await database_sync_to_async(dispose)()
@@ -299,7 +305,7 @@ MOVE_TO_NEW_SESSION = ("moveChat to a new session is not offered here: create th
                        "its default chat.")
 
 
-async def move_chat(consumer, params):
+async def move_chat(consumer: "AhpConsumer", params: Params) -> Params:
     """moveChat {channel (the chat), destination: {kind: "chat", chat}, requestId}: the chat moves
     into the destination chat's session (docs/wire.md says what of the types' move is kept)."""
     uri = errors.require(params, "channel", str)
@@ -313,7 +319,7 @@ async def move_chat(consumer, params):
         raise errors.RpcError(errors.INVALID_PARAMS,
                               'Invalid params: destination must be {kind: "chat", chat} or {kind: "newSession"}.')
 
-    def move():
+    def move() -> Params:
         chat = chat_or_not_found(consumer, uri)
         return actions.do_move_chat(consumer.principal, chat, chat_or_not_found(consumer, destination["chat"]),
                                     request_id, HostConfig.for_tenant(consumer.tenant).chat_moves_enabled)
@@ -321,7 +327,7 @@ async def move_chat(consumer, params):
     return await database_sync_to_async(move)()
 
 
-async def fetch_turns(consumer, params):
+async def fetch_turns(consumer: "AhpConsumer", params: Params) -> Params:
     """Older turns of a chat (a session's channel means its default chat), `before` a turn id."""
     uri = errors.require(params, "channel", str)
     limit = params.get("limit", DEFAULT_PAGE)
@@ -331,7 +337,7 @@ async def fetch_turns(consumer, params):
     if before is not None and not isinstance(before, str):
         raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: before must be a string.")
 
-    def page():
+    def page() -> Params:
         chat = readable_chat(consumer, uri)
         turn = None
         if before is not None:
@@ -344,7 +350,7 @@ async def fetch_turns(consumer, params):
     return await database_sync_to_async(page)()
 
 
-def readable_chat(consumer, uri):
+def readable_chat(consumer: "AhpConsumer", uri: Any) -> Chat:
     """The chat at `uri`, or the default chat of the session there, if the caller may read its turns."""
     kind, _ = parse(uri) if isinstance(uri, str) else (None, None)
     if kind == "session":
@@ -357,7 +363,7 @@ def readable_chat(consumer, uri):
     return chat
 
 
-async def dispatch_action(consumer, params):
+async def dispatch_action(consumer: "AhpConsumer", params: Params) -> None:
     """A client's action: applied, or answered with the same envelope carrying rejectionReason."""
     channel = errors.require(params, "channel", str)
     client_seq = errors.require(params, "clientSeq", int)
@@ -403,7 +409,7 @@ METHODS = {
 BEFORE_INITIALIZE = {"initialize", "reconnect", "ping"}
 
 
-async def call(consumer: Any, method: str, params: dict) -> Any:
+async def call(consumer: "AhpConsumer", method: str, params: Params) -> Any:
     """The result of `method` on this connection."""
     if method not in BEFORE_INITIALIZE and consumer.client_id is None:
         raise errors.RpcError(errors.INVALID_REQUEST, f"{method} before initialize: send initialize first.")

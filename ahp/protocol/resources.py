@@ -1,35 +1,42 @@
 """The `resource*` commands for `file:` URIs in sessions' working directories
 (tools_app.families.files decides what may be reached)."""
 
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
 from kernel.orm import database_sync_to_async
 from tools_app.families import files
 
 from . import errors
+from .errors import Params
+
+if TYPE_CHECKING:
+    from .consumer import AhpConsumer
 
 
-def answered(work):
+def answered(work: Callable[[], Any]) -> Awaitable[Any]:
     """Run `work` off the loop (a Refused answers with its kind's JSON-RPC code)."""
     return database_sync_to_async(work)()
 
 
-def flag(params, name):
+def flag(params: Params, name: str) -> bool:
     value = params.get(name, False)
     if not isinstance(value, bool):
         raise errors.RpcError(errors.INVALID_PARAMS, f"Invalid params: {name} must be a boolean.")
     return value
 
 
-async def resource_resolve(consumer, params):
+async def resource_resolve(consumer: "AhpConsumer", params: Params) -> Params:
     uri = errors.require(params, "uri", str)
     return await answered(lambda: files.resolve(consumer.principal, uri))
 
 
-async def resource_list(consumer, params):
+async def resource_list(consumer: "AhpConsumer", params: Params) -> Params:
     uri = errors.require(params, "uri", str)
     return await answered(lambda: files.list_folder(consumer.principal, uri))
 
 
-async def resource_read(consumer, params):
+async def resource_read(consumer: "AhpConsumer", params: Params) -> Params:
     uri = errors.require(params, "uri", str)
     encoding = params.get("encoding")
     if encoding is not None and encoding not in files.ENCODINGS:
@@ -37,7 +44,7 @@ async def resource_read(consumer, params):
     return await answered(lambda: files.read(consumer.principal, uri, encoding))
 
 
-async def resource_write(consumer, params):
+async def resource_write(consumer: "AhpConsumer", params: Params) -> Params:
     uri = errors.require(params, "uri", str)
     data = errors.require(params, "data", str)
     encoding = errors.require(params, "encoding", str)
@@ -53,30 +60,30 @@ async def resource_write(consumer, params):
     return await answered(lambda: files.do_write_file(consumer.principal, uri, data, encoding, create_only, if_match))
 
 
-async def resource_mkdir(consumer, params):
+async def resource_mkdir(consumer: "AhpConsumer", params: Params) -> Params:
     uri = errors.require(params, "uri", str)
     return await answered(lambda: files.do_make_folder(consumer.principal, uri))
 
 
-async def resource_delete(consumer, params):
+async def resource_delete(consumer: "AhpConsumer", params: Params) -> Params:
     uri = errors.require(params, "uri", str)
     recursive = flag(params, "recursive")
     return await answered(lambda: files.do_delete_file(consumer.principal, uri, recursive))
 
 
-async def resource_copy(consumer, params):
+async def resource_copy(consumer: "AhpConsumer", params: Params) -> Params:
     source, destination = errors.require(params, "source", str), errors.require(params, "destination", str)
     fail_if_exists = flag(params, "failIfExists")
     return await answered(lambda: files.do_copy_file(consumer.principal, source, destination, fail_if_exists))
 
 
-async def resource_move(consumer, params):
+async def resource_move(consumer: "AhpConsumer", params: Params) -> Params:
     source, destination = errors.require(params, "source", str), errors.require(params, "destination", str)
     fail_if_exists = flag(params, "failIfExists")
     return await answered(lambda: files.do_move_file(consumer.principal, source, destination, fail_if_exists))
 
 
-async def resource_request(consumer, params):
+async def resource_request(consumer: "AhpConsumer", params: Params) -> Params:
     uri = errors.require(params, "uri", str)
     read, write = flag(params, "read"), flag(params, "write")
     return await answered(lambda: files.request_access(consumer.principal, uri, read, write))

@@ -2,15 +2,22 @@
 session's settings follow, and the values with the agent's defaults) and
 `sessionConfigCompletions` (the values one setting may take)."""
 
+from typing import TYPE_CHECKING, Any
+
 from agents.registry import PROVIDERS
+from grants.models import Tenant
 from kernel.orm import database_sync_to_async
 from tools_app.families.session.listing import session_config_schema
 from tools_app.models import AgentDefinition
 
 from . import errors
+from .errors import Params
+
+if TYPE_CHECKING:
+    from .consumer import AhpConsumer
 
 
-def provider_and_config(params):
+def provider_and_config(params: Params) -> tuple[str, dict[str, Any]]:
     provider = params.get("provider", next(iter(PROVIDERS)))
     if not isinstance(provider, str):
         raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: provider must be a string.")
@@ -22,7 +29,7 @@ def provider_and_config(params):
     return provider, config
 
 
-async def resolve_session_config(consumer, params):
+async def resolve_session_config(consumer: "AhpConsumer", params: Params) -> Params:
     provider, config = provider_and_config(params)
     schema = session_config_schema(provider)
     models = schema.get("properties", {}).get("model", {}).get("enum")
@@ -30,7 +37,7 @@ async def resolve_session_config(consumer, params):
     return {"schema": schema, "values": {**defaults, **config}}
 
 
-async def session_config_completions(consumer, params):
+async def session_config_completions(consumer: "AhpConsumer", params: Params) -> Params:
     provider, _ = provider_and_config(params)
     name = errors.require(params, "property", str)
     query = params.get("query", "")
@@ -44,10 +51,10 @@ async def session_config_completions(consumer, params):
     else:
         values = prop.get("enum", [])
     labels = prop.get("enumLabels", values)
-    return {"items": [{"value": v, "label": label} for v, label in zip(values, labels)
+    return {"items": [{"value": v, "label": label} for v, label in zip(values, labels, strict=False)
                       if query.lower() in v.lower() or query.lower() in label.lower()]}
 
 
-def definition_names(tenant, provider):
+def definition_names(tenant: Tenant, provider: str) -> list[str]:
     return list(AgentDefinition.objects.for_tenant(tenant).filter(provider=provider)
                 .order_by("name").values_list("name", flat=True))

@@ -1,24 +1,31 @@
 """A connection's subscriptions: who may read a channel, its snapshot, joining and leaving its
 group, and the replay of the log a reconnecting client missed."""
 import json
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
 from agents.registry import agent_infos
+from grants.algebra import holds
 from kernel.orm import database_sync_to_async
 from sessions_app import actions, events, state
-from grants.algebra import holds
 from sessions_app.channels import RESOURCE_WATCH_PREFIX, ROOT, annotations_session_at, chat_at, parse, session_at
 from sessions_app.events.catch_up import Heard
 from sessions_app.models import ActionLog, ActiveClient
 from tools_app.config import HostConfig, config_schema, wire_values
-from tools_app.live import refresh_server_tools
 from tools_app.families.resources import annotations_state
 from tools_app.families.session.listing import session_config_schema
 from tools_app.families.terminals.actions import root_terminals, terminal_at, terminals_seen
+from tools_app.live import refresh_server_tools
+
+from .errors import Params
+
+if TYPE_CHECKING:
+    from .access import AccessConsumer
+    from .consumer import AhpConsumer
 
 
-def may_subscribe(consumer, uri):
+def may_subscribe(consumer: "AhpConsumer", uri: str) -> bool:
     kind, _ = parse(uri)
     tenant, principal = consumer.tenant, consumer.principal
     if kind == "root":
@@ -38,7 +45,7 @@ def may_subscribe(consumer, uri):
     return False
 
 
-def read_snapshot(consumer, uri):
+def read_snapshot(consumer: "AhpConsumer", uri: str) -> Params:
     kind, _ = parse(uri)
     tenant = consumer.tenant
     if kind == "session":
@@ -61,7 +68,7 @@ def read_snapshot(consumer, uri):
     return {"resource": uri, "state": snapshot, "fromSeq": from_seq}
 
 
-async def frame_seen(consumer, channel, frame):
+async def frame_seen(consumer: "AhpConsumer", channel: str, frame: str) -> str:
     """An action frame as this subscriber may see it: a root/terminalsChanged lists only the
     terminals it may read (the log keeps the tenant's whole catalogue); any other is unchanged."""
     if channel != ROOT or "root/terminalsChanged" not in frame or holds(consumer.principal.grants, "terminal:read"):
@@ -71,31 +78,31 @@ async def frame_seen(consumer, channel, frame):
     return json.dumps(payload)
 
 
-async def envelope_seen(consumer, envelope):
+async def envelope_seen(consumer: "AhpConsumer", envelope: Params) -> Params:
     """`frame_seen` for an envelope read from the log."""
     if envelope.get("channel") != ROOT or holds(consumer.principal.grants, "terminal:read"):
         return envelope
     return await database_sync_to_async(terminals_seen)(consumer.principal, envelope)
 
 
-def save_subscriptions(consumer):
+def save_subscriptions(consumer: "AhpConsumer") -> None:
     actions.do_set_subscriptions(consumer.connection_id, consumer.subscriptions)
 
 
-async def join(consumer, uri):
+async def join(consumer: "AhpConsumer", uri: str) -> None:
     if uri not in consumer.subscriptions:
         await consumer.channel_layer.group_add(events.group_for(uri, consumer.tenant.pk), consumer.channel_name)
         consumer.subscriptions.add(uri)
         await database_sync_to_async(save_subscriptions)(consumer)
 
 
-async def leave(consumer, uri):
+async def leave(consumer: "AhpConsumer", uri: str) -> None:
     consumer.subscriptions.discard(uri)
     consumer.heard.pop(uri, None)
     await consumer.channel_layer.group_discard(events.group_for(uri, consumer.tenant.pk), consumer.channel_name)
 
 
-async def subscribe_to(consumer, uri):
+async def subscribe_to(consumer: "AhpConsumer", uri: str) -> Params:
     # Join first, so nothing published between the snapshot and the join is missed.
     await join(consumer, uri)
     snapshot = await database_sync_to_async(read_snapshot)(consumer, uri)
@@ -103,13 +110,13 @@ async def subscribe_to(consumer, uri):
     return snapshot
 
 
-async def try_subscribe(consumer, uri):
+async def try_subscribe(consumer: "AhpConsumer", uri: Any) -> Params | None:
     if isinstance(uri, str) and await database_sync_to_async(may_subscribe)(consumer, uri):
         return await subscribe_to(consumer, uri)
     return None
 
 
-async def unsubscribe(consumer, uri):
+async def unsubscribe(consumer: "AhpConsumer", uri: str) -> None:
     if uri in consumer.subscriptions:
         await leave(consumer, uri)
         await database_sync_to_async(save_subscriptions)(consumer)
@@ -117,7 +124,7 @@ async def unsubscribe(consumer, uri):
             await database_sync_to_async(leave_session)(consumer, uri)
 
 
-def leave_session(consumer, uri):
+def leave_session(consumer: "AhpConsumer", uri: str) -> None:
     """A client that unsubscribes from a session leaves it at once: its owed calls fail."""
     session = session_at(uri, consumer.tenant)
     row = session and ActiveClient.objects.filter(session=session, client_id=consumer.client_id,
@@ -126,7 +133,7 @@ def leave_session(consumer, uri):
         actions.do_release_client(row.pk)
 
 
-async def drop_unreadable(consumer):
+async def drop_unreadable(consumer: "AccessConsumer") -> None:
     """Leave the channels the connection's (changed) grants no longer let it read (a resource
     watch checks the caller's access at each listing)."""
     unreadable = await database_sync_to_async(
@@ -138,7 +145,7 @@ async def drop_unreadable(consumer):
         await database_sync_to_async(save_subscriptions)(consumer)
 
 
-def replay_after(consumer, last_seen, channels):
+def replay_after(consumer: "AhpConsumer", last_seen: int, channels: list[str]) -> list[Params] | None:
     """Logged envelopes after `last_seen` on `channels`, or None when the log no longer reaches back."""
     log = ActionLog.objects.for_tenant(consumer.tenant)
     oldest = log.order_by("seq").values_list("seq", flat=True).first()
@@ -150,10 +157,11 @@ def replay_after(consumer, last_seen, channels):
     return [terminals_seen(consumer.principal, row.envelope) for row in rows]
 
 
-async def resume(consumer, last_seen, wanted):
+async def resume(consumer: "AhpConsumer", last_seen: int, wanted: list[Any]) -> Params:
     """`reconnect`'s answer: the missed envelopes of the readable channels, or fresh snapshots
     when the log no longer reaches back."""
-    allowed, missing = [], []
+    allowed: list[str] = []
+    missing: list[Any] = []
     for uri in wanted:
         (allowed if await database_sync_to_async(may_subscribe)(consumer, uri) else missing).append(uri)
     replay = await database_sync_to_async(replay_after)(consumer, last_seen, allowed)

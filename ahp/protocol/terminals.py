@@ -1,22 +1,29 @@
 """createTerminal and disposeTerminal, and what the connection does once a terminal action is
 applied (the PTY is written to, resized)."""
 
+from typing import TYPE_CHECKING
+
 from kernel.orm import database_sync_to_async
 from sandbox.bubblewrap import SandboxUnavailable
 from sessions_app.channels import parse, session_at
 from tools_app.families.terminals import actions, pty
+from tools_app.families.terminals.models import Terminal
 
 from . import errors
+from .errors import Params
+
+if TYPE_CHECKING:
+    from .consumer import AhpConsumer
 
 
-def size(params, name, default):
+def size(params: Params, name: str, default: int) -> int:
     value = params.get(name, default)
     if isinstance(value, bool) or not isinstance(value, int):
         raise errors.RpcError(errors.INVALID_PARAMS, f"Invalid params: {name} must be a number.")
     return value
 
 
-async def create_terminal(consumer, params):
+async def create_terminal(consumer: "AhpConsumer", params: Params) -> None:
     uri = errors.require(params, "channel", str)
     kind, terminal_id = parse(uri)
     if kind != "terminal":
@@ -31,7 +38,7 @@ async def create_terminal(consumer, params):
         raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: name must be a string.")
     cols, rows = size(params, "cols", 80), size(params, "rows", 24)
 
-    def create():
+    def create() -> Terminal:
         session = session_at(session_uri, consumer.tenant)
         if session is None or not consumer.principal.may("session:read", session):
             raise errors.RpcError(errors.NOT_FOUND, f"No session {session_uri} here.")
@@ -49,10 +56,10 @@ async def create_terminal(consumer, params):
     return None
 
 
-async def dispose_terminal(consumer, params):
+async def dispose_terminal(consumer: "AhpConsumer", params: Params) -> None:
     uri = errors.require(params, "channel", str)
 
-    def dispose():
+    def dispose() -> Terminal:
         terminal = actions.terminal_at(uri, consumer.tenant)
         if terminal is None or not consumer.principal.may("terminal:read", terminal.session):
             raise errors.RpcError(errors.NOT_FOUND, f"No terminal {uri} here.")
@@ -66,14 +73,14 @@ async def dispose_terminal(consumer, params):
     return None
 
 
-def type_into(consumer, outcome):
+def type_into(consumer: "AhpConsumer", outcome: tuple[Terminal, str]) -> None:
     terminal, data = outcome
     running = pty.running(terminal.id)
     if running is not None:
         running.write(data)
 
 
-def resize(consumer, outcome):
+def resize(consumer: "AhpConsumer", outcome: tuple[Terminal, tuple[int, int]]) -> None:
     terminal, (cols, rows) = outcome
     running = pty.running(terminal.id)
     if running is not None:

@@ -18,6 +18,7 @@ every client would otherwise share one address.
 import asyncio
 import ipaddress
 import time
+from typing import Any
 
 from django.conf import settings
 
@@ -36,14 +37,15 @@ class HandshakeThrottle:
     of a tenant's connections to one serving process."""
 
     def __init__(self) -> None:
-        self.failures = {}  # key -> [count, time of the last failure, when the next handshake may go]
+        # key -> [count, time of the last failure, when the next handshake may go]
+        self.failures: dict[tuple[str, str], list[float]] = {}
 
     def delay_for(self, count: int) -> float:
         if count < FREE_FAILURES:
             return 0.0
         return min(BASE_DELAY * 2 ** (count - FREE_FAILURES), MAX_DELAY)
 
-    def _entry(self, key, now):
+    def _entry(self, key: tuple[str, str], now: float) -> list[float] | None:
         entry = self.failures.get(key)
         if entry is not None and now - entry[1] > FORGET_AFTER:
             del self.failures[key]
@@ -56,7 +58,7 @@ class HandshakeThrottle:
         entry = self._entry(key, now)
         if entry is None:
             return 0.0
-        delay = self.delay_for(entry[0])
+        delay = self.delay_for(int(entry[0]))
         if not delay:
             return 0.0
         start = max(now, entry[2])
@@ -74,7 +76,7 @@ class HandshakeThrottle:
         entry[0] += 1
         entry[1] = now
 
-    def forget_stale(self, now):
+    def forget_stale(self, now: float) -> None:
         for key in [k for k, e in self.failures.items() if now - e[1] > FORGET_AFTER]:
             del self.failures[key]
         if len(self.failures) >= MAX_KEYS:  # still full: the oldest failures go first
@@ -111,25 +113,25 @@ class SharedHandshakeThrottle(HandshakeThrottle):
 HANDSHAKES = SharedHandshakeThrottle() if settings.REDIS_URL else HandshakeThrottle()
 
 
-def token_prefix(token):
+def token_prefix(token: str | None) -> str:
     """The part of a token anyone may see: `ahp_<key id>`; never any of its secret."""
     prefix, _, rest = (token or "").partition("_")
     key_id = rest.partition("_")[0]
     return f"{prefix}_{key_id}"[:PREFIX_CHARS] if key_id else (token or "")[:8]
 
 
-def _ip(text):
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
         return ipaddress.ip_address(text.strip())
     except ValueError:
         return None
 
 
-def _trusted(ip):
+def _trusted(ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None) -> bool:
     return ip is not None and any(ip in network for network in settings.AHP_TRUSTED_PROXIES)
 
 
-def address_of(scope):
+def address_of(scope: dict[str, Any]) -> str:
     """The client's address: the peer's, or behind a trusted proxy the nearest address its
     X-Forwarded-For names that is not itself a trusted proxy."""
     client = scope.get("client")
@@ -147,5 +149,5 @@ def address_of(scope):
     return address
 
 
-def key_of(scope, token):
+def key_of(scope: dict[str, Any], token: str | None) -> tuple[str, str]:
     return address_of(scope), token_prefix(token)

@@ -7,10 +7,12 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import transaction
 
+from grants.models import Principal
 from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
 from sessions_app import events
@@ -19,6 +21,9 @@ from sessions_app.events.catch_up import Heard
 from tools_app.families import watched
 
 from . import errors, subscriptions
+
+if TYPE_CHECKING:
+    from .consumer import AhpConsumer
 
 logger = logging.getLogger(__name__)
 MAX_WATCHES = 8  # per connection
@@ -42,7 +47,7 @@ class Watch:
                 **({"excludes": {"items": self.excludes}} if self.excludes else {}),
                 **({"includes": {"items": self.includes}} if self.includes else {})}
 
-    def listing(self, principal) -> dict:
+    def listing(self, principal: Principal) -> dict:
         return watched.listing(principal, self.root, self.recursive, self.excludes, self.includes)
 
 
@@ -56,7 +61,7 @@ def patterns(params: dict, name: str) -> list:
     return items
 
 
-async def create_resource_watch(consumer, params: dict) -> dict:
+async def create_resource_watch(consumer: "AhpConsumer", params: dict) -> dict:
     """CreateResourceWatchParams {uri, recursive?, excludes?, includes?} -> {channel}."""
     root = errors.require(params, "uri", str)
     recursive = params.get("recursive", False)
@@ -71,7 +76,7 @@ async def create_resource_watch(consumer, params: dict) -> dict:
     return {"channel": watch.channel}
 
 
-async def subscribe(consumer, uri: str) -> dict:
+async def subscribe(consumer: "AhpConsumer", uri: str) -> dict:
     watch = consumer.watches.get(uri)
     if watch is None:  # another connection's watch, an ended one, or none at all
         raise errors.RpcError(errors.NOT_FOUND, f"No channel {uri} here.")
@@ -83,7 +88,7 @@ async def subscribe(consumer, uri: str) -> dict:
     return {"resource": uri, "state": watch.state(), "fromSeq": from_seq}
 
 
-def release(consumer, uri: str) -> None:
+def release(consumer: "AhpConsumer", uri: str) -> None:
     """The watch at `uri` ends (its connection unsubscribed, or went)."""
     watch = consumer.watches.pop(uri, None)
     if watch is not None and watch.task is not None:
@@ -97,7 +102,7 @@ def publish_changes(tenant_id: int, channel: str, items: list) -> None:
              None) for i in range(0, len(items), MAX_CHANGES_PER_ACTION)])
 
 
-async def follow(consumer, watch: Watch) -> None:
+async def follow(consumer: "AhpConsumer", watch: Watch) -> None:
     """Lists the watched place every AHP_RESOURCE_WATCH_SECONDS and publishes what changed; a
     place the caller can no longer read (gone, or access lost) lists as nothing."""
     while True:

@@ -114,11 +114,3 @@ def test_a_client_may_send_only_user_messages(acme, host):
                               "startedAt": "2026-01-01T00:00:00Z", "message": {"text": "hi", "origin": {"kind": "agent"}}})
         assert alice.action("chat/turnStarted", rejected=True)["rejectionReason"] == "Clients may send only user messages."
 
-
-@pytest.mark.e2e
-def test_the_production_server_too_closes_a_frame_over_one_mib_with_1009(acme, live_server_process):
-    with AhpClient(live_server_process, acme.tokens["member"]) as big:
-        big.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "x" * (1024 * 1024)}}))
-        with pytest.raises(ConnectionClosed) as closed:
-            big.ws.recv(timeout=10)
-        assert closed.value.rcvd.code == 1009

@@ -5,7 +5,7 @@ import uuid
 import pytest
 
 from .harness import AhpClient, default_chat
-from .test_events import Watch, owe_a_client_tool_call
+from .test_events import OWED_CALL_STOPPED, Watch, owe_a_client_tool_call
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def test_truncating_keeps_the_turns_up_to_the_one_named(member, keep):
     action = {"type": "chat/truncated", **({"turnId": turns[keep]} if keep is not None else {})}
     member.dispatch(chat, action)
     member.action("chat/truncated")
-    watch.assert_consistent()
+    watch.assert_consistent(actions=2)  # chat/truncated, and the chat's summary on its session
     assert [t["id"] for t in member.subscribe(chat)["turns"]] == (turns[: keep + 1] if keep is not None else [])
     # Edit and resend: a new turn after the kept ones.
     member.reply_to(member.start_turn(chat, "edited"))
@@ -46,7 +46,7 @@ def test_truncating_drops_a_running_turn_and_the_chat_is_idle(member):
     watch, turn, _ = owe_a_client_tool_call(member, session)
     member.dispatch(chat, {"type": "chat/truncated"})
     member.action("chat/truncated")
-    watch.assert_consistent()
+    watch.assert_consistent(actions=OWED_CALL_STOPPED)
     fresh = member.subscribe(chat)
     assert "activeTurn" not in fresh and fresh["status"] & 31 == 1
 

@@ -6,7 +6,7 @@ import uuid
 import pytest
 
 from .harness import AhpClient, default_chat
-from .test_events import owe_a_client_tool_call
+from .test_events import OWED_CALL_STOPPED, owe_a_client_tool_call
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ def test_cancelling_a_turn_cancels_the_call_it_waits_on_and_ends_it_cancelled(me
     assert completed["result"]["error"] == {"message": "The turn was cancelled.", "code": "cancelled"}
     cancelled = member.action("chat/turnCancelled", turnId=turn)
     assert cancelled["origin"] == {"clientId": "member-client", "clientSeq": seq}
-    watch.assert_consistent()
+    watch.assert_consistent(actions=OWED_CALL_STOPPED)
     fresh = member.subscribe(chat)
     assert "activeTurn" not in fresh and fresh["turns"][-1]["state"] == "cancelled"
     assert member.subscribe(session)["inputNeeded"] == []
