@@ -20,8 +20,8 @@ from dataclasses import asdict, replace
 from typing import Any, AsyncIterator
 
 from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, HookContext, HookInput, PermissionResultDeny
-from claude_agent_sdk.types import SyncHookJSONOutput
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
+from claude_agent_sdk.types import SyncHookJSONOutput
 
 from sandbox.bubblewrap import PRIVATE, Sandbox
 

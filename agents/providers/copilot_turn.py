@@ -5,8 +5,14 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from copilot.generated.rpc import PermissionDecisionApproveOnce, PermissionDecisionReject
-from copilot.generated.session_events import (AssistantMessageDeltaData, PermissionRequest, SessionEvent,
-                                              SubagentStartedData, ToolExecutionCompleteData, ToolExecutionStartData)
+from copilot.generated.session_events import (
+    AssistantMessageDeltaData,
+    PermissionRequest,
+    SessionEvent,
+    SubagentStartedData,
+    ToolExecutionCompleteData,
+    ToolExecutionStartData,
+)
 from copilot.session import PermissionInvocation
 from copilot.tools import Tool, ToolInvocation, ToolResult
 
