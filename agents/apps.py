@@ -5,7 +5,7 @@ class AgentsConfig(AppConfig):
     name = "agents"
     verbose_name = "Agents"
 
-    def ready(self):
+    def ready(self) -> None:
         from . import registry
 
         registry.build()

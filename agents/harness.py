@@ -8,24 +8,41 @@ import os
 import platform
 import stat
 import subprocess
+import uuid
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Generic, TypedDict, TypeVar
 from urllib.parse import urlparse
 
 from django.conf import settings
 
 from kernel.kept import Kept
 
+if TYPE_CHECKING:
+    from tools_app.runtime.toolbox import ChatToolbox
+
 logger = logging.getLogger(__name__)
+
+
+class AgentConnection(TypedDict, total=False):
+    """A model endpoint a harness talks to: the tenant's agentConnections entry or the host's own."""
+
+    type: str
+    baseUrl: str
+    apiKey: str
+    wireApi: str
+    model: str
+    githubToken: str
+    permissions: str  # "approve-all": the harness runs its built-ins without asking the person
 
 INSTALL = "make harness"
 
 
-def harness_dir():
+def harness_dir() -> str:
     return os.environ.get("AHP_HARNESS_DIR") or os.path.join(settings.BASE_DIR, "var", "harness")
 
 
 @functools.lru_cache(maxsize=16)
-def installed_program(harness, *parts):
+def installed_program(harness: str, *parts: str) -> str:
     """Where `make harness` puts a program under the folder `harness`. Joined once per folder, not
     on each of the several times a model request asks which agents can start."""
     return os.path.join(harness, "node_modules", *parts)
@@ -36,19 +53,21 @@ def installed_program(harness, *parts):
 _REAL_PATHS = Kept(64)
 
 
-def executable(path):
+def executable(path: str | None) -> str | None:
     """The program's real path: the sandbox binds real paths, so a symlinked var/harness works too."""
+    if not path:
+        return None
     try:
-        found = os.stat(path) if path else None
+        found = os.stat(path)
     except OSError:
         return None
-    if found is None or not stat.S_ISREG(found.st_mode) or not os.access(path, os.X_OK):
+    if not stat.S_ISREG(found.st_mode) or not os.access(path, os.X_OK):
         return None
     return _REAL_PATHS.get_or_make((str(path), found.st_dev, found.st_ino, found.st_mtime_ns),
                                    lambda: os.path.realpath(path))
 
 
-def claude_cli():
+def claude_cli() -> str | None:
     """Claude Code's native executable, or None."""
     configured = os.environ.get("AHP_CLAUDE_CLI_PATH")
     if configured:
@@ -60,7 +79,7 @@ def claude_cli():
 COPILOT_MACHINE = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64"}.get(platform.machine().lower(), platform.machine())
 
 
-def copilot_cli():
+def copilot_cli() -> str | None:
     """The GitHub Copilot CLI's native executable (the npm loader needs a newer Node), or None."""
     configured = os.environ.get("COPILOT_CLI_PATH")
     if configured:
@@ -68,7 +87,7 @@ def copilot_cli():
     return executable(installed_program(harness_dir(), "@github", f"copilot-linux-{COPILOT_MACHINE}", "copilot"))
 
 
-def unpacked_copilot_package(cli):
+def unpacked_copilot_package(cli: str) -> str | None:
     """The folder the host has the Copilot CLI `cli` unpack its native package into (under the
     harness folder, not a tenant's path), or None when that failed."""
     folder = os.path.join(harness_dir(), "copilot-package")
@@ -86,10 +105,10 @@ def unpacked_copilot_package(cli):
     return folder
 
 
-_COPILOT_PACKAGES = {}  # (the CLI's path, its modification time) -> its unpacked package's folder, or None
+_COPILOT_PACKAGES: dict[tuple[str, int], str | None] = {}  # (the CLI's path, its modification time) -> its unpacked package's folder, or None
 
 
-async def copilot_package(cli):
+async def copilot_package(cli: str) -> str | None:
     """The folder holding the Copilot CLI's unpacked native package (~235 MB), unpacked once per
     node: a sandbox binds it read-only and names it to the CLI (COPILOT_PKG_CACHE_HOME), which then
     unpacks nothing into the sandbox's home. None when it could not be unpacked."""
@@ -102,7 +121,7 @@ async def copilot_package(cli):
 CLAUDE_BASE_URL = "https://api.anthropic.com"
 
 
-def host_connection(provider):
+def host_connection(provider: str) -> AgentConnection:
     """The host's own model endpoint for `provider`, from its environment (ANTHROPIC_*,
     AHP_CLAUDE_MODEL, AHP_COPILOT_*): where a turn goes when the tenant names no endpoint of its
     own. Its key is for that endpoint only (tools_app.agent_connections keeps it there)."""
@@ -117,16 +136,17 @@ def host_connection(provider):
     return {}
 
 
-def not_installed(agent, package, variable):
+def not_installed(agent: str, package: str, variable: str) -> str:
     return (f"The {agent} agent cannot run on this host: {package} is not installed. "
             f"Run `{INSTALL}` (npm, into var/harness) or set {variable} to its executable.")
 
 
-def permission_title(name, command=None):
+def permission_title(name: str, command: str | None = None) -> str:
     return f"Allow the agent to run `{command}`?" if command else f"Allow the agent's {name}?"
 
 
-async def builtin_permission(toolbox, connection, name, arguments, command=None):
+async def builtin_permission(toolbox: "ChatToolbox", connection: AgentConnection, name: str, arguments: dict,
+                             command: str | None = None) -> str | None:
     """None when the harness may run its own built-in `name` (the tenant's agentConnections entry
     approves all, or the person allows it: an AHP tool confirmation), else the sentence its model reads."""
     if connection.get("permissions") == "approve-all":
@@ -134,22 +154,26 @@ async def builtin_permission(toolbox, connection, name, arguments, command=None)
     return await toolbox.ask_permission(name, arguments, permission_title(name, command))
 
 
-def destination(url):
+def destination(url: str) -> tuple[str | None, int]:
     """The (host, port) a sandbox must reach for `url`."""
     parts = urlparse(url)
     return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
 
 
-class RunningTurns:
+Handle = TypeVar("Handle")
+
+
+class RunningTurns(Generic[Handle]):
     """Each session's running harness turn, so a cancelled turn can be interrupted: on the loop
     the turn runs on, since a cancel may arrive on another (a sync view's)."""
 
-    def __init__(self):
-        self.turns = {}  # AHP session id -> (loop, the harness handle its interrupt is called on)
-        self.interrupted = set()  # sessions whose running turn was cancelled: its error is no failure
+    def __init__(self) -> None:
+        # AHP session id -> (loop, the harness handle its interrupt is called on)
+        self.turns: dict[uuid.UUID, tuple[asyncio.AbstractEventLoop, Handle]] = {}
+        self.interrupted: set[uuid.UUID] = set()  # sessions whose running turn was cancelled: its error is no failure
 
     @asynccontextmanager
-    async def running(self, session_id, handle):
+    async def running(self, session_id: uuid.UUID, handle: Handle) -> AsyncIterator[None]:
         self.interrupted.discard(session_id)
         self.turns[session_id] = (asyncio.get_running_loop(), handle)
         try:
@@ -157,7 +181,7 @@ class RunningTurns:
         finally:
             self.turns.pop(session_id, None)
 
-    async def interrupt(self, session_id, stop):
+    async def interrupt(self, session_id: uuid.UUID, stop: Callable[[Handle], Coroutine[Any, Any, object]]) -> None:
         """`stop(handle)` for the session's running turn, if one runs."""
         running = self.turns.get(session_id)
         if running is None:

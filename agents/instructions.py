@@ -3,12 +3,18 @@ instructions of the tools its chat's snapshot holds, the rules the session's cli
 (both the snapshot's `instructions`), which tools are for occasional use (the catalog's
 `deferLoading`), where a session without a folder starts, then its agent definition's own
 instructions."""
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sessions_app.models import Session
+    from tools_app.catalog.catalog import CatalogSnapshot
+    from tools_app.models import AgentDefinition
 
 SET_WORKSPACE_HINT = ("This session has no working directory yet: call set_workspace with the folder to work in "
                       "before you work on files.")
 
 
-def tool_hints(session, snapshot) -> list:
+def tool_hints(session: "Session", snapshot: "CatalogSnapshot") -> list[str]:
     """The catalog's deferred tools named (each harness is offered every tool; these are the ones
     to reach for only when a task needs them), and set_workspace for a session without a folder."""
     hints = []
@@ -21,7 +27,8 @@ def tool_hints(session, snapshot) -> list:
     return hints
 
 
-def session_instructions(session, snapshot, definition=None) -> str:
+def session_instructions(session: "Session", snapshot: "CatalogSnapshot",
+                         definition: "AgentDefinition | None" = None) -> str:
     return "\n\n".join([f"You are the agent of AHP session {session.uri}, run by an AHP host.",
                         *snapshot.instructions, *tool_hints(session, snapshot),
                         *([definition.instructions] if definition is not None and definition.instructions else [])])

@@ -16,12 +16,16 @@ import hashlib
 import json
 import logging
 import os
+import uuid
 from collections import OrderedDict, deque
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Generic, Protocol, TypeVar
 
 from django.conf import settings
+
+if TYPE_CHECKING:
+    from sandbox.bubblewrap import Sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +46,7 @@ def launch_digest(*fixed: Any) -> str:
     return hashlib.sha256(json.dumps(fixed, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def sandbox_fields(sandbox: Any) -> tuple:
+def sandbox_fields(sandbox: "Sandbox") -> tuple:
     """What a harness's sandbox is opened with (not its outbound rule, a function)."""
     return (sandbox.key, sandbox.tenant_id, sandbox.writable, sandbox.read_only, sandbox.destinations,
             sandbox.host_destinations, sandbox.limit_overrides, sandbox.host_writable, sandbox.stand_ins)
@@ -77,15 +81,18 @@ class CurrentTurn:
         return self.refused if self.asks is None else await self.asks(*request)
 
 
+H = TypeVar("H", bound=Harness)
+
+
 @dataclass
-class Launch:
+class Launch(Generic[H]):
     """How a chat's harness is started for a turn: what with (`key`), the turn's agents and
     permission asker, and `start`, which starts it (its last words in `stderr`, where it has them)."""
 
     key: str
     agents: Any
     asks: Callable
-    start: Callable[[], Awaitable[Harness]]
+    start: Callable[[], Awaitable[H]]
     stderr: deque = field(default_factory=deque)
 
 
@@ -142,7 +149,7 @@ class WarmHarnesses:
         return self.loop is not None and asyncio.get_running_loop() is self.loop
 
     @asynccontextmanager
-    async def prewarming(self, provider: str, chat_id: str) -> AsyncIterator[bool]:
+    async def prewarming(self, provider: str, chat_id: uuid.UUID | str) -> AsyncIterator[bool]:
         """While the chat's harness is pre-warmed, its turns wait for it (one process, not two);
         yields False when the chat has one, warm or being warmed, already. Entered before the
         pre-warm awaits anything, so a turn arriving at once finds it."""
@@ -156,9 +163,9 @@ class WarmHarnesses:
         finally:
             self.warming.pop(key).set()
 
-    async def take(self, provider: str, chat_id: str, launch: str) -> Harness | None:
-        """The chat's warm harness if it runs and was started with `launch`, now the turn's; else
-        None (a stale one is stopped: the turn starts its own)."""
+    async def take(self, provider: str, chat_id: uuid.UUID | str, launch: str, kind: type[H]) -> H | None:
+        """The chat's warm harness (a `kind`) if it runs and was started with `launch`, now the
+        turn's; else None (a stale one is stopped: the turn starts its own)."""
         if not self.keeps_warm():
             return None
         if (provider, str(chat_id)) in self.warming:
@@ -168,13 +175,13 @@ class WarmHarnesses:
             return None
         if warm.idle is not None:
             warm.idle.cancel()
-        if warm.launch == launch and warm.harness.alive():
+        if warm.launch == launch and isinstance(warm.harness, kind) and warm.harness.alive():
             return warm.harness
         # Its tools, instructions or sandbox changed (or it died): those are fixed at its start.
         await warm.harness.stop()
         return None
 
-    async def keep(self, provider: str, chat_id: str, session_id: str, launch: str, harness: Harness) -> None:
+    async def keep(self, provider: str, chat_id: uuid.UUID | str, session_id: uuid.UUID | str, launch: str, harness: Harness) -> None:
         """The turn ended cleanly: `harness` stays warm for the chat's next turn, within the bounds;
         off the serving loop it stops."""
         if not self.keeps_warm() or not harness.alive():
@@ -197,7 +204,7 @@ class WarmHarnesses:
             logger.info("Stopped the warm %s harness of chat %s: the node's bound on warm harnesses.", *key)
             await self.evict(*key)
 
-    async def evict(self, provider: str, chat_id: str) -> None:
+    async def evict(self, provider: str, chat_id: uuid.UUID | str) -> None:
         """The chat's warm harness stops (its next turn starts cold and resumes the conversation)."""
         warm = self.warm.pop((provider, str(chat_id)), None)
         if warm is None:

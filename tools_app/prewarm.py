@@ -4,7 +4,7 @@ import asyncio
 import logging
 import uuid
 
-from agents.registry import get_provider
+from agents.registry import PrewarmingProvider, get_provider
 from agents.warm import WARM
 from kernel.orm import database_sync_to_async
 from sessions_app.models import Chat, Turn
@@ -23,7 +23,7 @@ async def prewarm_session(session_id: str | uuid.UUID, provider_id: str, chat_id
     async with WARM.prewarming(provider_id, str(chat_id)) as needed:
         WARM.serve_on(asyncio.get_running_loop())
         provider = get_provider(provider_id)
-        if not needed or getattr(provider, "prewarm", None) is None or provider.runtime_missing():
+        if not needed or not isinstance(provider, PrewarmingProvider) or provider.runtime_missing():
             return
         chat = await database_sync_to_async(
             Chat.objects.select_related("session__tenant").filter(id=chat_id).first)()

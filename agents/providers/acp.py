@@ -21,7 +21,8 @@ import json
 import logging
 import os
 import shlex
-from typing import Any, Awaitable, Callable
+import uuid
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from urllib.parse import urlparse
 
 import acp
@@ -30,14 +31,21 @@ from channels.db import database_sync_to_async
 
 from grants.models import Principal
 from kernel.refusals import Refused
-from sandbox.bubblewrap import session_sandbox
+from sandbox.bubblewrap import Sandbox, session_sandbox
 from sandbox.outbound import CLIENT_DECLARED
 from sessions_app import actions
-from sessions_app.models import Session
+from sessions_app.models import Session, Turn
 
 from ..harness import RunningTurns, destination
 from ..instructions import tool_hints
 from ..warm import WARM, launch_digest, sandbox_fields
+
+if TYPE_CHECKING:
+    from sessions_app.tools_endpoint import ToolsEndpoint
+    from tools_app.catalog.catalog import CatalogSnapshot
+    from tools_app.runtime.toolbox import ChatToolbox
+
+    from ..registry import AgentInfo, ModelInfo
 
 logger = logging.getLogger(__name__)
 
@@ -48,11 +56,11 @@ ENDPOINT_PREFIXES = (f"mcp__{ENDPOINT_SERVER_NAME}__", f"{ENDPOINT_SERVER_NAME}_
                      f"{ENDPOINT_SERVER_NAME}.")
 
 
-def no_such_agent(name):
+def no_such_agent(name: str) -> str:
     return f'The acp provider has no agent named "{name}": the operator defines them in AHP_ACP_AGENTS.'
 
 
-def operator_agents():
+def operator_agents() -> dict[str, list[str]]:
     """The operator's ACP agents by name: AHP_ACP_AGENTS, a JSON object of command lines (a
     string split like a shell, or a list). A tenant picks one by name and never names a command."""
     try:
@@ -60,7 +68,7 @@ def operator_agents():
     except ValueError:
         logger.warning("AHP_ACP_AGENTS is not JSON: no named ACP agent is offered.")
         return {}
-    agents = {}
+    agents: dict[str, list[str]] = {}
     for name, command in configured.items() if isinstance(configured, dict) else ():
         line = shlex.split(command) if isinstance(command, str) else command
         if isinstance(line, list) and line and all(isinstance(part, str) for part in line):
@@ -68,7 +76,7 @@ def operator_agents():
     return agents
 
 
-def host_instructions(session, snapshot):
+def host_instructions(session: Session, snapshot: "CatalogSnapshot") -> str:
     lines = [
         f"You are the agent of AHP session {session.uri}, run by an AHP host.",
         f'The host\'s tools for this session are on the MCP server "{ENDPOINT_SERVER_NAME}"; '
@@ -79,11 +87,12 @@ def host_instructions(session, snapshot):
     return "\n\n".join(lines)
 
 
-def acp_servers(endpoint_url, token, servers):
+def acp_servers(endpoint_url: str, token: str, servers: dict[str, dict[str, Any]] | None
+                ) -> list[schema.HttpMcpServer | schema.SseMcpServer | schema.AcpMcpServer | schema.McpServerStdio]:
     """The session's servers as ACP's session/new wants them, the endpoint first. A stdio
     entry is already the operator's runnable command (`runnable_stdio`): the agent starts it
     inside its own sandbox."""
-    handed = [schema.HttpMcpServer(type="http", name=ENDPOINT_SERVER_NAME, url=endpoint_url,
+    handed: list[schema.HttpMcpServer | schema.SseMcpServer | schema.AcpMcpServer | schema.McpServerStdio] = [schema.HttpMcpServer(type="http", name=ENDPOINT_SERVER_NAME, url=endpoint_url,
                                    headers=[schema.HttpHeader(name="Authorization", value=f"Bearer {token}")])]
     for name, entry in (servers or {}).items():
         if name == ENDPOINT_SERVER_NAME:
@@ -100,7 +109,8 @@ def acp_servers(endpoint_url, token, servers):
     return handed
 
 
-def agent_sandbox(session, endpoint_url, servers, read_only):
+def agent_sandbox(session: Session, endpoint_url: str, servers: dict[str, dict[str, Any]], read_only: list[str]
+                  ) -> Sandbox:
     """The agent's sandbox: its session's folders, the agent's and its servers' programs, and a
     way out to the host's tools endpoint (that path alone over plain HTTP) and the session's
     http servers only, a client's under the stricter rule for them."""
@@ -110,36 +120,36 @@ def agent_sandbox(session, endpoint_url, servers, read_only):
     return session_sandbox(session, read_only=read_only, destinations=reached, host_destinations=[own])
 
 
-def text_of(content):
+def text_of(content: object) -> str:
     return getattr(content, "text", "") if getattr(content, "type", "") == "text" else ""
 
 
 class TurnMapper:
     """The ACP client side: what the agent reports during one prompt, onto the chat."""
 
-    def __init__(self):
-        self.turn = None
-        self.endpoint_tools = frozenset()
-        self.reply = []
-        self.calls = {}  # ACP toolCallId -> AHP tool call id
+    def __init__(self) -> None:
+        self.turn: Turn | None = None
+        self.endpoint_tools: frozenset[str] = frozenset()
+        self.reply: list[str] = []
+        self.calls: dict[str, uuid.UUID] = {}  # ACP toolCallId -> AHP tool call id
         # The ACP connection hands each notification to a task of its own: keep their order.
         self.ordered = asyncio.Lock()
 
-    def start(self, turn, endpoint_tools):
+    def start(self, turn: Turn, endpoint_tools: list[str]) -> None:
         self.turn, self.endpoint_tools, self.reply, self.calls = turn, frozenset(endpoint_tools), [], {}
 
-    def through_endpoint(self, title):
+    def through_endpoint(self, title: str | None) -> bool:
         name = title or ""
         for prefix in ENDPOINT_PREFIXES:
             if name.startswith(prefix):
                 return True
         return name in self.endpoint_tools
 
-    async def session_update(self, session_id, update, **kwargs):
+    async def session_update(self, session_id: str, update: object, **kwargs: Any) -> None:
         async with self.ordered:
             await self.apply(update)
 
-    async def apply(self, update):
+    async def apply(self, update: object) -> None:
         if isinstance(update, schema.AgentMessageChunk):
             self.reply.append(text_of(update.content))
         elif isinstance(update, schema.ToolCallStart):
@@ -165,7 +175,8 @@ class TurnMapper:
                 result = actions.failure("tool", text or "The agent's tool failed.")
             await database_sync_to_async(actions.do_complete_tool_call)(call_id, result)
 
-    async def request_permission(self, options, session_id, tool_call, **kwargs):
+    async def request_permission(self, options: list[schema.PermissionOption], session_id: str,
+                                 tool_call: schema.ToolCallUpdate, **kwargs: Any) -> schema.RequestPermissionResponse:
         # Every call this host makes is readied with confirmed 'not-needed': allow once.
         chosen = next((o for o in options if o.kind == "allow_once"), None) or next(
             (o for o in options if o.kind.startswith("allow")), None)
@@ -204,7 +215,7 @@ async def cancel_prompt(agent: AcpAgent) -> None:
     await agent.connection.cancel(session_id=agent.acp_session_id)
 
 
-def agent_endpoint(session_id):
+def agent_endpoint(session_id: uuid.UUID) -> tuple[Session, "ToolsEndpoint"]:
     session = Session.objects.select_related("tenant").get(id=session_id)
     return session, actions.do_open_tools_endpoint(Principal.root(session.tenant), session)
 
@@ -213,18 +224,18 @@ class AcpProvider:
     id = "acp"
     display_name = "ACP agent"
     description = "An Agent Client Protocol agent the host runs; it reaches the session's tools over MCP."
-    models = ({"id": "acp", "provider": "acp", "name": "ACP agent"},)
+    models: tuple["ModelInfo", ...] = ({"id": "acp", "provider": "acp", "name": "ACP agent"},)
 
     def __init__(self, command: list[str] | None = None, read_only_paths: Any = ()) -> None:
         self.command = command
         self.read_only_paths = list(read_only_paths)
-        self.turns = RunningTurns()
+        self.turns = RunningTurns[AcpAgent]()
 
-    def agent_info(self):
+    def agent_info(self) -> "AgentInfo":
         return {"provider": self.id, "displayName": self.display_name, "description": self.description,
                 "models": list(self.models)}
 
-    def command_line(self, agent_name=None):
+    def command_line(self, agent_name: str | None = None) -> list[str] | None:
         """The operator's agent named by the tenant's agentConnections.acp.agent, else the default one."""
         if agent_name:
             entry = operator_agents().get(agent_name)
@@ -236,16 +247,16 @@ class AcpProvider:
         configured = os.environ.get("AHP_ACP_AGENT_COMMAND", "")
         return shlex.split(configured) if configured.strip() else None
 
-    def runtime_missing(self):
+    def runtime_missing(self) -> str | None:
         """NO_COMMAND while the operator names no agent command: no turn could start."""
         return None if self.command_line() else NO_COMMAND
 
-    def agent_read_only_paths(self):
+    def agent_read_only_paths(self) -> list[str]:
         """Host folders the agent's program needs (its script, a virtualenv): the operator's."""
         configured = os.environ.get("AHP_ACP_AGENT_READ_ONLY_PATHS", "")
         return [*self.read_only_paths, *(p for p in configured.split(os.pathsep) if p)]
 
-    async def prepared(self, toolbox: Any) -> tuple[str, Callable[[], Awaitable[AcpAgent]]]:
+    async def prepared(self, toolbox: "ChatToolbox") -> tuple[str, Callable[[], Awaitable[AcpAgent]]]:
         """How the chat's agent runs a turn now: its launch key (what it is started with: its command,
         sandbox and servers), and how it starts."""
         command = self.command_line((await toolbox.agent_connection(self.id, {})).get("agent"))
@@ -264,7 +275,8 @@ class AcpProvider:
             try:
                 # The sandbox clears the environment: the agent sees only what the sandbox sets.
                 connection, process = await stack.enter_async_context(
-                    acp.spawn_agent_process(mapper, argv[0], *argv[1:], env={}))
+                    # The connection answers what a client does not implement (files, terminals) as unknown.
+                    acp.spawn_agent_process(mapper, argv[0], *argv[1:], env={}))  # type: ignore[arg-type]
                 await connection.initialize(protocol_version=acp.PROTOCOL_VERSION,
                                             client_info=schema.Implementation(name="ahp-host", version="1"))
                 created = await connection.new_session(cwd=sandbox.working_directory, mcp_servers=handed)
@@ -276,20 +288,20 @@ class AcpProvider:
         key = launch_digest(command, sandbox_fields(sandbox), [server.model_dump() for server in handed])
         return key, start
 
-    async def cancel(self, session_id: Any) -> None:
+    async def cancel(self, session_id: uuid.UUID) -> None:
         """The running turn was cancelled: ACP's session/cancel, after which the agent ends its
         prompt with stopReason `cancelled` (run_turn's answer is then dropped); the process stays
         warm for the chat's next turn."""
         await self.turns.interrupt(session_id, cancel_prompt)
 
-    async def run_turn(self, text: str, toolbox: Any) -> str:
+    async def run_turn(self, text: str, toolbox: "ChatToolbox") -> str:
         """The chat's warm agent answers in its ACP session when it was started as this turn needs
         it; otherwise a new one starts, and stays warm after a prompt that ended cleanly."""
         key, start = await self.prepared(toolbox)
         chat_id, session_id = toolbox.chat.id, toolbox.session.id
         agent, clean = None, False
         try:
-            agent = await WARM.take(self.id, chat_id, key) or await start()
+            agent = await WARM.take(self.id, chat_id, key, AcpAgent) or await start()
             snapshot = await toolbox.snapshot()
             prompt = []
             if not agent.prompted:

@@ -25,15 +25,19 @@ definition lists (no userChats tools). The SDK's MCP servers serve every agent o
 call is attributed by its tool_use id: the CLI names it in the call's request, and the message
 stream says which Agent call's sub-agent produced it.
 """
-import asyncio
 import logging
+import uuid
 import warnings
 from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from claude_agent_sdk import (AgentDefinition, AssistantMessage, CanUseToolShadowedWarning, ClaudeAgentOptions,
-                              ClaudeSDKClient, ClaudeSDKError, HookMatcher, PermissionResultAllow, PermissionResultDeny,
-                              ResultMessage, StreamEvent, TextBlock, ToolResultBlock, ToolUseBlock, UserMessage)
+                              ClaudeSDKClient, ClaudeSDKError, HookMatcher, McpSdkServerConfig, PermissionResult,
+                              PermissionResultAllow, PermissionResultDeny, ResultMessage, StreamEvent, TextBlock,
+                              ToolPermissionContext, UserMessage)
+from claude_agent_sdk.types import McpHttpServerConfig, McpStdioServerConfig, ToolsPreset
 from mcp import types
 from mcp.server.lowlevel import Server
 
@@ -44,11 +48,20 @@ from sandbox.proxy import PLACEHOLDER_KEY, StandIn
 from tools_app.definitions.agent_definitions import is_builtin_tools, tool_entries
 
 from ..conversations import do_keep_conversation, resumed_conversation
-from ..harness import RunningTurns, builtin_permission, claude_cli, host_connection, not_installed
+from ..harness import AgentConnection, RunningTurns, builtin_permission, claude_cli, host_connection, not_installed
 from ..instructions import session_instructions
 from ..model_check import model_problem
 from ..warm import WARM, Launch
+from .claude_agents import AGENT_TOOL, SUBAGENT, Agents
 from .claude_process import STDERR_LINES, ClaudeProcess, CurrentClaudeTurn, launch_key
+
+if TYPE_CHECKING:
+    from tools_app.catalog.catalog import CatalogSnapshot
+    from tools_app.catalog.registry import Tool
+    from tools_app.models import AgentDefinition as Definition
+    from tools_app.runtime.toolbox import ChatToolbox
+
+    from ..registry import AgentInfo, ModelInfo
 
 logger = logging.getLogger(__name__)
 # The host's own servers are allowed whole on purpose: the host checks their calls, not the CLI.
@@ -64,14 +77,6 @@ CLI_ENVIRONMENT = {"CLAUDE_CODE_ENTRYPOINT": "sdk-py", "CLAUDE_CODE_SDK_READS_SE
                    "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1", "CLAUDE_CODE_DISABLE_EXPLORE_PLAN_AGENTS": "1",
                    # The session's servers' tools are in the first model request.
                    "MCP_CONNECTION_NONBLOCKING": "false"}
-SUBAGENT = "worker"
-AGENT_TOOL = "Agent"  # Claude Code's sub-agent tool; "Task" is its older name
-NOT_OUR_SUBAGENT = f'Only the host\'s sub-agent runs here: call {AGENT_TOOL} with subagent_type "{SUBAGENT}".'
-SUBAGENT_STOPPED = "The sub-agent stopped with the turn that started it."
-OWN_CALL_STOPPED = "The turn ended before the server answered."
-UNATTRIBUTED = "The host could not tell which agent made this call, so it did not run."
-# How long a call waits for the message stream to say which agent made it (it is written before the call).
-ATTRIBUTION_SECONDS = 30
 TOOL_USE_META = "claudecode/toolUseId"
 
 
@@ -79,12 +84,15 @@ class HarnessStopped(RuntimeError):
     """The harness process ended before the turn did."""
 
 
-def stopped_sentence(error, stderr):
+def stopped_sentence(error: Exception, stderr: list[str]) -> str:
     last = f" Its last words: {' | '.join(stderr)}" if stderr else ""
     return (f"The claude harness stopped before the turn ended ({error}); the next turn starts it again.{last}")
 
 
-def tool_server(name, definitions, answer):
+Answer = Callable[[str, dict, str | None], Awaitable[tuple[str, bool]]]  # a tool call's (text, failed)
+
+
+def tool_server(name: str, definitions: list[dict], answer: Answer) -> McpSdkServerConfig:
     """An in-process MCP server offering `definitions`, each call answered by `answer(name,
     arguments, tool_use_id)`."""
     server = Server(name)
@@ -92,12 +100,12 @@ def tool_server(name, definitions, answer):
                         inputSchema=d.get("inputSchema") or {"type": "object"}) for d in definitions]
 
     @server.list_tools()
-    async def list_tools():
+    async def list_tools() -> list[types.Tool]:
         return tools
 
     # The host checks inputs itself, so a bad one is refused with the host's sentence.
     @server.call_tool(validate_input=False)
-    async def call_tool(tool_name, arguments):
+    async def call_tool(tool_name: str, arguments: dict | None) -> types.CallToolResult:
         meta = server.request_context.meta
         tool_use_id = (meta.model_extra or {}).get(TOOL_USE_META) if meta is not None else None
         text, failed = await answer(tool_name, arguments or {}, tool_use_id)
@@ -110,14 +118,14 @@ class Streamed:
     """The reply's text as the model streams it into the chat; the model's messages are parted
     by a blank line, as in the reply the turn ends with."""
 
-    def __init__(self, toolbox):
-        self.toolbox, self.pieces, self.new_message = toolbox, [], False
+    def __init__(self, toolbox: "ChatToolbox") -> None:
+        self.toolbox, self.pieces, self.new_message = toolbox, list[str](), False
 
     @property
-    def text(self):
+    def text(self) -> str:
         return "".join(self.pieces)
 
-    async def take(self, event):
+    async def take(self, event: dict[str, Any]) -> None:
         if event.get("type") == "message_start":
             self.new_message = bool(self.pieces)
             return
@@ -130,27 +138,16 @@ class Streamed:
         await self.toolbox.stream(piece)
 
 
-def deny(sentence):
-    """A PreToolUse hook's answer: the call does not run, and the model reads `sentence`."""
-    return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-                                   "permissionDecisionReason": sentence}}
-
-
-def block_text(content):
-    if isinstance(content, list):
-        return "\n".join(c.get("text", "") for c in content if c.get("type") == "text")
-    return content or ""
-
-
 class OwnServers:
     """The session's MCP servers, handed to the CLI as its own: it starts the stdio ones inside
     the sandbox (their programs are the operator's) and reaches the http ones through the
     sandbox's outbound rules. Of their tools, only those the chat's snapshot holds are offered;
     their calls show in the chat from the message stream."""
 
-    def __init__(self, servers, working_directory, snapshot, listed):
-        self.config = {}  # server name -> the CLI's entry for it
-        self.stand_ins = []  # proxy.StandIn of each http server
+    def __init__(self, servers: dict[str, dict[str, Any]], working_directory: str, snapshot: "CatalogSnapshot",
+                 listed: Iterable["Tool"]) -> None:
+        self.config: dict[str, McpStdioServerConfig | McpHttpServerConfig] = {}  # server name -> the CLI's entry
+        self.stand_ins: list[StandIn] = []  # one for each http server
         for name, entry in servers.items():
             if name in (HOST_SERVER, CLIENT_SERVER):
                 logger.warning('Left out MCP server "%s": the name is one of the host\'s own servers.', name)
@@ -167,7 +164,8 @@ class OwnServers:
                                    tuple((entry.get("headers") or {}).items()), bool(entry.get(CLIENT_DECLARED)))
                 self.stand_ins.append(stand_in)
                 self.config[name] = {"type": "http", "url": stand_in.inside(entry["url"]), "headers": {}}
-        self.held, self.hidden = {}, []  # the CLI's name -> the catalog's, of the tools the snapshot holds; the rest
+        self.held: dict[str, str] = {}  # the CLI's name -> the catalog's, of the tools the snapshot holds
+        self.hidden: list[str] = []  # the CLI's names of the rest
         for tool in listed:
             if tool.namespace in self.config:
                 cli_name = f"mcp__{tool.namespace}__{tool.name}"
@@ -177,125 +175,41 @@ class OwnServers:
                     self.hidden.append(cli_name)
 
     @property
-    def programs(self):
+    def programs(self) -> list[str]:
         """The folders the stdio servers' programs need inside the sandbox, as if the host started them."""
         return [prefix for entry in self.config.values() if entry["type"] == "stdio"
                 and (prefix := program_prefix(entry["command"]))]
 
-    def is_theirs(self, cli_name):
+    def is_theirs(self, cli_name: str) -> bool:
         return any(cli_name.startswith(f"mcp__{name}__") for name in self.config)
 
 
-class Agents:
-    """One turn's agents, the turn's own and each sub-agent an Agent call started, and which of
-    them made each tool call (so it runs, shows and is checked in that agent's chat)."""
-
-    def __init__(self, toolbox, snapshot, own):
-        self.toolbox, self.snapshot, self.own = toolbox, snapshot, own
-        self.own_calls = {}  # tool_use id -> (the toolbox it shows in, the host's call id, its catalog name)
-        self.parents = {}  # tool_use id -> the Agent call's tool_use id whose sub-agent made it (None: the turn's)
-        self.subagents = {}  # an Agent call's tool_use id -> (its sub-agent's toolbox, snapshot, the host's call id)
-        self.noted = asyncio.Condition()
-
-    async def note(self, message):
-        """An assistant message from the stream: whose its tool calls are."""
-        for block in message.content:
-            if isinstance(block, ToolUseBlock):
-                self.parents[block.id] = message.parent_tool_use_id
-                if block.name in self.own.held:
-                    await self.begin_own_call(block, message.parent_tool_use_id)
-        async with self.noted:
-            self.noted.notify_all()
-
-    async def begin_own_call(self, block, parent):
-        """A call on one of the CLI's own servers, which the CLI runs: it shows in its agent's chat."""
-        toolbox, snapshot = self.toolbox, self.snapshot
-        if parent in self.subagents:
-            toolbox, snapshot = self.subagents[parent][:2]
-        name = self.own.held[block.name]
-        snapshot = snapshot if name in snapshot.bindings else self.snapshot
-        self.own_calls[block.id] = (toolbox, await toolbox.begin_harness_call(snapshot, name, block.input), name)
-
-    async def answer(self, name, arguments, tool_use_id):
-        try:
-            async with self.noted:
-                await asyncio.wait_for(self.noted.wait_for(lambda: tool_use_id in self.parents), ATTRIBUTION_SECONDS)
-        except asyncio.TimeoutError:
-            return UNATTRIBUTED, True
-        parent = self.parents[tool_use_id]
-        if parent is None:
-            return await self.toolbox.answer(self.snapshot, name, arguments)
-        if parent not in self.subagents:
-            return UNATTRIBUTED, True
-        subagent, snapshot, _ = self.subagents[parent]
-        return await subagent.answer(snapshot, name, arguments)
-
-    async def start(self, hook_input, tool_use_id, context):
-        """An Agent call is about to run (PreToolUse): its sub-agent's chat opens, or it is denied."""
-        arguments = hook_input.get("tool_input") or {}
-        if arguments.get("subagent_type") != SUBAGENT:
-            return deny(NOT_OUR_SUBAGENT)
-        try:
-            subagent, call_id = await self.toolbox.start_subagent(
-                hook_input["tool_name"], arguments, arguments.get("description") or "Sub-agent",
-                arguments.get("prompt") or "")
-        except Refused as refusal:
-            return deny(refusal.sentence)
-        self.subagents[hook_input["tool_use_id"]] = (subagent, await subagent.snapshot(), call_id)
-        return {}
-
-    async def finish(self, message):
-        """A user message: a result of an own server's call completes it; one of an Agent call
-        (in the turn's own thread) ends its sub-agent."""
-        if isinstance(message.content, str):
-            return
-        for block in message.content:
-            if not isinstance(block, ToolResultBlock):
-                continue
-            if block.tool_use_id in self.own_calls:
-                toolbox, call_id, name = self.own_calls.pop(block.tool_use_id)
-                await toolbox.complete_harness_call(call_id, name, block_text(block.content), bool(block.is_error))
-            elif message.parent_tool_use_id is None and block.tool_use_id in self.subagents:
-                subagent, _, call_id = self.subagents.pop(block.tool_use_id)
-                # Its final report, as the CLI hands it back (it streams no sub-agent's closing words).
-                report = block_text(block.content)
-                await self.toolbox.end_subagent(call_id, subagent, report, bool(block.is_error))
-
-    async def stop(self):
-        """The turn is over: a call or a sub-agent still open ends with it."""
-        calls, self.own_calls = self.own_calls, {}
-        for toolbox, call_id, name in calls.values():
-            await toolbox.complete_harness_call(call_id, name, OWN_CALL_STOPPED, True)
-        subagents, self.subagents = self.subagents, {}
-        for subagent, _, call_id in subagents.values():
-            await self.toolbox.end_subagent(call_id, subagent, SUBAGENT_STOPPED, failed=True)
-
-
-def builtin_names(selector):
+def builtin_names(selector: dict | None) -> list[str]:
     """Claude Code's tool names a selector of the built-in tools entry names (bare or `builtin:`);
     `{isolated: true}` names Copilot's isolated set, none of Claude's."""
     names = (selector or {}).get("tools") or ()
     return [name.removeprefix("builtin:") for name in names if ":" not in name or name.startswith("builtin:")]
 
 
-def builtin_tools(definition):
+def builtin_tools(definition: "Definition | None") -> tuple[list[str] | ToolsPreset, list[str]]:
     """The CLI's `tools` and `disallowed_tools`: the built-ins the definition's policy offers
     (with the Agent tool the host's sub-agent needs) and those it excludes."""
     document = definition.validated_document() if definition else {}
-    entry = next((e for e in tool_entries(document) if is_builtin_tools(e)), {})
+    entry: dict[str, Any] = next((e for e in tool_entries(document) if is_builtin_tools(e)), {})
     available, excluded = builtin_names(entry.get("available-tools")), builtin_names(entry.get("excluded-tools"))
-    tools = {"type": "preset", "preset": "claude_code"} if "*" in available else [*available, AGENT_TOOL]
+    tools: list[str] | ToolsPreset = {"type": "preset", "preset": "claude_code"} if "*" in available else [*available, AGENT_TOOL]
     return tools, excluded
 
 
-def not_offered(name):
+def not_offered(name: str) -> str:
     return f"The host does not offer {name} in this chat."
 
 
-def permission_asker(toolbox, connection, own):
+def permission_asker(toolbox: "ChatToolbox", connection: AgentConnection, own: OwnServers
+                     ) -> Callable[[str, dict[str, Any], ToolPermissionContext], Awaitable[PermissionResult]]:
     """The SDK's can_use_tool: a built-in the policy offers runs once the person (or the tenant)
     allows it; a tool of an own server the snapshot does not hold (one it listed later) never runs."""
-    async def can_use_tool(name, arguments, context):
+    async def can_use_tool(name: str, arguments: dict[str, Any], context: ToolPermissionContext) -> PermissionResult:
         if name in (AGENT_TOOL, "Task"):  # the PreToolUse hook already decided
             return PermissionResultAllow()
         if own.is_theirs(name):
@@ -310,40 +224,43 @@ class ClaudeProvider:
     id = PROVIDER_ID
     display_name = "Claude"
     description = "Claude Code, through the Claude Agent SDK, on the session's tools."
-    models = ({"id": "claude", "provider": PROVIDER_ID, "name": "Claude Code"},)
+    models: tuple["ModelInfo", ...] = ({"id": "claude", "provider": PROVIDER_ID, "name": "Claude Code"},)
 
-    def __init__(self):
-        self.turns = RunningTurns()
+    def __init__(self) -> None:
+        self.turns = RunningTurns[ClaudeSDKClient]()
 
-    async def cancel(self, session_id):
+    async def cancel(self, session_id: uuid.UUID) -> None:
         """The running turn was cancelled: the CLI is interrupted and ends its turn (its answer is
         dropped); the process stays warm for the chat's next turn."""
         await self.turns.interrupt(session_id, ClaudeSDKClient.interrupt)
 
-    def agent_info(self):
+    def agent_info(self) -> "AgentInfo":
         return {"provider": self.id, "displayName": self.display_name, "description": self.description,
                 "models": list(self.models)}
 
-    def offered_builtins(self, definition) -> tuple[list[str] | None, list[str]]:
+    def offered_builtins(self, definition: "Definition | None") -> tuple[list[str] | None, list[str]]:
         """The CLI's own built-ins the model receives (None: every one of the claude_code preset)
         and those excluded, as run_turn hands them to the CLI."""
         tools, excluded = builtin_tools(definition)
         return (None if isinstance(tools, dict) else list(tools)), list(excluded)
 
-    def runtime_missing(self):
+    def runtime_missing(self) -> str | None:
         """NO_CLI while Claude Code is not installed: no turn could start."""
         return None if claude_cli() else NO_CLI
 
-    def options(self, cli, agents, current, subagent_names, connection, definition):
+    def options(self, cli: str, agents: Agents, current: CurrentClaudeTurn, subagent_names: list[str],
+                connection: AgentConnection, definition: "Definition | None"
+                ) -> tuple[ClaudeAgentOptions, dict[str, list[dict]]]:
         """The CLI's options, its callbacks reaching `current`, and the tool lists of the host's two servers."""
         snapshot, toolbox, own = agents.snapshot, agents.toolbox, agents.own
         run_by_cli = {catalog: cli_name for cli_name, catalog in own.held.items()}
-        host, client = [], []
+        host: list[dict] = []
+        client: list[dict] = []
         for tool in snapshot.definitions:
             if tool["name"] not in run_by_cli:
                 (client if snapshot.bindings[tool["name"]].client_id else host).append(tool)
 
-        def offered(name):
+        def offered(name: str) -> str:
             return run_by_cli.get(name) or f"mcp__{CLIENT_SERVER if snapshot.bindings[name].client_id else HOST_SERVER}__{name}"
 
         instructions = session_instructions(toolbox.session, snapshot, definition)
@@ -365,7 +282,7 @@ class ClaudeProvider:
             model=(definition.model if definition else "") or connection.get("model") or None,
             include_partial_messages=True), {HOST_SERVER: host, CLIENT_SERVER: client}
 
-    async def prepared(self, toolbox):
+    async def prepared(self, toolbox: "ChatToolbox") -> Launch[ClaudeProcess]:
         """How the chat's CLI runs a turn now: its launch key, and how it starts."""
         cli = claude_cli()
         if cli is None:
@@ -387,16 +304,16 @@ class ClaudeProvider:
                                            await toolbox.agent_definition())
         environment = {**CLI_ENVIRONMENT, "ANTHROPIC_BASE_URL": model.inside(connection["baseUrl"]),
                        "ANTHROPIC_API_KEY": PLACEHOLDER_KEY}
-        stderr = deque(maxlen=STDERR_LINES)
+        stderr: deque[str] = deque(maxlen=STDERR_LINES)
 
-        async def start():
+        async def start() -> ClaudeProcess:
             options.resume = await resumed_conversation(toolbox.chat.id, self.id)
             return await ClaudeProcess.start(options, sandbox, environment, current, stderr)
 
         return Launch(launch_key(options, tool_lists, sandbox, environment), agents,
                       permission_asker(toolbox, connection, own), start, stderr)
 
-    async def prewarm(self, toolbox):
+    async def prewarm(self, toolbox: "ChatToolbox") -> None:
         """The chat's CLI starts before its first turn (its session was just made, and the caller
         holds the chat's WARM.prewarming); the turn goes to it when nothing it was started with
         changed meanwhile."""
@@ -408,14 +325,15 @@ class ClaudeProvider:
             return
         await WARM.keep(self.id, toolbox.chat.id, toolbox.session.id, launch.key, process)
 
-    async def run_turn(self, text, toolbox):
+    async def run_turn(self, text: str, toolbox: "ChatToolbox") -> str:
         """The chat's warm CLI answers when it was started as this turn needs it; otherwise a new
         one starts, resuming the chat's conversation, and stays warm after a turn that ended cleanly."""
         launch = await self.prepared(toolbox)
         agents, chat_id, session_id = launch.agents, toolbox.chat.id, toolbox.session.id
-        replies, streamed, process, clean = [], Streamed(toolbox), None, False
+        replies: list[str] = []
+        streamed, process, clean = Streamed(toolbox), None, False
         try:
-            process = await WARM.take(self.id, chat_id, launch.key) or await launch.start()
+            process = await WARM.take(self.id, chat_id, launch.key, ClaudeProcess) or await launch.start()
             process.current.begin(agents, launch.asks)
             async with self.turns.running(session_id, process.client):
                 await process.client.query(text)

@@ -17,10 +17,11 @@ import logging
 import shutil
 from collections import deque
 from dataclasses import asdict, replace
-from typing import Any
+from typing import Any, AsyncIterator
 
-from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, PermissionResultDeny
+from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, HookContext, HookInput, PermissionResultDeny
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
+from claude_agent_sdk.types import SyncHookJSONOutput
 
 from sandbox.bubblewrap import PRIVATE, Sandbox
 
@@ -32,7 +33,7 @@ STDERR_LINES = 20
 MCP_CONFIG = "mcp-config.json"  # the CLI's MCP servers, in its launch's private folder
 
 
-async def no_prompt():
+async def no_prompt() -> AsyncIterator[dict[str, Any]]:
     return
     yield
 
@@ -76,7 +77,7 @@ class CurrentClaudeTurn(CurrentTurn):
     def __init__(self) -> None:
         super().__init__(PermissionResultDeny(message=NO_TURN))
 
-    async def start(self, hook_input: dict, tool_use_id: str | None, context: Any) -> dict:
+    async def start(self, hook_input: HookInput, tool_use_id: str | None, context: HookContext) -> SyncHookJSONOutput:
         if self.agents is None:
             return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
                                            "permissionDecisionReason": NO_TURN}}
@@ -86,7 +87,8 @@ class CurrentClaudeTurn(CurrentTurn):
 def launch_key(options: ClaudeAgentOptions, tool_lists: dict, sandbox: Sandbox, environment: dict) -> str:
     """A digest of everything the CLI is started with (not the conversation it resumes): two turns
     with the same key can share one process."""
-    servers = {name: entry for name, entry in options.mcp_servers.items() if entry.get("type") != "sdk"}
+    configured = options.mcp_servers if isinstance(options.mcp_servers, dict) else {}
+    servers = {name: entry for name, entry in configured.items() if entry.get("type") != "sdk"}
     agents = {name: asdict(agent) for name, agent in (options.agents or {}).items()}
     return launch_digest(options.cli_path, options.tools, options.disallowed_tools, options.allowed_tools, servers,
                          tool_lists, agents, options.system_prompt, options.model, sandbox_fields(sandbox), environment)

@@ -20,28 +20,33 @@ never share storage. A turn of an empty-mode agent runs its CLI in that mode, ke
 in its tenant's own base directory (beside the sandboxes' homes on the shared root, so every node
 reads it), not in the session's sandbox home.
 """
-import asyncio
 import logging
+import uuid
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from copilot import CopilotClient, RuntimeConnection
-from copilot.generated.rpc import PermissionDecisionApproveOnce, PermissionDecisionReject
-from copilot.generated.session_events import (AssistantMessageDeltaData, SubagentStartedData, ToolExecutionCompleteData,
-                                              ToolExecutionStartData)
+from copilot import CopilotClient, CopilotClientMode, RuntimeConnection, SessionFsConfig
+from copilot.generated.rpc import PermissionDecisionReject
 from copilot.session import CopilotSession
-from copilot.tools import Tool, ToolResult
 
 from kernel.refusals import Refused
-from sandbox.bubblewrap import session_sandbox
+from sandbox.bubblewrap import Sandbox, session_sandbox
 from sandbox.homes import tenant_harness_folder
 from sandbox.proxy import PLACEHOLDER_KEY, StandIn
 
 from ..conversations import do_keep_conversation, resumed_conversation
-from ..harness import RunningTurns, builtin_permission, copilot_cli, copilot_package, host_connection, not_installed
+from ..harness import AgentConnection, RunningTurns, copilot_cli, copilot_package, host_connection, not_installed
 from ..instructions import session_instructions
 from ..model_check import model_problem
 from ..warm import NO_TURN, WARM, CurrentTurn, Launch, launch_digest, sandbox_fields
+from .copilot_turn import TASK_TOOL, Agents, Streamed, custom_tools, permission_handler
+
+if TYPE_CHECKING:
+    from tools_app.models import AgentDefinition
+    from tools_app.runtime.toolbox import ChatToolbox
+
+    from ..registry import AgentInfo, ModelInfo
 
 logger = logging.getLogger(__name__)
 
@@ -51,11 +56,8 @@ NO_RUNTIME = not_installed("github-copilot", "the GitHub Copilot CLI (npm @githu
 NO_MODEL = ("The github-copilot agent has no model endpoint: set agentConnections.github-copilot (baseUrl and "
             "apiKey, or githubToken) or AHP_COPILOT_BASE_URL.")
 TURN_TIMEOUT_SECONDS = 600
-TASK_TOOL, SUBAGENT = "task", "worker"
+SUBAGENT = "worker"
 SUBAGENT_PROMPT = "You are a sub-agent in an AHP session: do the task you are given with your tools and answer what you found."
-SUBAGENT_STOPPED = "The sub-agent stopped with the turn that started it."
-UNATTRIBUTED = "The host could not tell which agent made this call, so it did not run."
-ATTRIBUTION_SECONDS = 30  # how long a sub-agent's call waits for the event naming its task call
 DEFAULT_MODEL = "gpt-4.1"
 HANDLERS = ("tools", "on_permission_request")  # options bound to the turn the session answers now
 # Where a CLI signed in with a GitHub token finds its models.
@@ -67,14 +69,14 @@ EMPTY_MODE_NEEDS_STORAGE = (
 )
 
 
-def model_stand_in(connection):
+def model_stand_in(connection: AgentConnection) -> StandIn:
     """The BYOK endpoint as the proxy reaches it, adding the key the way its type expects."""
     key = connection.get("apiKey")
     header = ("api-key", key) if connection.get("type") == "azure" else ("Authorization", f"Bearer {key}")
     return StandIn("model", connection["baseUrl"], (header,) if key else ())
 
 
-def byok_provider(connection, stand_in):
+def byok_provider(connection: AgentConnection, stand_in: StandIn) -> dict[str, str]:
     """The provider the CLI is given: the stand-in's address and a placeholder key; the proxy adds the real one."""
     provider = {"type": connection.get("type") or "openai", "base_url": stand_in.inside(connection["baseUrl"]),
                 "wire_api": connection.get("wireApi") or "completions"}
@@ -83,170 +85,42 @@ def byok_provider(connection, stand_in):
     return provider
 
 
-class Agents:
-    """One turn's agents: the turn's own and each sub-agent a `task` call started, which works in a
-    chat of its own (origin: that call) on the tool-origin catalog. The CLI names the sub-agent
-    that makes a custom tool call (ToolInvocation.agent_id), and its SubagentStarted event the
-    task call that runs it."""
-
-    def __init__(self, toolbox, snapshot):
-        self.toolbox, self.snapshot = toolbox, snapshot
-        self.loop = asyncio.get_running_loop()
-        self.subagents = {}  # a task call's id -> the task opening its sub-agent: (toolbox, snapshot, host call id)
-        self.task_of = {}  # a sub-agent's id -> its task call's id
-        self.noted = asyncio.Condition()
-
-    def take(self, event):
-        """An SDK event (its handlers are synchronous): noted on the turn's loop."""
-        self.loop.call_soon_threadsafe(self.note, event)
-
-    def note(self, event):
-        data = event.data
-        if isinstance(data, ToolExecutionStartData) and data.tool_name == TASK_TOOL and not event.agent_id:
-            self.subagents[data.tool_call_id] = self.loop.create_task(self.start(data))
-        elif isinstance(data, SubagentStartedData) and event.agent_id:
-            self.task_of[event.agent_id] = data.tool_call_id
-            self.loop.create_task(self.wake())
-        elif isinstance(data, ToolExecutionCompleteData) and data.tool_call_id in self.subagents:
-            self.loop.create_task(self.finish(data.tool_call_id, data))
-
-    async def wake(self):
-        async with self.noted:
-            self.noted.notify_all()
-
-    async def start(self, data):
-        arguments = data.arguments if isinstance(data.arguments, dict) else {}
-        subagent, call_id = await self.toolbox.start_subagent(
-            TASK_TOOL, arguments, arguments.get("description") or "Sub-agent", arguments.get("prompt") or "")
-        return subagent, await subagent.snapshot(), call_id
-
-    async def finish(self, task_call_id, data):
-        try:
-            subagent, _, call_id = await self.subagents.pop(task_call_id)
-        except Refused:
-            return  # its chat never opened (the person may not create chats): nothing to end
-        report = data.result.content if data.result else (data.error.message if data.error else "")
-        await self.toolbox.end_subagent(call_id, subagent, report, not data.success)
-
-    async def answer(self, name, arguments, agent_id):
-        if not agent_id:
-            return await self.toolbox.answer(self.snapshot, name, arguments)
-        try:
-            async with self.noted:
-                await asyncio.wait_for(self.noted.wait_for(lambda: agent_id in self.task_of), ATTRIBUTION_SECONDS)
-            subagent, snapshot, _ = await self.subagents[self.task_of[agent_id]]
-        except (asyncio.TimeoutError, KeyError):
-            return UNATTRIBUTED, True
-        except Refused as refusal:
-            return refusal.sentence, True
-        return await subagent.answer(snapshot, name, arguments)
-
-    async def stop(self):
-        """The turn is over: a sub-agent still open ends with it."""
-        subagents, self.subagents = self.subagents, {}
-        for opening in subagents.values():
-            try:
-                subagent, _, call_id = await opening
-            except Refused:
-                continue
-            await self.toolbox.end_subagent(call_id, subagent, SUBAGENT_STOPPED, failed=True)
-
-
-def custom_tools(snapshot, agents):
-    """The snapshot's tools as SDK custom tools, each answered through its agent's toolbox."""
-    def handler_for(name):
-        async def handler(invocation):
-            arguments = invocation.arguments if invocation.arguments is not None else {}
-            text, failed = await agents.answer(name, arguments, invocation.agent_id)
-            return ToolResult(text_result_for_llm=text, result_type="failure" if failed else "success",
-                              error=text if failed else None)
-        return handler
-
-    return [Tool(name=d["name"], description=d.get("description") or d["name"], handler=handler_for(d["name"]),
-                 parameters=d.get("inputSchema") or {"type": "object", "properties": {}}, skip_permission=True,
-                 overrides_built_in_tool=True)  # a host tool named like a built-in (list_agents) is the one offered
-            for d in snapshot.definitions]
-
-
-# The built-in a permission request is for, by its kind.
-BUILTIN_OF_KIND = {"shell": "bash", "write": "edit", "read": "view", "url": "web_fetch"}
-
-
-def permission_handler(toolbox, connection):
-    """A permission request for one of the CLI's built-ins: the person's call (an AHP tool
-    confirmation), unless the tenant approves all."""
-    async def handle(request, invocation):
-        kind = getattr(request, "kind", "tool")
-        command = getattr(request, "full_command_text", None)
-        refusal = await builtin_permission(toolbox, connection, BUILTIN_OF_KIND.get(kind, kind),
-                                           {"command": command} if command else {}, command)
-        return PermissionDecisionApproveOnce() if refusal is None else PermissionDecisionReject(feedback=refusal)
-    return handle
-
-
-class Streamed:
-    """The reply's text as the model streams it into the chat, in order: the SDK's event
-    handlers are synchronous, so pieces queue for one writer. The model's messages are parted
-    by a blank line."""
-
-    def __init__(self, toolbox):
-        self.toolbox, self.pieces, self.message = toolbox, [], None
-        self.loop, self.queue = asyncio.get_running_loop(), asyncio.Queue()
-        self.writer = self.loop.create_task(self.write())
-
-    @property
-    def text(self):
-        return "".join(self.pieces)
-
-    def take(self, event):
-        data = event.data
-        # A sub-agent's words are not the reply.
-        if not isinstance(data, AssistantMessageDeltaData) or not data.delta_content or event.agent_id \
-                or data.parent_tool_call_id:
-            return
-        piece = ("\n\n" if self.pieces and data.message_id != self.message else "") + data.delta_content
-        self.message = data.message_id
-        self.pieces.append(piece)
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, piece)
-
-    async def write(self):
-        while (piece := await self.queue.get()) is not None:
-            await self.toolbox.stream(piece)
-
-    async def finish(self):
-        """Every piece taken is in the chat."""
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, None)
-        await self.writer
-
-
 class CopilotProcess:
     """A Copilot CLI server in its session's sandbox and the chat's session on it, kept across turns."""
 
-    def __init__(self, client, current):
-        self.client, self.current, self.session = client, current, None
+    def __init__(self, client: CopilotClient, current: CurrentTurn, session: CopilotSession) -> None:
+        self.client, self.current, self.session = client, current, session
         self.conversation_kept = False  # the chat's next cold start resumes this session
 
     @classmethod
-    async def start(cls, cli, sandbox, environment, connection, mode, storage, current):
+    async def start(cls, cli: str, sandbox: Sandbox, environment: dict[str, str], connection: AgentConnection,
+                    mode: CopilotClientMode, storage: str | None, current: CurrentTurn, conversation: str | None,
+                    options: dict[str, Any]) -> "CopilotProcess":
+        """The CLI, and on it the chat's session: `conversation` resumed, or a new one."""
         # The SDK appends its own flags to the command line: they reach the CLI inside the sandbox.
         argv = sandbox.argv([cli], env=environment)
-        return cls(CopilotClient(connection=RuntimeConnection.for_stdio(path=argv[0], args=argv[1:]),
-                                 github_token=connection.get("githubToken") or None, mode=mode,
-                                 base_directory=storage), current)
+        client = CopilotClient(connection=RuntimeConnection.for_stdio(path=argv[0], args=argv[1:]),
+                               github_token=connection.get("githubToken") or None, mode=mode, base_directory=storage)
+        try:
+            session = await (client.resume_session(conversation, **options) if conversation
+                             else client.create_session(**options))
+        except BaseException:
+            await client.stop()
+            raise
+        return cls(client, current, session)
 
     @property
-    def pid(self):
+    def pid(self) -> int | None:
         process = self.client._cli_process
         return process.pid if process is not None else None
 
-    def alive(self):
+    def alive(self) -> bool:
         process = self.client._cli_process
         return process is not None and process.poll() is None
 
-    async def stop(self):
+    async def stop(self) -> None:
         try:
-            if self.session is not None:
-                await self.session.disconnect()
+            await self.session.disconnect()
         except Exception:  # the CLI is stopped next either way
             logger.warning("Closing a Copilot session failed", exc_info=True)
         await self.client.stop()
@@ -256,9 +130,10 @@ class GitHubCopilotProvider:
     id = PROVIDER_ID
     display_name = "GitHub Copilot"
     description = "The GitHub Copilot CLI, through its SDK."
-    models = ({"id": "github-copilot", "provider": PROVIDER_ID, "name": "GitHub Copilot"},)
+    models: tuple["ModelInfo", ...] = ({"id": "github-copilot", "provider": PROVIDER_ID, "name": "GitHub Copilot"},)
 
-    def __init__(self, *, connection=None, base_directory=None, session_fs=None, github_token=None):
+    def __init__(self, *, connection: RuntimeConnection | None = None, base_directory: str | None = None,
+                 session_fs: SessionFsConfig | None = None, github_token: str | None = None) -> None:
         """`connection` is an SDK RuntimeConnection (None: the SDK's bundled CLI over stdio);
         `base_directory` holds one storage directory per tenant; `session_fs` is the SDK's
         connection-level session filesystem configuration."""
@@ -266,23 +141,23 @@ class GitHubCopilotProvider:
         self.base_directory = base_directory
         self.session_fs = session_fs
         self.github_token = github_token
-        self._clients = {}
-        self.turns = RunningTurns()
+        self._clients: dict[tuple[CopilotClientMode, str | None], CopilotClient] = {}
+        self.turns = RunningTurns[CopilotSession]()
 
-    def agent_info(self):
+    def agent_info(self) -> "AgentInfo":
         return {"provider": self.id, "displayName": self.display_name, "description": self.description,
                 "models": list(self.models)}
 
-    async def cancel(self, session_id):
+    async def cancel(self, session_id: uuid.UUID) -> None:
         """The running turn was cancelled: the Copilot session aborts its message (its answer is
         dropped); the CLI and its session stay warm for the chat's next turn."""
         await self.turns.interrupt(session_id, CopilotSession.abort)
 
-    def runtime_missing(self):
+    def runtime_missing(self) -> str | None:
         """NO_RUNTIME while the Copilot CLI is not installed: no turn could start."""
         return None if copilot_cli() else NO_RUNTIME
 
-    async def prepared(self, toolbox):
+    async def prepared(self, toolbox: "ChatToolbox") -> Launch[CopilotProcess]:
         """How the chat's CLI runs a turn now: its launch key, and how it starts (with the chat's
         session on it, created or resumed)."""
         cli = copilot_cli()
@@ -297,16 +172,16 @@ class GitHubCopilotProvider:
         agents, current = Agents(toolbox, snapshot), CurrentTurn(PermissionDecisionReject(feedback=NO_TURN))
         tools = custom_tools(snapshot, current)
         stand_in = model_stand_in(connection) if connection.get("baseUrl") else None
-        if stand_in:
-            reached, environment = [], {}
-        elif connection.get("githubToken"):
+        reached: tuple[tuple[str, int], ...] = ()
+        environment: dict[str, str] = {}
+        if stand_in is None:
+            if not connection.get("githubToken"):
+                raise Refused(NO_MODEL, "no_agent")
             reached, environment = GITHUB_ENDPOINTS, {"COPILOT_SDK_AUTH_TOKEN": connection["githubToken"]}
-        else:
-            raise Refused(NO_MODEL, "no_agent")
         if package := await copilot_package(cli):  # the node's, read-only: not unpacked into each home
             environment = {**environment, "COPILOT_PKG_CACHE_HOME": package}
         definition = await toolbox.agent_definition()
-        mode = definition.builtin_tool_policy().client_mode if definition else "copilot-cli"
+        mode: CopilotClientMode = definition.builtin_tool_policy().client_mode if definition else "copilot-cli"
         sandbox = replace(session_sandbox(toolbox.session, read_only=(package,) if package else (), destinations=reached),
                           stand_ins=(stand_in,) if stand_in else ())
         storage = self.tenant_storage(toolbox.session.tenant_id) if mode == "empty" else None
@@ -323,38 +198,31 @@ class GitHubCopilotProvider:
         worker = {"name": SUBAGENT, "display_name": "Worker", "prompt": SUBAGENT_PROMPT,
                   "description": "Works on a task you hand it, with the session's tools, in a chat of its own.",
                   "tools": [name for name in await toolbox.tool_origin_names() if name in held]}
-        options = {"model": connection.get("model") or DEFAULT_MODEL, **policy, "tools": tools, "streaming": True,
+        options: dict[str, Any] = {"model": connection.get("model") or DEFAULT_MODEL, **policy, "tools": tools, "streaming": True,
                    "system_message": {"mode": "append",
                                       "content": session_instructions(toolbox.session, snapshot, definition)},
                    "custom_agents": [worker], "on_permission_request": current.ask,
                    "working_directory": sandbox.working_directory}
-        if connection.get("baseUrl"):
+        if stand_in is not None:
             options["provider"] = byok_provider(connection, stand_in)
 
-        async def start():
-            process = await CopilotProcess.start(cli, sandbox, environment, connection, mode, storage, current)
-            try:
-                conversation = await resumed_conversation(toolbox.chat.id, self.id)
-                process.session = await (process.client.resume_session(conversation, **options) if conversation
-                                         else process.client.create_session(**options))
-            except BaseException:
-                await process.stop()
-                raise
-            return process
+        async def start() -> CopilotProcess:
+            return await CopilotProcess.start(cli, sandbox, environment, connection, mode, storage, current,
+                                              await resumed_conversation(toolbox.chat.id, self.id), options)
 
         return Launch(launch_digest(cli, mode, storage, sandbox_fields(sandbox), environment,
                                     connection.get("githubToken"), snapshot.definitions,
                                     {k: v for k, v in options.items() if k not in HANDLERS}),
                       agents, permission_handler(toolbox, connection), start)
 
-    async def prewarm(self, toolbox):
+    async def prewarm(self, toolbox: "ChatToolbox") -> None:
         """The chat's CLI and session start before its first turn (its session was just made, and
         the caller holds the chat's WARM.prewarming); the turn goes to them when nothing they were
         started with changed meanwhile."""
         launch = await self.prepared(toolbox)
         await WARM.keep(self.id, toolbox.chat.id, toolbox.session.id, launch.key, await launch.start())
 
-    async def run_turn(self, text, toolbox):
+    async def run_turn(self, text: str, toolbox: "ChatToolbox") -> str:
         """The chat's warm CLI server and session answer when they were started as this turn needs;
         otherwise a new CLI starts, resuming the chat's conversation, and stays warm after a turn
         that ended cleanly. A changed catalog, definition, connection or folder restarts it: the
@@ -363,7 +231,7 @@ class GitHubCopilotProvider:
         agents, chat_id, session_id = launch.agents, toolbox.chat.id, toolbox.session.id
         process, clean, answer, listening = None, False, None, []
         try:
-            process = await WARM.take(self.id, chat_id, launch.key) or await launch.start()
+            process = await WARM.take(self.id, chat_id, launch.key, CopilotProcess) or await launch.start()
             process.current.begin(agents, launch.asks)
             streamed = Streamed(toolbox)
             listening = [process.session.on(streamed.take), process.session.on(agents.take)]
@@ -391,12 +259,12 @@ class GitHubCopilotProvider:
                 await (WARM.keep(self.id, chat_id, session_id, launch.key, process) if clean else process.stop())
         return streamed.text or getattr(getattr(answer, "data", None), "content", "") or ""
 
-    def storage_for(self, definition):
+    def storage_for(self, definition: "AgentDefinition") -> str | None:
         if self.base_directory is None:
             return None
         return str(Path(self.base_directory) / f"tenant-{definition.tenant_id}")
 
-    def tenant_storage(self, tenant_id):
+    def tenant_storage(self, tenant_id: int) -> str:
         """The tenant's own base directory for empty-mode clients (beside the homes unless configured)."""
         if self.base_directory is None:
             return tenant_harness_folder("copilot", tenant_id)
@@ -404,7 +272,7 @@ class GitHubCopilotProvider:
         folder.mkdir(parents=True, exist_ok=True)
         return str(folder)
 
-    def client_for(self, definition):
+    def client_for(self, definition: "AgentDefinition") -> CopilotClient:
         """The pooled client this definition's sessions run on, made on first use."""
         policy = definition.builtin_tool_policy()
         storage = self.storage_for(definition)
@@ -420,18 +288,18 @@ class GitHubCopilotProvider:
             )
         return self._clients[key]
 
-    def offered_builtins(self, definition) -> tuple[list[str] | None, list[str]]:
+    def offered_builtins(self, definition: "AgentDefinition | None") -> tuple[list[str] | None, list[str]]:
         """The CLI's own built-ins the model receives (None: all the CLI has) and those excluded:
         without a definition only the task tool of the host's sub-agent, as run_turn asks."""
         if definition is None:
             return [TASK_TOOL], []
         policy = definition.builtin_tool_policy()
 
-        def bare(names):
+        def bare(names: list[str]) -> list[str]:
             return [n.removeprefix("builtin:") for n in names if ":" not in n or n.startswith("builtin:")]
         return (None if policy.available_tools is None else bare(policy.available_tools)), bare(policy.excluded_tools or [])
 
-    def session_options(self, definition):
+    def session_options(self, definition: "AgentDefinition") -> dict[str, Any]:
         """What create_session and resume_session both get from the definition."""
         policy = definition.builtin_tool_policy()
         options = {"available_tools": policy.available_tools, "excluded_tools": policy.excluded_tools}
@@ -441,15 +309,15 @@ class GitHubCopilotProvider:
             options["system_message"] = {"mode": "append", "content": definition.instructions}
         return options
 
-    async def create_session(self, definition, **options):
+    async def create_session(self, definition: "AgentDefinition", **options: Any) -> CopilotSession:
         client = self.client_for(definition)
         return await client.create_session(**{**self.session_options(definition), **options})
 
-    async def resume_session(self, definition, session_id, **options):
+    async def resume_session(self, definition: "AgentDefinition", session_id: str, **options: Any) -> CopilotSession:
         client = self.client_for(definition)
         return await client.resume_session(session_id, **{**self.session_options(definition), **options})
 
-    async def close(self):
+    async def close(self) -> None:
         clients, self._clients = list(self._clients.values()), {}
         for client in clients:
             await client.stop()
