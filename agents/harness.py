@@ -32,6 +32,7 @@ class AgentConnection(TypedDict, total=False):
     wireApi: str
     model: str
     githubToken: str
+    agent: str  # an ACP agent's command line
     permissions: str  # "approve-all": the harness runs its built-ins without asking the person
 
 INSTALL = "make harness"

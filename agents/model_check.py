@@ -5,11 +5,15 @@ misconfiguration is one sentence naming the setting to fix, in seconds, instead 
 retries and its own variable names."""
 import hashlib
 import time
+from typing import TYPE_CHECKING
 
 import httpx
 
 from kernel.kept import Kept
 from sandbox.outbound import AsyncOutboundTransport, OutboundRefused
+
+if TYPE_CHECKING:
+    from .harness import AgentConnection
 
 CHECK_SECONDS = 10  # a turn fails within 15 s of a dead endpoint
 KEPT_SECONDS = 300
@@ -89,7 +93,7 @@ def _answer_problem(provider: str, connection: dict, response: httpx.Response) -
     return None  # it answered: anything else (a rate limit, a busy server) is the turn's to meet
 
 
-async def model_problem(provider: str, connection: dict) -> str | None:
+async def model_problem(provider: str, connection: "AgentConnection") -> str | None:
     """None when `connection` (a provider's opened agentConnections entry over the host's) reaches
     a model that takes its key, else the sentence naming the setting to fix."""
     if not connection.get("baseUrl") and not connection.get("githubToken"):

@@ -14,6 +14,7 @@ resumes the conversation from its transcript) rather than patching it: most of t
 in a running CLI, and one rule keeps what the model is offered exactly the chat's snapshot.
 """
 import logging
+from pathlib import Path
 import shutil
 from collections import deque
 from dataclasses import asdict, replace
@@ -46,7 +47,7 @@ class SandboxedCli(SubprocessCLITransport):
         # control protocol, as the SDK's own transport would be told for a can_use_tool.
         super().__init__(prompt=no_prompt(), options=replace(options, permission_prompt_tool_name="stdio"))
         self.sandbox, self.environment = sandbox, environment
-        self.private = None  # this launch's own folder, holding the CLI's MCP servers
+        self.private: Path | None = None  # this launch's own folder, holding the CLI's MCP servers
 
     def _build_command(self) -> list[str]:
         command = super()._build_command()

@@ -72,8 +72,10 @@ EMPTY_MODE_NEEDS_STORAGE = (
 def model_stand_in(connection: AgentConnection) -> StandIn:
     """The BYOK endpoint as the proxy reaches it, adding the key the way its type expects."""
     key = connection.get("apiKey")
+    if not key:
+        return StandIn("model", connection["baseUrl"], ())
     header = ("api-key", key) if connection.get("type") == "azure" else ("Authorization", f"Bearer {key}")
-    return StandIn("model", connection["baseUrl"], (header,) if key else ())
+    return StandIn("model", connection["baseUrl"], (header,))
 
 
 def byok_provider(connection: AgentConnection, stand_in: StandIn) -> dict[str, str]:

@@ -3,7 +3,7 @@ host tool run here and a client's handed to its client and waited for."""
 import asyncio
 import logging
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.db import transaction
 
@@ -26,6 +26,9 @@ from ..models import AgentDefinition, HostConfig
 from ..tool_threads import TOOL_THREADS, Overran
 from .context import ToolCallContext, ToolResult, as_result
 from .waker import WAKER, wait_for_result
+
+if TYPE_CHECKING:
+    from agents.harness import AgentConnection
 
 logger = logging.getLogger(__name__)
 
@@ -79,10 +82,11 @@ class ChatToolbox:
             return AgentDefinition.objects.for_tenant(self.session.tenant).get(name=name)
         return await database_sync_to_async(load)()
 
-    async def agent_connection(self, provider_id: str, defaults: dict[str, Any]) -> dict[str, Any]:
+    async def agent_connection(self, provider_id: str, defaults: "AgentConnection") -> "AgentConnection":
         """The tenant's agentConnections entry for `provider_id` over the host's `defaults`, secrets opened."""
-        def load() -> dict[str, Any]:
-            return opened_connection(HostConfig.current(self.session.tenant).agent_connections, provider_id, defaults)
+        def load() -> "AgentConnection":
+            entries = HostConfig.current(self.session.tenant).agent_connections
+            return cast("AgentConnection", opened_connection(entries, provider_id, dict(defaults)))
         return await database_sync_to_async(load)()
 
     async def listed_server_tools(self) -> Any:

@@ -59,7 +59,10 @@ async def run_turn(turn_id: Any, on_process_loop: bool = True, at_home: bool = F
         try:  # whatever fails here ends the turn: its lease is this live process's, no sweep would
             turn, provider = await database_sync_to_async(turn_to_run)(turn_id)
             await settle_catalog(turn)
-            reply = await get_provider(provider).run_turn(turn.text, ChatToolbox(turn))
+            answering = get_provider(provider)
+            if answering is None:
+                raise LookupError(f"no provider {provider!r}")
+            reply = await answering.run_turn(turn.text, ChatToolbox(turn))
         except Exception as exc:
             sentence = provider and cli_failure(provider, str(exc))
             if sentence or isinstance(exc, Refused):  # a known failure: its sentence says it all
