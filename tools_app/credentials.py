@@ -86,7 +86,7 @@ def secret_values(entry):
             found.update(v.split(" ", 1)[1] for v in entry[key].values() if isinstance(v, str) and " " in v)
     urls = [entry["url"]] if isinstance(entry.get("url"), str) else []
     args = entry.get("args") if isinstance(entry.get("args"), list) else []
-    for shown, arg in zip(masked_args(args), args):
+    for shown, arg in zip(masked_args(args), args, strict=True):
         if shown == arg:
             continue
         if "://" in arg:
@@ -127,7 +127,7 @@ def _kept_args(new_args, old_args):
     if not isinstance(new_args, list) or not isinstance(old_args, list):
         return new_args
     stored = {}
-    for shown, old in zip(masked_args(old_args), old_args):
+    for shown, old in zip(masked_args(old_args), old_args, strict=True):
         if shown != old:
             stored.setdefault(shown, []).append(old)
     return [stored[arg].pop(0) if isinstance(arg, str) and stored.get(arg) else arg for arg in new_args]

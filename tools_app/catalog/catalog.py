@@ -171,7 +171,6 @@ def rows_by_source(tools: tuple[Tool, ...]) -> tuple[tuple[CatalogRow, ...], tup
 CATALOG_ROW = attrgetter("catalog_row")
 
 # The gates checked after the allowlist and permission rules, against this session and chat.
-GATE_SESSION_CHECKS = GATE_ENABLED_HOOK | GATE_USER_CHATS
 
 
 def session_tools_offered(switches: HostSwitches, provider: str) -> bool:
@@ -180,52 +179,67 @@ def session_tools_offered(switches: HostSwitches, provider: str) -> bool:
     return not switches.session_tools_providers or provider in switches.session_tools_providers
 
 
-def assemble_catalog(inputs: CatalogInputs) -> CatalogSnapshot:
-    switches = inputs.switches
-    advanced_on = switches.advanced_tools
-    session_group_on = session_tools_offered(switches, inputs.provider)
-    in_tool_chat = inputs.chat_origin_kind == "tool"
-    host_tools_on = inputs.provider not in switches.without_host_tools
-    allowlist = None if inputs.allowlist is None else allowed_names(tuple(inputs.allowlist))
-    rules = tuple(inputs.permission_rules)
-    session = inputs.session
+@dataclass(frozen=True)
+class Screens:
+    """What hides a row of a catalog being assembled, worked out once per catalog."""
 
+    inputs: CatalogInputs
+    blocked: int
+    allowlist: frozenset[str] | None
+    hidden_actions: Any
+    host_tools_on: bool
+    in_tool_chat: bool
+
+    @classmethod
+    def of(cls, inputs: CatalogInputs) -> "Screens":
+        switches, rules = inputs.switches, tuple(inputs.permission_rules)
+        blocked = ((0 if switches.advanced_tools else GATE_ADVANCED)
+                   | (0 if session_tools_offered(switches, inputs.provider) else GATE_SESSION_GROUP))
+        return cls(inputs, blocked,
+                   None if inputs.allowlist is None else allowed_names(tuple(inputs.allowlist)),
+                   verdicts_for(rules) if rules else None,
+                   inputs.provider not in switches.without_host_tools,
+                   inputs.chat_origin_kind == "tool")
+
+    def hiding(self, row: CatalogRow) -> HiddenTool | None:
+        """The first rule that hides `row` from this catalog, or None when it is offered."""
+        binding, name, source, gate, action = row[:5]
+        if not self.host_tools_on and source == "host":
+            return HiddenTool(name, source, "host_tools_off", self.inputs.provider)
+        if gate & self.blocked:
+            if gate & self.blocked & GATE_ADVANCED:
+                return HiddenTool(name, source, "advanced")
+            if not self.inputs.switches.session_tools:
+                return HiddenTool(name, source, "session_tools_off")
+            return HiddenTool(name, source, "provider_scoping", self.inputs.provider)
+        if self.allowlist is not None and name not in self.allowlist:
+            return HiddenTool(name, source, "allowlist")
+        if self.hidden_actions is not None and self.hidden_actions[action]:
+            return HiddenTool(name, source, "permission_rule", action)
+        enabled = binding.tool.is_enabled_for_session
+        if gate & GATE_ENABLED_HOOK and enabled is not None and not enabled(self.inputs.session):
+            return HiddenTool(name, source, "not_enabled")
+        if gate & GATE_USER_CHATS and self.in_tool_chat:
+            return HiddenTool(name, source, "tool_chat")
+        return None
+
+
+def assemble_catalog(inputs: CatalogInputs) -> CatalogSnapshot:
+    session, screens = inputs.session, Screens.of(inputs)
     definitions, server_tools, instructions, deferred, withheld = [], [], [], set(), set()
     bindings, offered_validators = {}, {}
 
     # Sources in the order the model sees them: host and plugin, then clients, then MCP.
     own_rows, mcp_rows = rows_by_source(inputs.tools)
-    rows = chain(own_rows, map(CATALOG_ROW, inputs.client_tools), mcp_rows)
-    hidden_actions = verdicts_for(rules) if rules else None
-
-    blocked = (0 if advanced_on else GATE_ADVANCED) | (0 if session_group_on else GATE_SESSION_GROUP)
     hidden = list(inputs.invalid_tools)
-    for binding, name, source, gate, action, definition, for_session, instruction, defer_loading, serves in rows:
-        if not host_tools_on and source == "host":
-            hidden.append(HiddenTool(name, source, "host_tools_off", inputs.provider))
-            continue
-        if gate & blocked:
-            if gate & blocked & GATE_ADVANCED:
-                hidden.append(HiddenTool(name, source, "advanced"))
-            elif not switches.session_tools:
-                hidden.append(HiddenTool(name, source, "session_tools_off"))
-            else:
-                hidden.append(HiddenTool(name, source, "provider_scoping", inputs.provider))
-            continue
-        if allowlist is not None and name not in allowlist:
-            hidden.append(HiddenTool(name, source, "allowlist"))
-            continue
-        if hidden_actions is not None and hidden_actions[action]:
-            hidden.append(HiddenTool(name, source, "permission_rule", action))
-            continue
-        if gate & GATE_SESSION_CHECKS:
-            if gate & GATE_ENABLED_HOOK and not binding.tool.is_enabled_for_session(session):
-                hidden.append(HiddenTool(name, source, "not_enabled"))
-                continue
-            if gate & GATE_USER_CHATS and in_tool_chat:
+    for row in chain(own_rows, map(CATALOG_ROW, inputs.client_tools), mcp_rows):
+        binding, name, source, gate, action, definition, for_session, instruction, defer_loading, serves = row
+        screened = screens.hiding(row)
+        if screened is not None:
+            hidden.append(screened)
+            if screened.rule == "tool_chat":
                 withheld.add(name)
-                hidden.append(HiddenTool(name, source, "tool_chat"))
-                continue
+            continue
         if for_session is not None:
             definition = binding.tool.wire_definition(for_session(session))
             if definition.get("inputSchema") is not binding.tool.input_schema:
@@ -253,7 +267,7 @@ def assemble_catalog(inputs: CatalogInputs) -> CatalogSnapshot:
         withheld_from_tool_chats=frozenset(withheld),
         offered_validators=MappingProxyType(offered_validators),
         hidden=tuple(hidden),
-        client_tool_timeout_ms=switches.client_tool_timeout_ms,
+        client_tool_timeout_ms=inputs.switches.client_tool_timeout_ms,
     )
 
 

@@ -77,7 +77,7 @@ class ClientPool:
             # Tool errors come back as results: a raise is the connection's (closed, hung), so
             # the next call connects afresh.
             self._drop(pooled)
-            raise scrubbed(failure, secret_values(revealed(entry)))
+            raise scrubbed(failure, secret_values(revealed(entry))) from None  # the cause would carry the secrets
         finally:
             pooled.in_use -= 1
             pooled.last_used = asyncio.get_running_loop().time()
