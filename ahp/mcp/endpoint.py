@@ -22,7 +22,7 @@ import json
 import logging
 import time
 import uuid
-from dataclasses import dataclass
+from typing import Any
 
 import anyio
 from django.db import InterfaceError, OperationalError, connection
@@ -31,7 +31,7 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 
-from ahp.protocol import errors, frames
+from ahp.protocol import errors, frames, homes, methods
 from grants import liveness
 from grants.authentication import token_from_headers
 from grants.models import Principal, Tenant
@@ -46,6 +46,8 @@ from sessions_app.models import PUBLISHED_TOOLS, Chat, Session
 from sessions_app.tools_endpoint import ToolsEndpoint, remember_listener
 from tools_app.catalog.loader import catalog_for_chat
 from tools_app.runtime import ChatToolbox, first_turn
+
+from .at_home import OpenEndpoint, answer_calls_with, call_at_home
 
 PATH_PREFIX = "/ahp-mcp/"
 WRONG_TOKEN = "This tools server answers only its own session's token"
@@ -64,14 +66,6 @@ QUIET_TURN_SECONDS = 2.0
 DATABASE_DOWN = (OperationalError, InterfaceError)
 
 logger = logging.getLogger(__name__)
-
-@dataclass(frozen=True)
-class OpenEndpoint:
-    session_id: uuid.UUID
-    tenant_id: int
-    person_id: int | None  # whom a person's token acts as; None for a root token or the host's agent
-    for_agent: bool  # the host's agent: acts only within the turn it answers
-
 
 # Rows ------------------------------------------------------------------------------------------
 
@@ -243,19 +237,22 @@ async def list_tools(request):
     return types.ServerResult(types.ListToolsResult(tools=tools))
 
 
-async def call_tool(request):
-    endpoint = current_endpoint()
-    name, arguments = request.params.name, request.params.arguments or {}
+async def call_tool(request: types.CallToolRequest) -> types.ServerResult:
+    result = await call_at_home(current_endpoint(), request.params.name, request.params.arguments or {}, run_call)
+    return types.ServerResult(mcp_result(result))
+
+
+async def run_call(endpoint: OpenEndpoint, name: str, arguments: dict) -> dict:
+    """The call's AHP result, run here: this process is its session's home (ahp.mcp.at_home)."""
     try:
         turn = await database_sync_to_async(turn_for_call)(endpoint)
     except Refused as refusal:
-        return types.ServerResult(error_result(refusal.sentence))
+        return actions.failure(name, refusal.sentence)
     try:
-        result = await ChatToolbox(turn).execute(None, name, arguments)
+        return await ChatToolbox(turn).execute(None, name, arguments)
     finally:
         if turn.client_id == actions.ENDPOINT_TURN_CLIENT_ID:
             watch_until_quiet(turn.pk)
-    return types.ServerResult(mcp_result(result))
 
 
 # Registered directly: the SDK's decorators would keep a per-process tool cache shared by every
@@ -263,10 +260,7 @@ async def call_tool(request):
 server.request_handlers[types.ListToolsRequest] = list_tools
 server.request_handlers[types.CallToolRequest] = call_tool
 INITIALIZATION_OPTIONS = server.create_initialization_options()  # after the handlers: it reads them
-
-
-def error_result(text):
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=True)
+answer_calls_with(run_call)
 
 
 def mcp_result(result):
@@ -394,11 +388,13 @@ def header(scope, name):
     return ""
 
 
-async def tools_endpoint_app(scope, receive, send):
+async def tools_endpoint_app(scope: dict, receive: Any, send: Any) -> None:
     # This loop serves for as long as the process does: what a call publishes is sent from it
-    # (no ORM thread waits on the channel layer), and the turns it begins are this process's.
+    # (no ORM thread waits on the channel layer), the turns it begins are this process's, and
+    # so are the requests other processes hand it for the sessions it is home to.
     serve_from(asyncio.get_running_loop())
     keep_process_alive()
+    homes.ensure_serving(methods.METHODS)
     if scope["method"] != "POST":
         # Stateless: there is no stream to GET and no session to DELETE.
         await send_json(send, 405, rpc_error(None, errors.INVALID_REQUEST, NOT_POST), [(b"allow", b"POST")])

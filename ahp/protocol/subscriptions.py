@@ -1,6 +1,7 @@
 """A connection's subscriptions: who may read a channel, its snapshot, joining and leaving its
 group, and the replay of the log a reconnecting client missed."""
 import json
+from typing import Any
 
 from django.db import transaction
 
@@ -15,7 +16,9 @@ from tools_app.config import HostConfig, config_schema, wire_values
 from tools_app.live import refresh_server_tools
 from tools_app.families.resources import annotations_state
 from tools_app.families.session.listing import session_config_schema
-from tools_app.families.terminals.actions import root_terminals, terminal_at, terminals_seen
+from tools_app.families.terminals.actions import end_orphans_of, root_terminals, terminal_at, terminals_seen
+
+from . import errors
 
 
 def may_subscribe(consumer, uri):
@@ -38,11 +41,13 @@ def may_subscribe(consumer, uri):
     return False
 
 
-def read_snapshot(consumer, uri):
+def read_snapshot(consumer: Any, uri: str) -> dict:
     kind, _ = parse(uri)
     tenant = consumer.tenant
     if kind == "session":
         refresh_server_tools([session_at(uri, tenant)])
+    elif kind == "root":
+        end_orphans_of(tenant.pk)  # outside the snapshot's transaction, which then lists them exited
     with transaction.atomic():
         from_seq = events.snapshot_lock(tenant.pk)
         if kind == "root":
@@ -55,7 +60,10 @@ def read_snapshot(consumer, uri):
         elif kind == "annotations":
             snapshot = annotations_state(annotations_session_at(uri, tenant))
         elif kind == "terminal":
-            snapshot = terminal_at(uri, tenant).state()
+            terminal = terminal_at(uri, tenant)
+            if terminal is None:  # disposed of since may_subscribe found it
+                raise errors.RpcError(errors.NOT_FOUND, f"No channel {uri} here.")
+            snapshot = terminal.state()
         else:
             snapshot = state.chat_state(chat_at(uri, tenant))
     return {"resource": uri, "state": snapshot, "fromSeq": from_seq}

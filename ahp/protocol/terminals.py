@@ -1,5 +1,6 @@
 """createTerminal and disposeTerminal, and what the connection does once a terminal action is
 applied (the PTY is written to, resized)."""
+from typing import Any
 
 from kernel.orm import database_sync_to_async
 from sandbox.bubblewrap import SandboxUnavailable
@@ -49,21 +50,16 @@ async def create_terminal(consumer, params):
     return None
 
 
-async def dispose_terminal(consumer, params):
+async def dispose_terminal(consumer: Any, params: dict) -> None:
     uri = errors.require(params, "channel", str)
 
-    def dispose():
+    def dispose() -> None:
         terminal = actions.terminal_at(uri, consumer.tenant)
         if terminal is None or not consumer.principal.may("terminal:read", terminal.session):
             raise errors.RpcError(errors.NOT_FOUND, f"No terminal {uri} here.")
-        actions.do_dispose_terminal(consumer.principal, terminal)
-        return terminal
+        actions.do_dispose_terminal(consumer.principal, terminal)  # its shell ends where it runs
 
-    terminal = await database_sync_to_async(dispose)()
-    running = pty.running(terminal.id)
-    if running is not None:
-        running.end()
-    return None
+    await database_sync_to_async(dispose)()
 
 
 def type_into(consumer, outcome):
