@@ -257,6 +257,12 @@ def test_a_tool_called_through_the_other_nodes_mcp_endpoint_runs_at_the_sessions
     relative = sandbox_root().relative_to(sandbox_root().parent)
     assert (tmp_path / "node-1" / relative / key / "home" / "note").is_file()
     assert not (tmp_path / "node-2" / relative / key).exists()
+    # Refused at the home in the words it refuses its own caller with.
+    missing = "00000000-0000-4000-8000-000000000000"
+    refusals = [with_mcp(url, endpoint["token"], lambda mcp: mcp.call_tool(
+        "run_in_computer", {"computer": missing, "command": "true"})) for url in (via_1, via_2)]
+    assert [(r.isError, r.content[0].text) for r in refusals] == [
+        (True, f"No computer {missing} in this session; request_disposable_computer makes one.")] * 2
 
 
 def test_a_session_ended_through_rest_on_the_other_node_ends_its_shells_at_its_home(acme, two_nodes):
