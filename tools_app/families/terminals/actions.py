@@ -300,8 +300,8 @@ def end_shell(terminal_id: uuid.UUID, process: str) -> None:
 
 
 def end_orphans_of(tenant_id: int) -> int:
-    """As the tenant's terminals are listed, those whose process died exit (its lease lapsed: a
-    process stops renewing it within LEASE_SECONDS of dying), not at the next sweep."""
+    """As the tenant's terminals are listed, those whose process died exit (it renewed its lease
+    no more for LEASE_SECONDS), not at the next sweep."""
     return do_end_orphaned_terminals(timezone.now() - timedelta(seconds=LEASE_SECONDS), tenant_id)
 
 
