@@ -4,6 +4,7 @@ import os
 from celery import Celery, bootsteps
 from celery.signals import worker_init
 
+from ahp.deployment import secrets_key_refusal
 from ahp.internals import refuse_to_start_if_moved
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ahp.settings")
@@ -45,5 +46,11 @@ app.steps["worker"].add(Heartbeat)
 
 
 @worker_init.connect
-def check_internals(**kwargs: object) -> None:
+def refuse_to_start_unfit(**kwargs: object) -> None:
+    """A worker starts only where a serving process would: the internals it patches are where
+    they were, and its AHP_SECRETS_KEY opens the database's sealed secrets (it opens them for the
+    turns and tools it runs). Its sentence, no traceback (a SystemExit)."""
     refuse_to_start_if_moved()
+    refusal = secrets_key_refusal()
+    if refusal:
+        raise SystemExit(refusal)

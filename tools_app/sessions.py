@@ -17,6 +17,7 @@ from kernel.refusals import Refused
 from sandbox.bubblewrap import end_sandbox
 from sandbox.workspaces import OutsideWorkspace, tenant_root
 from sessions_app import actions
+from sessions_app.actions.homes import ended_elsewhere, home_of
 from sessions_app.models import Session
 
 from .families.mcp_servers.actions import do_capture_mcp_servers
@@ -86,15 +87,33 @@ def capture_servers(session):
 
 @transaction.atomic
 def do_end_session(principal: Principal, session: Session) -> None:
-    """disposeSession: the rows go, then (after commit) whatever the host kept for the session."""
+    """disposeSession, and every other door's end of a session: the rows go, then (after commit)
+    whatever the host kept for the session, in the process that is its home (on whichever node)."""
     session_id, tenant_id = session.id, session.tenant_id
     held_terminals = list(Terminal.objects.filter(session_id=session_id).values_list("id", flat=True))
-    own = own_folder_path(session)
+    own, home = own_folder_path(session), home_of(session_id)  # the home's row goes with the session
     actions.do_dispose_session(principal, session)
     if held_terminals:  # they went with it: the root catalogue says so once
         terminals_changed(tenant_id)
-    after_commit(f"closing what the host kept for session {session_id}",
-                 lambda: forget_session(session_id, held_terminals, own, tenant_id))
+    ending = {"session": str(session_id), "terminals": [str(t) for t in held_terminals],
+              "own_folder": str(own) if own else None, "tenant_id": tenant_id}
+
+    def end() -> None:
+        if not ended_elsewhere(home, ending):
+            end_here(ending)
+
+    after_commit(f"closing what the host kept for session {session_id}", end)
+
+
+def end_here(ending: dict) -> None:
+    """What this process runs of a session or terminals gone ends: `ending` names the terminals
+    and, for a session, the session, its own folder and tenant (ended_elsewhere's message)."""
+    terminal_ids = [uuid.UUID(t) for t in ending["terminals"]]
+    if ending.get("session") is None:
+        pty.end_shells(terminal_ids)
+        return
+    own = ending.get("own_folder")
+    forget_session(uuid.UUID(ending["session"]), terminal_ids, Path(own) if own else None, ending.get("tenant_id"))
 
 
 def own_folder_path(session: Session) -> Path | None:
@@ -109,9 +128,7 @@ def own_folder_path(session: Session) -> Path | None:
 def forget_session(session_id: uuid.UUID, terminal_ids: Iterable[uuid.UUID] = (),
                    own_folder: Path | None = None, tenant_id: int | None = None) -> None:
     """Whatever this process holds for the ended session ends (its home is this process: ahp.protocol.homes)."""
-    for terminal_id in terminal_ids:
-        if (shell := pty.running(terminal_id)) is not None:
-            shell.end()
+    pty.end_shells(terminal_ids)
     POOL.close_session(session_id)
     WARM.evict_session(str(session_id))
     end_sandbox(session_id, own_folder, tenant_id)

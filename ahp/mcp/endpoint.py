@@ -22,7 +22,6 @@ import json
 import logging
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
@@ -34,7 +33,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 
 from ahp.asgi_io import App, Message, Receive, Scope, Send, header, send_json
-from ahp.protocol import errors, frames
+from ahp.protocol import errors, frames, homes, methods
 from grants import liveness
 from grants.authentication import token_from_headers
 from grants.models import Principal, Tenant
@@ -53,6 +52,8 @@ from tools_app.catalog.loader import catalog_for_chat
 from tools_app.queries import running_turn
 from tools_app.runtime.toolbox import ChatToolbox
 
+from .at_home import OpenEndpoint, answer_calls_with, call_at_home
+
 PATH_PREFIX = "/ahp-mcp/"
 WRONG_TOKEN = "This tools server answers only its own session's token"
 NO_ENDPOINT = "There is no open tools endpoint here."
@@ -70,14 +71,6 @@ QUIET_TURN_SECONDS = 2.0
 DATABASE_DOWN = (OperationalError, InterfaceError)
 
 logger = logging.getLogger(__name__)
-
-@dataclass(frozen=True)
-class OpenEndpoint:
-    session_id: uuid.UUID
-    tenant_id: int
-    person_id: int | None  # whom a person's token acts as; None for a root token or the host's agent
-    for_agent: bool  # the host's agent: acts only within the turn it answers
-
 
 # Rows ------------------------------------------------------------------------------------------
 
@@ -244,18 +237,21 @@ async def list_tools(request: types.ListToolsRequest) -> types.ServerResult:
 
 
 async def call_tool(request: types.CallToolRequest) -> types.ServerResult:
-    endpoint = current_endpoint()
-    name, arguments = request.params.name, request.params.arguments or {}
+    result = await call_at_home(current_endpoint(), request.params.name, request.params.arguments or {}, run_call)
+    return types.ServerResult(mcp_result(result))
+
+
+async def run_call(endpoint: OpenEndpoint, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The call's AHP result, run here: this process is its session's home (ahp.mcp.at_home)."""
     try:
         turn = await database_sync_to_async(turn_for_call)(endpoint)
     except Refused as refusal:
-        return types.ServerResult(error_result(refusal.sentence))
+        return actions.failure(name, refusal.sentence)
     try:
-        result = await ChatToolbox(turn).execute(None, name, arguments)
+        return await ChatToolbox(turn).execute(None, name, arguments)
     finally:
         if turn.client_id == actions.ENDPOINT_TURN_CLIENT_ID:
             watch_until_quiet(turn.pk)
-    return types.ServerResult(mcp_result(result))
 
 
 # Registered directly: the SDK's decorators would keep a per-process tool cache shared by every
@@ -267,6 +263,7 @@ INITIALIZATION_OPTIONS = server.create_initialization_options()  # after the han
 
 def error_result(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=True)
+answer_calls_with(run_call)
 
 
 def mcp_result(result: dict[str, Any]) -> types.CallToolResult:
@@ -381,9 +378,11 @@ def session_id_of(path: str) -> uuid.UUID | None:
 
 async def tools_endpoint_app(scope: Scope, receive: Receive, send: Send) -> None:
     # This loop serves for as long as the process does: what a call publishes is sent from it
-    # (no ORM thread waits on the channel layer), and the turns it begins are this process's.
+    # (no ORM thread waits on the channel layer), the turns it begins are this process's, and
+    # so are the requests other processes hand it for the sessions it is home to.
     serve_from(asyncio.get_running_loop())
     keep_process_alive()
+    homes.ensure_serving(methods.METHODS)
     if scope["method"] != "POST":
         # Stateless: there is no stream to GET and no session to DELETE.
         await send_json(send, 405, rpc_error(None, errors.INVALID_REQUEST, NOT_POST), [(b"allow", b"POST")])

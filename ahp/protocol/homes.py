@@ -20,7 +20,7 @@ from django.contrib.auth import get_user_model
 from grants.models import Principal, Tenant
 from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
-from sessions_app.actions.homes import LEASE_SECONDS, alive, do_find_home, home_channel, shared_layer
+from sessions_app.actions.homes import ENDED_HERE, LEASE_SECONDS, alive, do_find_home, home_channel, shared_layer
 from sessions_app.channels import parse
 from sessions_app.events import PROCESS
 from sessions_app.events.sockets import HEARTBEAT_SECONDS, is_layer_failure
@@ -28,6 +28,7 @@ from sessions_app.models import Chat, Session
 from tools_app.families import files
 from tools_app.families.terminals.models import Terminal
 from tools_app.runtime.turns import interrupt_turn, run_turn
+from tools_app.sessions import end_here
 
 from . import errors
 
@@ -41,6 +42,10 @@ HOMED_ACTIONS = ("chat/turnStarted", "chat/turnCancelled", "chat/pendingMessageS
                  "terminal/resized")
 
 Handler = Callable[[Any, dict], Awaitable[Any]]
+# Message type -> what answers it at the home, for the doors other than the socket's (the MCP
+# endpoint's tools/call, ahp.mcp.at_home): its result, sent back as the socket's is.
+Answerer = Callable[[dict[str, Any]], Awaitable[Any]]
+ANSWERERS: dict[str, Answerer] = {}
 # event loop -> its task answering this process's requests
 _serving: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task] = weakref.WeakKeyDictionary()
 _kept: set[asyncio.Task] = set()  # requests and turns begun for visitors, kept from the garbage collector
@@ -131,38 +136,47 @@ async def at_home(consumer: Any, method: str, params: dict, handler: Handler) ->
 async def relay(consumer: Any, home: str, method: str, params: dict) -> tuple[bool, Any]:
     """(True, the home's answer), or (False, None) once the home's lease lapsed unanswered."""
     principal = consumer.principal
-    layer = get_channel_layer()
-    reply_to = await layer.new_channel()
-    await layer.send(home_channel(home), {
-        "type": "ahp.home_request", "reply_to": reply_to, "method": method, "params": params,
+    answer = await ask_home(home, {
+        "type": "ahp.home_request", "method": method, "params": params,
         "tenant_id": consumer.tenant.pk, "person_id": principal.person_id, "grants": list(principal.grants),
-        "token_id": principal.token_id, "client_id": consumer.client_id})
-    loop, asked = asyncio.get_running_loop(), time.monotonic()
-    # Each wait ends with the answer or a tick, itself a message: a receive on the layer is never
-    # cancelled. At each tick the home's lease is read.
-    try:
-        while True:
-            timer = loop.call_later(min(LEASE_SECONDS, ANSWER_SECONDS),
-                                    lambda: loop.create_task(layer.send(reply_to, {"type": "tick"})))
-            try:
-                answer = await layer.receive(reply_to)
-            finally:
-                timer.cancel()
-            if answer.get("type") != "tick":
-                break
-            if not await database_sync_to_async(alive)(home):
-                return False, None
-            if time.monotonic() - asked >= ANSWER_SECONDS:
-                raise errors.RpcError(errors.INTERNAL_ERROR, HOME_SILENT)
-    finally:
-        if hasattr(layer, "delete_channel"):
-            await layer.delete_channel(reply_to)
+        "token_id": principal.token_id, "client_id": consumer.client_id}, ANSWER_SECONDS)
+    if answer is None:
+        return False, None
     for notification, notification_params in answer.get("notifications", ()):
         await consumer.send_notification(notification, notification_params)
     if "error" in answer:
         error = answer["error"]
         raise errors.RpcError(error["code"], error["message"], error.get("data"))
     return True, answer.get("result")
+
+
+async def ask_home(home: str, message: dict, answer_within: float | None) -> dict | None:
+    """The home's answer to `message`, or None once the home's lease lapsed unanswered. A home
+    that lives and has not answered within `answer_within` seconds is an error (None: it is
+    waited on while it lives, as a tool call bounded by its own deadline)."""
+    layer = get_channel_layer()
+    reply_to = await layer.new_channel()
+    await layer.send(home_channel(home), {**message, "reply_to": reply_to})
+    loop, asked = asyncio.get_running_loop(), time.monotonic()
+    tick = min(LEASE_SECONDS, answer_within or LEASE_SECONDS)
+    # Each wait ends with the answer or a tick, itself a message: a receive on the layer is never
+    # cancelled. At each tick the home's lease is read.
+    try:
+        while True:
+            timer = loop.call_later(tick, lambda: loop.create_task(layer.send(reply_to, {"type": "tick"})))
+            try:
+                answer = await layer.receive(reply_to)
+            finally:
+                timer.cancel()
+            if answer.get("type") != "tick":
+                return answer
+            if not await database_sync_to_async(alive)(home):
+                return None
+            if answer_within is not None and time.monotonic() - asked >= answer_within:
+                raise errors.RpcError(errors.INTERNAL_ERROR, HOME_SILENT)
+    finally:
+        if hasattr(layer, "delete_channel"):
+            await layer.delete_channel(reply_to)
 
 
 # Answering as the home -------------------------------------------------------------------------
@@ -220,6 +234,7 @@ def as_error(exc: Exception, method: str) -> dict:
 
 
 async def answer(message: dict, handlers: Mapping[str, Handler]) -> None:
+    """A socket's request, answered as the home (its notifications travel with the answer)."""
     visitor = None
     try:
         visitor = await visitor_of(message)
@@ -227,6 +242,15 @@ async def answer(message: dict, handlers: Mapping[str, Handler]) -> None:
     except Exception as exc:
         reply = {"error": as_error(exc, message["method"])}
     reply["notifications"] = visitor.notifications if visitor else []
+    await get_channel_layer().send(message["reply_to"], {"type": "ahp.home_answer", **reply})
+
+
+async def answer_for_door(message: dict[str, Any], answerer: Answerer) -> None:
+    """Another door's request, answered as the home."""
+    try:
+        reply = {"result": await answerer(message)}
+    except Exception as exc:
+        reply = {"error": as_error(exc, message["type"])}
     await get_channel_layer().send(message["reply_to"], {"type": "ahp.home_answer", **reply})
 
 
@@ -239,6 +263,7 @@ def ensure_serving(handlers: Mapping[str, Handler]) -> None:
 
 
 async def serve(handlers: Mapping[str, Handler]) -> None:
+    """Answer, as long as the loop runs, what other processes hand this one as its sessions' home."""
     layer = get_channel_layer()
     while True:
         try:
@@ -249,7 +274,12 @@ async def serve(handlers: Mapping[str, Handler]) -> None:
             logger.warning("This process's home requests are unreachable (%s); listening again", exc)
             await asyncio.sleep(1)
             continue
-        if message.get("type") == "ahp.home_turn":
+        kind = message.get("type")
+        if kind == "ahp.home_turn":
             keep(run_turn(message["turn_id"], at_home=True))
+        elif kind == ENDED_HERE:
+            keep(database_sync_to_async(end_here)(message))
+        elif kind in ANSWERERS:
+            keep(answer_for_door(message, ANSWERERS[kind]))
         else:
             keep(answer(message, handlers))

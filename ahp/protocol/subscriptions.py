@@ -15,9 +15,10 @@ from sessions_app.models import ActionLog, ActiveClient
 from tools_app.config import HostConfig, config_schema, wire_values
 from tools_app.families.resources import annotations_state
 from tools_app.families.session.listing import session_config_schema
-from tools_app.families.terminals.actions import root_terminals, terminal_at, terminals_seen
+from tools_app.families.terminals.actions import end_orphans_of, root_terminals, terminal_at, terminals_seen
 from tools_app.live import refresh_server_tools
 
+from . import errors
 from .errors import Params
 
 if TYPE_CHECKING:
@@ -50,6 +51,8 @@ def read_snapshot(consumer: "AhpConsumer", uri: str) -> Params:
     tenant = consumer.tenant
     if kind == "session":
         refresh_server_tools([session_at(uri, tenant)])
+    elif kind == "root":
+        end_orphans_of(tenant.pk)  # outside the snapshot's transaction, which then lists them exited
     with transaction.atomic():
         from_seq = events.snapshot_lock(tenant.pk)
         if kind == "root":
@@ -62,7 +65,10 @@ def read_snapshot(consumer: "AhpConsumer", uri: str) -> Params:
         elif kind == "annotations":
             snapshot = annotations_state(annotations_session_at(uri, tenant))
         elif kind == "terminal":
-            snapshot = terminal_at(uri, tenant).state()
+            terminal = terminal_at(uri, tenant)
+            if terminal is None:  # disposed of since may_subscribe found it
+                raise errors.RpcError(errors.NOT_FOUND, f"No channel {uri} here.")
+            snapshot = terminal.state()
         else:
             snapshot = state.chat_state(chat_at(uri, tenant))
     return {"resource": uri, "state": snapshot, "fromSeq": from_seq}

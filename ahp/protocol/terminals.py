@@ -1,6 +1,5 @@
 """createTerminal and disposeTerminal, and what the connection does once a terminal action is
 applied (the PTY is written to, resized)."""
-
 from typing import TYPE_CHECKING
 
 from kernel.orm import database_sync_to_async
@@ -59,18 +58,13 @@ async def create_terminal(consumer: "AhpConsumer", params: Params) -> None:
 async def dispose_terminal(consumer: "AhpConsumer", params: Params) -> None:
     uri = errors.require(params, "channel", str)
 
-    def dispose() -> Terminal:
+    def dispose() -> None:
         terminal = actions.terminal_at(uri, consumer.tenant)
         if terminal is None or not consumer.principal.may("terminal:read", terminal.session):
             raise errors.RpcError(errors.NOT_FOUND, f"No terminal {uri} here.")
-        actions.do_dispose_terminal(consumer.principal, terminal)
-        return terminal
+        actions.do_dispose_terminal(consumer.principal, terminal)  # its shell ends where it runs
 
-    terminal = await database_sync_to_async(dispose)()
-    running = pty.running(terminal.id)
-    if running is not None:
-        running.end()
-    return None
+    await database_sync_to_async(dispose)()
 
 
 def type_into(consumer: "AhpConsumer", outcome: tuple[Terminal, str]) -> None:

@@ -11,6 +11,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from kernel.orm import database_sync_to_async
+from kernel.outbox import send_soon
 
 from ..events.log import PROCESS, this_node
 from ..events.sockets import HEARTBEAT_SECONDS
@@ -18,6 +19,8 @@ from ..models import HostProcess, SessionHome, Turn
 from .presence import live_processes
 from .turns import do_end_abandoned_turn
 
+# What a process is sent to end what it runs of a session or terminal gone (tools_app.sessions: end_here).
+ENDED_HERE = "ahp.home_end"
 # A home that renewed its lease within this is alive: three heartbeats, so one slow renewal
 # moves no session.
 LEASE_SECONDS = 3 * HEARTBEAT_SECONDS
@@ -36,6 +39,26 @@ def shared_layer() -> bool:
 def alive(process: str) -> bool:
     cutoff = timezone.now() - timedelta(seconds=LEASE_SECONDS)
     return HostProcess.objects.filter(name=process, seen__gte=cutoff).exists()
+
+
+def home_of(session_id: Any) -> str | None:
+    """The process recorded as the session's home, alive or not (None: it never had one)."""
+    return SessionHome.objects.filter(session_id=session_id).values_list("process", flat=True).first()
+
+
+def ended_elsewhere(process: str | None, message: dict) -> bool:
+    """Whether what `message` ends (ENDED_HERE: shells, a session's processes) is sent to end in
+    `process`, another live process that runs it. False: this process ends it itself (it runs
+    it, or no other process is reachable, or the one that ran it is gone and its processes with
+    it). Called after commit."""
+    if process is None or process == PROCESS or not shared_layer() or not alive(process):
+        return False
+
+    async def send() -> None:
+        await get_channel_layer().send(home_channel(process), {**message, "type": ENDED_HERE})
+
+    send_soon(f"the end of {message} to {process}", send)
+    return True
 
 
 @transaction.atomic

@@ -122,13 +122,13 @@ def test_a_terminal_of_a_dead_process_exits_and_one_of_a_live_process_stays(acme
     with AhpClient(host.port, acme.tokens["member"], "alice") as alice:
         session = Session.objects.get(id=alice.create_session().removeprefix("ahp-session:/"))
         long_ago = timezone.now() - timedelta(minutes=5)
-        dead, live = (Terminal.objects.create(session=session, cwd="file:///tmp", process=process, created=long_ago)
-                      for process in ("a-process-that-died", PROCESS))
-        for terminal in (dead, live):
-            alice.subscribe(terminal.uri)
+        asked, unasked, live = (
+            Terminal.objects.create(session=session, cwd="file:///tmp", process=process, created=long_ago)
+            for process in ("a-process-that-died", "another-process-that-died", PROCESS))
+        # Asked for, a dead process's terminal says at once that it ended; a live one's runs on.
+        assert alice.subscribe(asked.uri)["exitCode"] == -1
+        assert "exitCode" not in alice.subscribe(live.uri)
+        # The sweep ends the one no one asked for.
         assert wait_until(lambda: sweep_orphaned_terminals(stale_after_seconds=5) == 1)
-        exited = alice.action("terminal/exited")
-        assert (exited["channel"], exited["action"]["exitCode"]) == (dead.uri, -1)
         assert sweep_orphaned_terminals(stale_after_seconds=5) == 0
-        assert Terminal.objects.get(pk=dead.pk).exit_code == -1
-        assert Terminal.objects.get(pk=live.pk).exit_code is None
+        assert [Terminal.objects.get(pk=t.pk).exit_code for t in (asked, unasked, live)] == [-1, -1, None]

@@ -1,7 +1,9 @@
 """Two nodes (each its own var/ and node id, one shared workspace root, one PostgreSQL database
 and one Redis): a session's files, terminals, turns and end, asked through the node that is not
-its home, happen at its home; once its home dies, the other node takes it over, its harness
-chats included (their CLIs' state is in the sandbox's home, on the shared root)."""
+its home (by its socket, its MCP endpoint, REST or the admin), happen at its home; once its home
+dies, the other node takes it over, its harness chats included (their CLIs' state is in the
+sandbox's home, on the shared root), and its terminals say they ended as soon as anyone asks."""
+import json
 import os
 import signal
 import subprocess
@@ -9,21 +11,28 @@ import sys
 import time
 import uuid
 
+import httpx
 import pytest
 from cryptography.fernet import Fernet
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import connection
+from django.test import Client
 
 from agents.harness import claude_cli, copilot_cli
 from sandbox import identity
+from sandbox.bubblewrap import sandbox_root
 from sandbox.models import SecretsKeyCheck
 from sessions_app import actions
 from sessions_app.actions.turns import RUNNER_GONE
 from sessions_app.models import Chat, HostProcess, SessionHome, Turn
+from tools_app.families.terminals.actions import LOST_WITH_ITS_PROCESS
 from tools_app.families.terminals.models import Terminal
+from tools_app.models import Computer, HostConfig
 from tools_app.runtime.turns import launch_turn
 
 from ...agents.model_server import ModelServer, Text
+from ..mcp.helpers import tools_endpoint, with_mcp
 from ...conftest import ROOT, child_env, free_port, stop, tenant_made, wait_for_port
 from .harness import AhpClient, RpcFailed, default_chat
 from .test_client_tools import announce, call_open_file
@@ -309,3 +318,84 @@ def test_links_a_member_plants_in_the_shared_home_reach_nothing_on_the_node_that
         until(lambda: not own_home.exists())
     assert (other_home / "secret.txt").read_text() == "hidden\n"
     assert host_file.read_text() == "the node's own\n"
+
+
+def call_tool(url, token, name, **arguments):
+    """The tool's answer through the official MCP client: its JSON text, read back."""
+    result = with_mcp(url, token, lambda mcp: mcp.call_tool(name, arguments))
+    assert not result.isError, result.content[0].text
+    return json.loads(result.content[0].text)
+
+
+def test_a_tool_called_through_the_other_nodes_mcp_endpoint_runs_at_the_sessions_home(acme, two_nodes, tmp_path):
+    (port_1, port_2), _ = two_nodes
+    HostConfig.for_tenant(acme.tenant)
+    HostConfig.objects.filter(tenant=acme.tenant).update(advanced_tools=True)  # the computer tools
+    with AhpClient(port_1, acme.tokens["member"], "one") as one:
+        session = one.create_session()
+    endpoint = tools_endpoint(port_1, acme.tokens["member"], session).json()
+    via_1, via_2 = endpoint["url"], endpoint["url"].replace(f":{port_1}/", f":{port_2}/")
+    assert via_2 != via_1
+
+    computer = call_tool(via_1, endpoint["token"], "request_disposable_computer")["computer"]
+    call_tool(via_1, endpoint["token"], "run_in_computer", computer=computer, command="echo made-on-the-home > note")
+    # A computer is a sandbox on its home's disk: node 2 alone has no such root.
+    ran = call_tool(via_2, endpoint["token"], "run_in_computer", computer=computer, command="cat note")
+    assert (ran["exitCode"], ran["stdout"]) == (0, "made-on-the-home\n")
+    key = Computer.objects.get(pk=computer).sandbox_key
+    relative = sandbox_root().relative_to(sandbox_root().parent)
+    assert (tmp_path / "node-1" / relative / key / "home" / "note").is_file()
+    assert not (tmp_path / "node-2" / relative / key).exists()
+    # Refused at the home in the words it refuses its own caller with.
+    missing = "00000000-0000-4000-8000-000000000000"
+    refusals = [with_mcp(url, endpoint["token"], lambda mcp: mcp.call_tool(
+        "run_in_computer", {"computer": missing, "command": "true"})) for url in (via_1, via_2)]
+    assert [(r.isError, r.content[0].text) for r in refusals] == [
+        (True, f"No computer {missing} in this session; request_disposable_computer makes one.")] * 2
+
+
+def test_a_session_ended_through_rest_on_the_other_node_ends_its_shells_at_its_home(acme, two_nodes):
+    (port_1, port_2), (node_1, _) = two_nodes
+    with AhpClient(port_1, acme.tokens["member"], "one") as one:
+        session = one.create_session()
+        open_terminal(one, session)
+        until(lambda: shells_under(node_1.pid))
+    # REST on node 2: the sessionless delete_session tool.
+    answer = httpx.post(f"http://127.0.0.1:{port_2}/api/v1/tools/delete_session", json={"session": session},
+                        headers={"Authorization": f"Bearer {acme.tokens['member']}"})
+    assert (answer.status_code, answer.json()["text"]) == (200, json.dumps({"deleted": session})), answer.text
+    until(lambda: not shells_under(node_1.pid))
+    assert not Terminal.objects.exists()
+
+
+def test_the_admin_deletes_no_session_so_leaves_no_shell_running(acme, two_nodes):
+    """The admin's session pages are read-only, and a tenant that has sessions cannot be deleted
+    there: no admin page ends a session's rows behind its home's back."""
+    (port_1, _), (node_1, _) = two_nodes
+    with AhpClient(port_1, acme.tokens["member"], "one") as one:
+        session = one.create_session()
+        open_terminal(one, session)
+        until(lambda: shells_under(node_1.pid))
+    admin = Client()
+    admin.force_login(get_user_model().objects.create_superuser("operator", password="x"))
+    for page in (f"/admin/sessions_app/session/{session.rsplit('/', 1)[1]}/delete/",
+                 f"/admin/grants/tenant/{acme.tenant.pk}/delete/"):
+        assert admin.post(page, {"post": "yes"}).status_code == 403
+    assert shells_under(node_1.pid) and Terminal.objects.exists()
+
+
+def test_a_terminal_whose_home_died_says_it_ended_as_soon_as_anyone_asks(acme, two_nodes):
+    (port_1, port_2), (node_1, _) = two_nodes
+    with AhpClient(port_1, acme.tokens["member"], "one") as one:
+        session = one.create_session()
+        terminal = open_terminal(one, session)
+        until(lambda: shells_under(node_1.pid))
+    node_1.send_signal(signal.SIGKILL)
+    node_1.wait()
+    killed = time.monotonic()
+    with AhpClient(port_2, acme.tokens["member"], "two") as two:
+        # No sweep runs here (no Celery beat): the asking itself ends it, once node 1's lease lapsed.
+        until(lambda: two.subscribe(terminal).get("exitCode") == LOST_WITH_ITS_PROCESS, timeout=10)
+        assert time.monotonic() - killed < 5
+        listed = {t["resource"]: t for t in two.subscribe("ahp-root://")["terminals"]}
+        assert listed[terminal]["exitCode"] == LOST_WITH_ITS_PROCESS

@@ -1,12 +1,17 @@
 """Terminals: opened in a session's sandbox, fed input, resized, claimed, exited, disposed. The
 row is the truth; the PTY behind it lives in the process that opened it (`pty.py`)."""
 import os
+import uuid
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from grants.algebra import holds
+from kernel.after_commit import after_commit
 from kernel.ids import parse_uuid
 from kernel.refusals import Refused
 from kernel.rows import ITS_ROW
@@ -16,6 +21,7 @@ from sandbox.workspaces import (OutsideWorkspace, checked_folder, folder_path, h
                                 prepared_root, relative_to_host_root)
 from sessions_app import events
 from sessions_app.actions import require
+from sessions_app.actions.homes import LEASE_SECONDS, alive, ended_elsewhere
 from sessions_app.channels import ROOT
 
 from .models import MAX_KEPT_OUTPUT, TERMINAL_URI_PREFIX, Terminal
@@ -29,10 +35,18 @@ MAX_LISTED_TERMINALS = 1000
 SESSIONS_FOLDER = ".sessions"
 
 
-def terminal_at(uri, tenant):
+def terminal_at(uri: Any, tenant: Any) -> Terminal | None:
+    """The tenant's terminal at `uri`, as it is now: one whose process died exits as it is asked
+    for, not at the next sweep (do_end_orphaned_terminals), so no one is told it runs."""
     key = parse_uuid(uri[len(TERMINAL_URI_PREFIX):]) if isinstance(uri, str) and uri.startswith(TERMINAL_URI_PREFIX) \
         else None
-    return key and Terminal.objects.for_tenant(tenant).select_related("session").filter(id=key).first()
+    rows = Terminal.objects.for_tenant(tenant).select_related("session").filter(id=key)
+    terminal = rows.first() if key else None
+    if (terminal is not None and terminal.exit_code is None and terminal.process != events.PROCESS
+            and not alive(terminal.process)):
+        do_terminal_exited(terminal.id, LOST_WITH_ITS_PROCESS)
+        terminal = rows.first()
+    return terminal
 
 
 def session_folders(session):
@@ -269,24 +283,42 @@ def do_terminal_exited(terminal_id, exit_code):
 
 
 @transaction.atomic
-def do_dispose_terminal(principal, terminal):
-    """disposeTerminal: the row goes; the caller ends its shell."""
+def do_dispose_terminal(principal: Any, terminal: Terminal) -> None:
+    """disposeTerminal: the row goes, then its shell ends in the process that runs it."""
     require(principal, "terminal:write", terminal.session)
     Terminal.objects.filter(pk=terminal.pk).delete()
     terminals_changed(terminal.session.tenant_id)
+    after_commit(f"ending the shell of {terminal.uri}", lambda: end_shell(terminal.id, terminal.process))
+
+
+def end_shell(terminal_id: uuid.UUID, process: str) -> None:
+    """After commit: the shell of a terminal gone ends in the process that runs it."""
+    if not ended_elsewhere(process, {"session": None, "terminals": [str(terminal_id)]}):
+        from .pty import end_shells  # it runs this module's writers
+
+        end_shells([terminal_id])
+
+
+def end_orphans_of(tenant_id: int) -> int:
+    """As the tenant's terminals are listed, those whose process died exit (it renewed its lease
+    no more for LEASE_SECONDS), not at the next sweep."""
+    return do_end_orphaned_terminals(timezone.now() - timedelta(seconds=LEASE_SECONDS), tenant_id)
 
 
 # What a terminal whose PTY died with its process exits with (no shell told its real code).
 LOST_WITH_ITS_PROCESS = -1
 
 
-def do_end_orphaned_terminals(cutoff):
-    """Terminals whose holding process stopped renewing its lease before `cutoff` (it died, and
-    their PTYs with it) exit, so their subscribers stop waiting on a shell that is gone."""
+def do_end_orphaned_terminals(cutoff: datetime, tenant_id: int | None = None) -> int:
+    """Terminals (of `tenant_id`, or every tenant's) whose holding process stopped renewing its
+    lease before `cutoff` (it died, and their PTYs with it) exit, so their subscribers stop
+    waiting on a shell that is gone. How many did."""
     from sessions_app.actions.presence import live_processes
 
-    orphans = list(Terminal.objects.filter(exit_code__isnull=True, created__lt=cutoff)
-                   .exclude(process__in=list(live_processes(cutoff))).values_list("id", flat=True))
+    rows = Terminal.objects.filter(exit_code__isnull=True, created__lt=cutoff)
+    if tenant_id is not None:
+        rows = rows.filter(session__tenant_id=tenant_id)
+    orphans = list(rows.exclude(process__in=live_processes(cutoff)).values_list("id", flat=True))
     for terminal_id in orphans:
         do_terminal_exited(terminal_id, LOST_WITH_ITS_PROCESS)
     return len(orphans)

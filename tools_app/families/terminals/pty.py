@@ -10,6 +10,8 @@ import os
 import struct
 import subprocess
 import termios
+import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -95,3 +97,10 @@ async def start(terminal):
 
 def running(terminal_id):
     return RUNNING.get(terminal_id)
+
+
+def end_shells(terminal_ids: Iterable[uuid.UUID]) -> None:
+    """The shells of these terminals that this process runs end."""
+    for terminal_id in terminal_ids:
+        if (shell := RUNNING.get(terminal_id)) is not None:
+            shell.end()
