@@ -4,6 +4,7 @@ takes it; another takes it over only once that process stopped renewing its leas
 its node did)."""
 import uuid
 from datetime import timedelta
+from typing import Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
