@@ -309,8 +309,9 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    # The Copilot SDK logs each request its CLI does not know (it then falls back) with a traceback.
-    "loggers": {"copilot": {"level": "ERROR"}},
+    # The Copilot SDK logs each request its CLI does not know (it then falls back) with a traceback;
+    # httpx logs every request the host makes (a model check, an MCP call) at INFO.
+    "loggers": {"copilot": {"level": "ERROR"}, "httpx": {"level": "WARNING"}},
 }
 
 # The per-session sandbox everything run for a tenant runs in (docs/security.md).
