@@ -17,6 +17,7 @@ from tools_app.agent_connections import OWN_KEY_NEEDED
 from tools_app.models import HostConfig
 
 from ..ahp.protocol.harness import AhpClient, default_chat, set_config
+from ..conftest import sandbox_home
 from .model_server import Hold, ModelServer, Text
 from .test_acp_provider import AGENT
 from .test_claude_provider import needs_cli
@@ -222,7 +223,8 @@ def test_the_model_key_never_enters_the_sandbox_the_proxy_adds_it(acme, host, se
             assert hold.arrived.wait(90), "the harness never asked its model"
             uid = identity.existing_sandbox_user(session.rsplit("/", 1)[-1])
             inside = sandbox_holding(uid, secret)
-            files = [str(p) for p in (sandbox_root() / session.rsplit("/", 1)[-1]).rglob("*")
+            places = (sandbox_root() / session.rsplit("/", 1)[-1], sandbox_home(session))  # the node's, the home
+            files = [str(p) for place in places for p in place.rglob("*")
                      if p.is_file() and secret.encode() in p.read_bytes()]
             hold.released.set()
             assert alice.reply_to(turn, timeout=90) == "answered"

@@ -136,7 +136,7 @@ def test_the_clis_native_package_is_the_nodes_read_only_and_no_sandbox_home_hold
         alice.subscribe(chat)
         reply = alice.reply_to(alice.start_turn(chat, "look at the package"), timeout=90)
     assert reply.startswith("The shell said: linux-x64") and "Read-only file system" in reply
-    home = sandbox_root() / session.split("/")[-1] / "home"
+    home = sandbox_home(session)
     held = sum(path.lstat().st_size for path in home.rglob("*"))
     assert held < 5 * 1024 * 1024, f"the sandbox's home holds {held} bytes"
     assert not list(home.rglob(".extraction-complete"))

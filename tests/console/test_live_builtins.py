@@ -4,13 +4,13 @@ import uuid
 
 import pytest
 
-from sandbox.bubblewrap import sandbox_root
 from sessions_app.actions import do_create_session
 from tools_app.models import AgentDefinition
 
 from ..agents.model_server import tool_result_text, use_tool
 from ..agents.test_claude_builtins import BUILTIN
 from ..agents.test_claude_provider import needs_cli
+from ..conftest import sandbox_home
 from .test_browser_pages import until
 from .test_live_steering import click, last_turn_state, open_live, send, text
 
@@ -30,7 +30,7 @@ def test_the_operator_allows_claudes_bash_and_the_command_runs(acme, host, opera
     until(browser, lambda: "pending-confirmation" in text(browser, BASH), timeout=90)
     assert text(browser, f"{BASH} .source") == "CLI built-in"
     assert text(browser, f"{BASH} .live-question") == "Allow the agent to run `touch live-marker && echo made`?"
-    assert not list((sandbox_root() / str(session.pk)).rglob("live-marker"))  # it waits for the person
+    assert not list(sandbox_home(str(session.pk)).rglob("live-marker"))  # it waits for the person
     listed = f'#live-session-list li[data-session="{session.uri}"]'
     until(browser, lambda: "needs a person" in text(browser, listed))
     click(browser, f"{BASH} .live-allow")
@@ -40,5 +40,5 @@ def test_the_operator_allows_claudes_bash_and_the_command_runs(acme, host, opera
     assert text(browser, f"{BASH} .result") == "The person allowed Bash; the agent runs it."
     assert text(browser, ".live-turn:last-child .live-markdown") == "The shell said: made"
     assert model.agent_requests()[-1].tool_results() == ["made"]
-    assert list((sandbox_root() / str(session.pk)).rglob("live-marker"))  # in the sandbox's home
+    assert list(sandbox_home(str(session.pk)).rglob("live-marker"))  # in the sandbox's home
     until(browser, lambda: "needs a person" not in text(browser, listed))
