@@ -373,32 +373,6 @@ def release_held(key: str, older_than: float | None = None) -> None:
         HELD[key] = kept
 
 
-def processes_of(uid: int) -> list[int]:
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/status") as status:
-                line = next(line for line in status if line.startswith("Uid:"))
-        except (OSError, StopIteration):
-            continue
-        if int(line.split()[1]) == uid:
-            found.append(int(pid))
-    return found
-
-
-def kill_user(uid: int) -> bool:
-    """Every process of `uid` killed: `kill -1` run as that user signals all of them at once, so
-    a stopped process, a fork loop or a child that left its session cannot outlive it."""
-    for _ in range(20):
-        subprocess.run(["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "/bin/kill",
-                        "-KILL", "-1"], capture_output=True, timeout=10)
-        if not processes_of(uid):
-            return True
-        time.sleep(0.05)
-    logger.warning("Processes of sandbox user %s are still running.", uid)
-    return False
-
-
 def end_sandbox(key: object, own_folder: str | Path | None = None, tenant_id: int | None = None) -> None:
     """The session is gone: everything still running in its sandbox ends, its proxy stops, its
     home is removed, its own folder (`own_folder`, a path beneath the host's root, the session's `tenant_id`) is
@@ -411,13 +385,13 @@ def end_sandbox(key: object, own_folder: str | Path | None = None, tenant_id: in
         (folder / "control" / "alive").unlink()
     except FileNotFoundError:
         pass
-    ended = uid is None or kill_user(uid)
+    ended = uid is None or identity.kill_user(uid)
     if ended and own_folder is not None and (uid is not None or os.geteuid() != 0):
         remove_own_folder(Sandbox(str(key), tenant_id=tenant_id).owner(), Path(own_folder))
     if ended:
         remove_home(str(key))
-    if uid is not None and ended:
-        identity.free_sandbox_user(str(key))
+        if uid is not None:
+            identity.free_sandbox_user(str(key))
     cgroups.remove_group(str(key))
     shutil.rmtree(folder, ignore_errors=True)  # the bridge sees no marker either way
 

@@ -10,9 +10,13 @@ tenant's folders stay its group's.
 
 The sandbox's own id keeps one session from signalling, tracing or starving another (process
 limits count per user); the tenant's group lets a tenant's sessions share its folders and
-nobody else's."""
+nobody else's. Since nothing else runs as a sandbox's user, its end kills every process of the
+user (`kill_user`)."""
 import asyncio
+import logging
 import os
+import subprocess
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,6 +26,8 @@ from django.conf import settings
 from django.db import connection
 
 from .models import SandboxUser, TenantGroup
+
+logger = logging.getLogger(__name__)
 
 HELD_HERE = ("This machine holds sandbox identity {number} for another host; hosts whose nodes share machines "
              "need AHP_SANDBOX_IDS ranges of their own.")
@@ -177,3 +183,30 @@ def _hold(number: int, holder: str) -> None:
         return
     os.write(handle, holder.encode())
     os.close(handle)
+
+
+def processes_of(uid: int) -> list[int]:
+    """The pids of every process running as `uid` on this machine."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/status") as status:
+                line = next(line for line in status if line.startswith("Uid:"))
+        except (OSError, StopIteration):
+            continue
+        if int(line.split()[1]) == uid:
+            found.append(int(pid))
+    return found
+
+
+def kill_user(uid: int) -> bool:
+    """Every process of `uid` killed: `kill -1` run as that user signals all of them at once, so
+    a stopped process, a fork loop or a child that left its session cannot outlive it."""
+    for _ in range(20):
+        subprocess.run(["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "/bin/kill",
+                        "-KILL", "-1"], capture_output=True, timeout=10)
+        if not processes_of(uid):
+            return True
+        time.sleep(0.05)
+    logger.warning("Processes of sandbox user %s are still running.", uid)
+    return False
