@@ -50,7 +50,7 @@ def do_keep_full_output(call_id, text):
     return FullToolOutput.objects.create(call_id=call_id, text=text)
 
 
-def do_change_host_config(principal, changes, replace=False, origin=None):
+def do_change_host_config(principal, changes, replace=False, *, origin=None):
     """Set HostConfig keys of the principal's tenant (wire names; `replace` resets the rest),
     tell root subscribers, and apply it live: every running session whose offered tools
     changed gets `session/serverToolsChanged`."""
