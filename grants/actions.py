@@ -9,15 +9,22 @@ from datetime import timedelta
 
 from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from kernel.after_commit import after_commit
 from kernel.outbox import send_soon
+from kernel.refusals import Refused
 
 from . import liveness
 from .models import BUILTIN_ROLES, ApiToken, Membership, Role, Tenant
+
+# What each door shows when an action refuses (the admin's forms check the same first).
+TENANT_EXISTS = "Tenant {slug} already exists."
+NO_SUCH_ROLE = "Tenant {tenant} has no role {role}."
+NOT_A_MEMBER = "{person} is not a member of {tenant}."
+TOKEN_NAME_TAKEN = "Tenant {tenant} already has a token named {name}."
+NO_LIVE_TOKEN = "Tenant {tenant} has no live token named {name}."
 
 
 def token_group(token_id):
@@ -60,7 +67,7 @@ def _grants_changed(membership):
 
 def do_create_tenant(slug, name=None):
     if Tenant.objects.filter(slug=slug).exists():
-        raise ValidationError(f"Tenant {slug} already exists.")
+        raise Refused(TENANT_EXISTS.format(slug=slug), "exists")
     return do_save_tenant(Tenant(slug=slug, name=name or slug))
 
 
@@ -82,7 +89,7 @@ def do_add_member(tenant, username, role):
     """Make `username` (created if missing) a member of `tenant` with `role`; their open sockets
     there act with the role's grants from their next message."""
     if role not in BUILTIN_ROLES and not tenant.roles.filter(name=role).exists():
-        raise ValidationError(f"Tenant {tenant.slug} has no role {role}.")
+        raise Refused(NO_SUCH_ROLE.format(tenant=tenant.slug, role=role), "invalid")
     person, _ = get_user_model().objects.get_or_create(username=username)
     membership, _ = Membership.objects.update_or_create(tenant=tenant, person=person, defaults={"role": role})
     _tell_sockets_after_commit([_grants_changed(membership)])
@@ -94,7 +101,7 @@ def do_remove_member(tenant, person):
     """`person` leaves `tenant`: their tokens there stop working and their open sockets close."""
     removed, _ = Membership.objects.for_tenant(tenant).filter(person=person).delete()
     if not removed:
-        raise ValidationError(f"{person.username} is not a member of {tenant.slug}.")
+        raise Refused(NOT_A_MEMBER.format(person=person.username, tenant=tenant.slug), "not_found")
     _tell_sockets_after_commit([_access_ended(person_group(person.pk), tenant.pk)])
 
 
@@ -147,9 +154,9 @@ def do_delete_person(person):
 def do_mint_token(tenant, person=None, name=None, expires=None):
     """Answer (row, plaintext). A person's token needs the person to belong to the tenant."""
     if person is not None and not Membership.objects.filter(tenant=tenant, person=person).exists():
-        raise ValidationError(f"{person.username} is not a member of {tenant.slug}.")
+        raise Refused(NOT_A_MEMBER.format(person=person.username, tenant=tenant.slug), "invalid")
     if name and ApiToken.objects.filter(tenant=tenant, name=name).exists():
-        raise ValidationError(f"Tenant {tenant.slug} already has a token named {name}.")
+        raise Refused(TOKEN_NAME_TAKEN.format(tenant=tenant.slug, name=name), "exists")
     return ApiToken.mint(tenant, person=person, name=name, expires=expires)
 
 
@@ -174,7 +181,7 @@ def do_revoke_token(tenant, name):
     """The token stops working at once: sockets opened with it close without waiting to speak."""
     token = ApiToken.objects.for_tenant(tenant).select_for_update().filter(name=name, revoked__isnull=True).first()
     if token is None:
-        raise ValidationError(f"Tenant {tenant.slug} has no live token named {name}.")
+        raise Refused(NO_LIVE_TOKEN.format(tenant=tenant.slug, name=name), "not_found")
     ApiToken.objects.filter(pk=token.pk).update(revoked=timezone.now())
     _tell_sockets_after_commit([_access_ended(token_group(token.pk))])
 

@@ -11,8 +11,8 @@ from kernel.admin_deletes import DeletesThroughActions
 from sandbox.workspaces import root_problem
 
 from .actions import (
-    PAGE_TOKEN_PREFIX, do_add_member, do_delete_person, do_delete_role, do_delete_tenant, do_delete_token, do_mint_token,
-    do_remove_member, do_revoke_token, do_save_person, do_save_tenant, do_set_role,
+    NO_SUCH_ROLE, NOT_A_MEMBER, PAGE_TOKEN_PREFIX, TOKEN_NAME_TAKEN, do_add_member, do_delete_person, do_delete_role,
+    do_delete_tenant, do_delete_token, do_mint_token, do_remove_member, do_revoke_token, do_save_person, do_save_tenant, do_set_role,
 )
 
 from .algebra import holds
@@ -185,7 +185,7 @@ class MembershipForm(forms.ModelForm):
         tenant = data.get("tenant") or getattr(self.instance, "tenant", None)
         role = data.get("role")
         if tenant and role and role not in BUILTIN_ROLES and not tenant.roles.filter(name=role).exists():
-            self.add_error("role", f"Tenant {tenant.slug} has no role {role}.")
+            self.add_error("role", NO_SUCH_ROLE.format(tenant=tenant.slug, role=role))
         username = data.get("username")
         if not self.instance.pk and tenant and username:
             held = Membership.objects.filter(tenant=tenant, person__username=username).first()
@@ -255,9 +255,9 @@ class MintTokenForm(forms.ModelForm):
         if data.get("expires") and data["expires"] <= timezone.now():
             self.add_error("expires", "The expiry must be in the future.")
         if tenant and person and not Membership.objects.filter(tenant=tenant, person=person).exists():
-            self.add_error("person", f"{person.username} is not a member of {tenant.slug}.")
+            self.add_error("person", NOT_A_MEMBER.format(person=person.username, tenant=tenant.slug))
         if tenant and data.get("name") and ApiToken.objects.filter(tenant=tenant, name=data["name"]).exists():
-            self.add_error("name", f"Tenant {tenant.slug} already has a token named {data['name']}.")
+            self.add_error("name", TOKEN_NAME_TAKEN.format(tenant=tenant.slug, name=data["name"]))
         return data
 
     def _post_clean(self):

@@ -1,13 +1,14 @@
 """Every change to the tool layer's own rows goes through one function here."""
-from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
 from kernel.after_commit import after_commit
+from kernel.refusals import Refused
 
 from .definitions.agent_definitions import validate_definition
 from .models import AgentDefinition, FullToolOutput
 
 MAY_NOT_CHANGE_AGENT_DEFINITIONS = "You need config:change to change agent definitions."
+AGENT_DEFINITION_NAME_TAKEN = "Tenant {tenant} already has an agent definition named {name}."
 
 
 @transaction.atomic
@@ -15,10 +16,10 @@ def do_save_agent_definition(tenant, document, *, acting, definition=None):
     """Create `document` as a definition of `tenant`, or replace `definition` with it.
 
     Refuses with AgentDefinitionInvalid (the schema's error and its JSON pointer) before any
-    row is touched, and with ValidationError for a name the tenant already uses.
+    row is touched, and with Refused for a name the tenant already uses.
     """
     if not acting.may("config:change"):
-        raise PermissionDenied(MAY_NOT_CHANGE_AGENT_DEFINITIONS)
+        raise Refused(MAY_NOT_CHANGE_AGENT_DEFINITIONS, "permission")
     validate_definition(document)
     if definition is None:
         definition = AgentDefinition(tenant=tenant)
@@ -26,7 +27,8 @@ def do_save_agent_definition(tenant, document, *, acting, definition=None):
         definition = AgentDefinition.objects.for_tenant(tenant).select_for_update().get(pk=definition.pk)
     taken = AgentDefinition.objects.for_tenant(tenant).filter(name=document["name"]).exclude(pk=definition.pk)
     if taken.exists():
-        raise ValidationError(f"Tenant {tenant.slug} already has an agent definition named {document['name']}.")
+        # "invalid": the REST door answers 400, as for any other fault in the document
+        raise Refused(AGENT_DEFINITION_NAME_TAKEN.format(tenant=tenant.slug, name=document["name"]), "invalid")
     definition.set_document(document)
     if problem := definition.names_problem():
         raise problem
@@ -38,7 +40,7 @@ def do_save_agent_definition(tenant, document, *, acting, definition=None):
 def do_delete_agent_definition(definition: AgentDefinition, *, acting) -> None:
     """Remove a definition: sessions started with it keep running, new ones may no longer name it."""
     if not acting.may("config:change"):
-        raise PermissionDenied(MAY_NOT_CHANGE_AGENT_DEFINITIONS)
+        raise Refused(MAY_NOT_CHANGE_AGENT_DEFINITIONS, "permission")
     AgentDefinition.objects.for_tenant(definition.tenant).filter(pk=definition.pk).delete()
 
 
@@ -48,11 +50,10 @@ def do_keep_full_output(call_id, text):
     return FullToolOutput.objects.create(call_id=call_id, text=text)
 
 
-def do_change_host_config(principal, changes, replace=False, origin=None):
+def do_change_host_config(principal, changes, replace=False, *, origin=None):
     """Set HostConfig keys of the principal's tenant (wire names; `replace` resets the rest),
     tell root subscribers, and apply it live: every running session whose offered tools
     changed gets `session/serverToolsChanged`."""
-    from kernel.refusals import Refused
     from sessions_app import events
     from sessions_app.actions import require
     from sessions_app.channels import ROOT

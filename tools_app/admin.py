@@ -4,6 +4,7 @@ from asgiref.sync import async_to_sync
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import path
@@ -231,6 +232,12 @@ class AgentDefinitionForm(forms.ModelForm):
         return self.cleaned_data["tools"] if self.cleaned_data["tools"] is not None else []
 
 
+def _admin_refusal(refused: Refused) -> Exception:
+    """The admin's answer to an action's refusal: its 403 page for a missing grant; anything
+    else its form checked first, so only a race gets here."""
+    return PermissionDenied(refused.sentence) if refused.kind == "permission" else refused
+
+
 @admin.register(AgentDefinition)
 class AgentDefinitionAdmin(TenantScopedAdmin):
     form = AgentDefinitionForm
@@ -241,13 +248,19 @@ class AgentDefinitionAdmin(TenantScopedAdmin):
     def save_model(self, request, obj, form, change):
         # The admin already decided this person administers obj.tenant; act as them there.
         acting = admin_principal(request.user, obj.tenant)
-        saved = do_save_agent_definition(
-            obj.tenant, obj.document(), acting=acting, definition=obj if change else None
-        )
+        try:
+            saved = do_save_agent_definition(
+                obj.tenant, obj.document(), acting=acting, definition=obj if change else None
+            )
+        except Refused as refused:
+            raise _admin_refusal(refused) from None
         obj.pk = saved.pk
 
     def delete_model(self, request, obj):
-        do_delete_agent_definition(obj, acting=admin_principal(request.user, obj.tenant))
+        try:
+            do_delete_agent_definition(obj, acting=admin_principal(request.user, obj.tenant))
+        except Refused as refused:
+            raise _admin_refusal(refused) from None
 
     def delete_queryset(self, request, queryset):
         for definition in queryset.select_related("tenant"):

@@ -1,10 +1,11 @@
-from django.core.exceptions import PermissionDenied, ValidationError
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
+
+from kernel.refusals import Refused
 
 from .actions import do_delete_agent_definition, do_save_agent_definition
 from .definitions.agent_definitions import AgentDefinitionInvalid
@@ -18,19 +19,21 @@ def _forbidden(sentence):
     return Response({"error": sentence}, status=status.HTTP_403_FORBIDDEN)
 
 
+def _refusal(refused: Refused) -> Response:
+    return Response({"error": refused.sentence}, status=refused.answer.http_status)
+
+
 def _save(request, definition, success_status):
     document = request.data
     if isinstance(document, dict):
         document = {key: value for key, value in document.items() if key not in READ_ONLY_KEYS}
     try:
         definition = do_save_agent_definition(request.auth.tenant, document, acting=request.auth, definition=definition)
-    except PermissionDenied as error:
-        return _forbidden(error.args[0])
+    except Refused as refused:
+        return _refusal(refused)
     except AgentDefinitionInvalid as error:
         body = {"error": str(error), "pointer": error.pointer, "message": error.message}
         return Response(body, status=status.HTTP_400_BAD_REQUEST)
-    except ValidationError as error:
-        return Response({"error": " ".join(error.messages)}, status=status.HTTP_400_BAD_REQUEST)
     return Response(definition.to_dict(), status=success_status)
 
 
@@ -73,8 +76,8 @@ class AgentDefinitionDetail(APIView):
     def delete(self, request, definition_id):
         try:
             do_delete_agent_definition(self._definition(request, definition_id), acting=request.auth)
-        except PermissionDenied as error:
-            return _forbidden(error.args[0])
+        except Refused as refused:
+            return _refusal(refused)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

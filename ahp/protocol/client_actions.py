@@ -183,42 +183,42 @@ class ActionCall(Generic[Row]):
 
 def set_active_client(call: ActionCall[Session]) -> Any:
     return actions.do_set_active_client(call.principal, call.target, call.client_id, call.action.get("activeClient"),
-                                        call.origin)
+                                        origin=call.origin)
 
 
 def remove_active_client(call: ActionCall[Session]) -> Any:
     return actions.do_remove_active_client(call.principal, call.target, call.client_id, call.action.get("clientId"),
-                                           call.origin)
+                                           origin=call.origin)
 
 
 def set_title(call: ActionCall[Session]) -> Any:
-    return actions.do_set_title(call.principal, call.target, call.action.get("title"), call.origin)
+    return actions.do_set_title(call.principal, call.target, call.action.get("title"), origin=call.origin)
 
 
 def set_archived(call: ActionCall[Session]) -> Any:
-    return actions.do_set_flag(call.principal, call.target, "isArchived", call.action.get("isArchived"), call.origin)
+    return actions.do_set_flag(call.principal, call.target, "isArchived", call.action.get("isArchived"), origin=call.origin)
 
 
 def set_read(call: ActionCall[Session]) -> Any:
-    return actions.do_set_flag(call.principal, call.target, "isRead", call.action.get("isRead"), call.origin)
+    return actions.do_set_flag(call.principal, call.target, "isRead", call.action.get("isRead"), origin=call.origin)
 
 
 def change_session_config(call: ActionCall[Session]) -> Any:
     schema = session_config_schema(call.target.provider)
     return actions.do_change_session_config(call.principal, call.target, call.action.get("config"), schema,
-                                            bool(call.action.get("replace")), call.origin)
+                                            bool(call.action.get("replace")), origin=call.origin)
 
 
 def set_default_chat(call: ActionCall[Session]) -> Any:
-    return actions.do_set_default_chat(call.principal, call.target, call.action.get("defaultChat"), call.origin)
+    return actions.do_set_default_chat(call.principal, call.target, call.action.get("defaultChat"), origin=call.origin)
 
 
 def add_working_directory(call: ActionCall[Session]) -> Any:
-    return actions.do_add_working_directory(call.principal, call.target, call.fields["directory"], call.origin)
+    return actions.do_add_working_directory(call.principal, call.target, call.fields["directory"], origin=call.origin)
 
 
 def remove_working_directory(call: ActionCall[Session]) -> Any:
-    return actions.do_remove_working_directory(call.principal, call.target, call.fields["directory"], call.origin)
+    return actions.do_remove_working_directory(call.principal, call.target, call.fields["directory"], origin=call.origin)
 
 
 NO_CUSTOMIZATIONS = ("This host keeps no session customizations to toggle; a client's own customizations "
@@ -231,49 +231,49 @@ def toggle_customization(call: ActionCall[Session]) -> None:
 
 
 def set_chat_working_directory(call: ActionCall[Chat]) -> Any:
-    return actions.do_set_chat_working_directory(call.principal, call.target, call.fields["directory"], call.origin)
+    return actions.do_set_chat_working_directory(call.principal, call.target, call.fields["directory"], origin=call.origin)
 
 
 def remove_chat_working_directory(call: ActionCall[Chat]) -> Any:
-    return actions.do_remove_chat_working_directory(call.principal, call.target, call.fields["directory"], call.origin)
+    return actions.do_remove_chat_working_directory(call.principal, call.target, call.fields["directory"], origin=call.origin)
 
 
 def change_tool_call_content(call: ActionCall[Chat]) -> Any:
-    return actions.do_client_tool_call_content(call.principal, call.client_id, call.target, call.fields["turn_id"],
-                                               call.fields["call_id"], call.fields["content"], call.origin)
+    return actions.do_client_tool_call_content(call.principal, call.target, call.client_id, call.fields["turn_id"],
+                                               call.fields["call_id"], call.fields["content"], origin=call.origin)
 
 
 def start_turn(call: ActionCall[Chat]) -> Any:
     fields = call.fields
     return actions.do_start_turn(call.principal, call.target, fields["turn_id"], fields["text"], call.client_id,
-                                 call.origin, fields["model"], fields["agent"])
+                                 fields["model"], fields["agent"], origin=call.origin)
 
 
 def cancel_turn(call: ActionCall[Chat]) -> Any:
-    return actions.do_cancel_turn(call.principal, call.target, call.fields["turn_id"], call.origin)
+    return actions.do_cancel_turn(call.principal, call.target, call.fields["turn_id"], origin=call.origin)
 
 
 def set_pending_message(call: ActionCall[Chat]) -> Any:
     fields = call.fields
     return actions.do_set_pending_message(call.principal, call.target, fields["message_id"], fields["kind"],
-                                          fields["text"], call.origin)
+                                          fields["text"], origin=call.origin)
 
 
 def change_draft(call: ActionCall[Chat]) -> Any:
-    return actions.do_set_chat_draft(call.principal, call.target, call.fields["draft"], call.origin)
+    return actions.do_set_chat_draft(call.principal, call.target, call.fields["draft"], origin=call.origin)
 
 
 def remove_pending_message(call: ActionCall[Chat]) -> Any:
     return actions.do_remove_pending_message(call.principal, call.target, call.fields["message_id"],
-                                             call.fields["kind"], call.origin)
+                                             call.fields["kind"], origin=call.origin)
 
 
 def reorder_queued_messages(call: ActionCall[Chat]) -> Any:
-    return actions.do_reorder_queued_messages(call.principal, call.target, call.action.get("order"), call.origin)
+    return actions.do_reorder_queued_messages(call.principal, call.target, call.action.get("order"), origin=call.origin)
 
 
 def truncate_chat(call: ActionCall[Chat]) -> Any:
-    return actions.do_truncate_chat(call.principal, call.target, call.fields["turn_id"], call.origin)
+    return actions.do_truncate_chat(call.principal, call.target, call.fields["turn_id"], origin=call.origin)
 
 
 def complete_tool_call(call: ActionCall[Chat]) -> Any:
@@ -284,14 +284,14 @@ def complete_tool_call(call: ActionCall[Chat]) -> Any:
     # The whole text is kept for ahp_resource, as a host tool's is, with the completion that
     # names it (a late result keeps nothing: the timeout that beat it is its call's result).
     keep = (lambda: tool_actions.do_keep_full_output(call_id, full_text)) if full_text is not None else None
-    return actions.do_client_complete_tool_call(call.principal, call.client_id, call.target, call.fields["turn_id"],
-                                                call_id, result, call.origin, keep)
+    return actions.do_client_complete_tool_call(call.principal, call.target, call.client_id, call.fields["turn_id"],
+                                                call_id, result, origin=call.origin, keep=keep)
 
 
 def confirm_tool_call(call: ActionCall[Chat]) -> Any:
     # Only a host tool that asked the person (viewUnreviewedComments) waits for an answer.
     return comment_actions.do_answer_question(call.principal, call.target, call.fields["turn_id"],
-                                              call.fields["call_id"], call.action.get("approved"), call.origin)
+                                              call.fields["call_id"], call.action.get("approved"), origin=call.origin)
 
 
 def confirm_tool_call_result(call: ActionCall[Chat]) -> None:
@@ -308,54 +308,54 @@ def answer_input_request(call: ActionCall[Chat]) -> None:
 
 def change_host_config(call: ActionCall[None]) -> Any:
     return tool_actions.do_change_host_config(call.principal, call.action.get("config"),
-                                              bool(call.action.get("replace")), call.origin)
+                                              bool(call.action.get("replace")), origin=call.origin)
 
 
 def type_into_terminal(call: ActionCall[Terminal]) -> Any:
-    return terminal_actions.do_terminal_input(call.principal, call.target, call.action.get("data"), call.origin)
+    return terminal_actions.do_terminal_input(call.principal, call.target, call.action.get("data"), origin=call.origin)
 
 
 def resize_terminal(call: ActionCall[Terminal]) -> Any:
     return terminal_actions.do_resize_terminal(call.principal, call.target, call.action.get("cols"),
-                                               call.action.get("rows"), call.origin)
+                                               call.action.get("rows"), origin=call.origin)
 
 
 def claim_terminal(call: ActionCall[Terminal]) -> Any:
     return terminal_actions.do_claim_terminal(call.principal, call.target, call.client_id, call.action.get("claim"),
-                                              call.origin)
+                                              origin=call.origin)
 
 
 def set_terminal_title(call: ActionCall[Terminal]) -> Any:
-    return terminal_actions.do_set_terminal_title(call.principal, call.target, call.action.get("title"), call.origin)
+    return terminal_actions.do_set_terminal_title(call.principal, call.target, call.action.get("title"), origin=call.origin)
 
 
 def clear_terminal(call: ActionCall[Terminal]) -> Any:
-    return terminal_actions.do_clear_terminal(call.principal, call.target, call.origin)
+    return terminal_actions.do_clear_terminal(call.principal, call.target, origin=call.origin)
 
 
 # Annotations: a client's writes take the same writers as the comment tools.
 
 def set_annotation(call: ActionCall[Session]) -> Any:
-    return comment_actions.do_set_annotation(call.principal, call.target, call.action.get("annotation"), call.origin)
+    return comment_actions.do_set_annotation(call.principal, call.target, call.action.get("annotation"), origin=call.origin)
 
 
 def update_annotation(call: ActionCall[Session]) -> Any:
     return comment_actions.do_update_annotation(call.principal, call.target, call.fields["annotation_id"],
-                                                call.fields["changes"], call.origin)
+                                                call.fields["changes"], origin=call.origin)
 
 
 def remove_annotation(call: ActionCall[Session]) -> Any:
-    return comment_actions.do_remove_annotation(call.principal, call.target, call.fields["annotation_id"], call.origin)
+    return comment_actions.do_remove_annotation(call.principal, call.target, call.fields["annotation_id"], origin=call.origin)
 
 
 def set_annotation_entry(call: ActionCall[Session]) -> Any:
     return comment_actions.do_set_annotation_entry(call.principal, call.target, call.fields["annotation_id"],
-                                                   call.action.get("entry"), call.origin)
+                                                   call.action.get("entry"), origin=call.origin)
 
 
 def remove_annotation_entry(call: ActionCall[Session]) -> Any:
     return comment_actions.do_remove_annotation_entry(call.principal, call.target, call.fields["annotation_id"],
-                                                      call.fields["entry_id"], call.origin)
+                                                      call.fields["entry_id"], origin=call.origin)
 
 
 # What the connection starts once an action is applied: (consumer, outcome). ---------------------

@@ -280,7 +280,7 @@ async def create_chat(consumer: "AhpConsumer", params: Params) -> None:
                 raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: source.chat is not a chat of this session.")
             origin = {"kind": source["kind"], "chat_id": origin_chat.id, "turn_id": str(source.get("turnId", ""))}
         with transaction.atomic():
-            chat = actions.do_create_chat(principal, session, chat_id, origin=origin)
+            chat = actions.do_create_chat(principal, session, chat_id, source=origin)
             if initial is None:
                 return None
             return actions.do_start_turn(principal, chat, uuid.uuid4(), initial["text"], consumer.client_id)

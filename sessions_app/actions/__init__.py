@@ -3,8 +3,8 @@ the module of its noun, which checks the grant, writes in one transaction and pu
 action(s) clients see. Callers outside sessions_app use the names here.
 
 A `do_*` takes who acts first (a grants Principal; absent where the host acts on its own: a
-turn's end, a sweep), then the row it changes, then what changes, and last `origin`, the client
-action it answers (echoed in its envelope). It refuses only with kernel.refusals.Refused, whose
+turn's end, a sweep), then the row it changes, then what changes, and last, keyword-only,
+`origin`: the client action it answers (echoed in its envelope). It refuses only with kernel.refusals.Refused, whose
 sentence is what the person sees and whose kind picks each door's error code."""
 from .chats import (
     do_archive_chat,

@@ -44,20 +44,20 @@ def chat_update(chat: Chat, modified: datetime, **changes: Any) -> Item:
 
 @transaction.atomic
 def do_create_chat(principal: Principal, session: Session, chat_id: uuid.UUID | str, title: str = "",
-                   origin: ChatOrigin | None = None) -> Chat:
+                   source: ChatOrigin | None = None) -> Chat:
     require(principal, "chat:create", session)
     if Chat.objects.filter(id=chat_id).exists():
         raise Refused(f"Chat ahp-chat:/{chat_id} already exists.", "exists")
     check_quota(principal, "chat")
     if Chat.objects.filter(session=session).count() >= MAX_CHATS_PER_SESSION:
         raise Refused(TOO_MANY_CHATS, "conflict")
-    origin = origin or {}
-    forked = fork_point(principal, session, origin) if origin.get("kind") == "fork" else None
+    source = source or {}
+    forked = fork_point(principal, session, source) if source.get("kind") == "fork" else None
     chat = Chat.objects.create(
         id=chat_id, session=session, creator=principal.person, title=title[:MAX_TITLE_CHARS],
-        origin_kind=origin.get("kind", "user"),
-        origin_chat_id=origin.get("chat_id"), origin_turn_id=origin.get("turn_id", ""),
-        origin_tool_call_id=origin.get("tool_call_id", ""),
+        origin_kind=source.get("kind", "user"),
+        origin_chat_id=source.get("chat_id"), origin_turn_id=source.get("turn_id", ""),
+        origin_tool_call_id=source.get("tool_call_id", ""),
     )
     if forked is not None:
         copy_turns_through(forked, chat)
@@ -163,7 +163,7 @@ def do_archive_chat(principal: Principal, chat: Chat) -> None:
 
 @transaction.atomic
 def do_set_chat_draft(principal: Principal, chat: Chat, draft: dict[str, Any] | None,
-                      origin: Origin | None = None) -> None:
+                      *, origin: Origin | None = None) -> None:
     """chat/draftChanged: the chat's draft becomes `draft` (a Message whose model is an id or
     {id}), or is cleared when None. A draft is not a change of the chat: modifiedAt stays."""
     require(principal, "chat:draft", chat.session)
@@ -248,7 +248,7 @@ def do_move_chat(principal: Principal, chat: Chat, destination: Chat, request_id
 
 
 @transaction.atomic
-def do_set_chat_working_directory(principal: Principal, chat: Chat, directory: str, origin: Origin | None = None) -> None:
+def do_set_chat_working_directory(principal: Principal, chat: Chat, directory: str, *, origin: Origin | None = None) -> None:
     """chat/workingDirectorySet: the chat's agent works in `directory`, one of its session's. A chat
     here keeps one folder, so a folder it had before leaves its set first."""
     from .checks import check_working_directory
@@ -270,7 +270,7 @@ def do_set_chat_working_directory(principal: Principal, chat: Chat, directory: s
 
 @transaction.atomic
 def do_remove_chat_working_directory(principal: Principal, chat: Chat, directory: str,
-                                     origin: Origin | None = None) -> None:
+                                     *, origin: Origin | None = None) -> None:
     """chat/workingDirectoryRemoved: the chat no longer keeps `directory` (a no-op when it did not);
     it works in its session's first folder again, which stays the session's."""
     require(principal, "session:folders", chat.session)

@@ -72,7 +72,7 @@ def _claimed_client(principal: Principal, session: Session, client_id: str) -> A
 
 @transaction.atomic
 def do_set_active_client(principal: Principal, session: Session, client_id: str, active_client: dict[str, Any],
-                         origin: Origin | None = None) -> ActiveClient:
+                         *, origin: Origin | None = None) -> ActiveClient:
     require(principal, "session:attach", session)
     _check_session_tool_budget(session, client_id, _check_active_client(active_client, client_id))
     fields = {"display_name": active_client.get("displayName", ""), "tools": active_client["tools"],
@@ -96,7 +96,7 @@ def do_set_active_client(principal: Principal, session: Session, client_id: str,
 
 
 def do_remove_active_client(principal: Principal, session: Session, connection_client_id: str, client_id: str,
-                            origin: Origin | None = None) -> None:
+                            *, origin: Origin | None = None) -> None:
     require(principal, "session:attach", session)
     if client_id != connection_client_id:
         raise Refused(f"A client may remove only itself ({connection_client_id}).", "invalid")
@@ -107,7 +107,7 @@ def do_remove_active_client(principal: Principal, session: Session, connection_c
 
 
 @transaction.atomic
-def do_release_client(active_client_pk: int, origin: Origin | None = None, only_if_due: bool = False) -> bool:
+def do_release_client(active_client_pk: int, *, origin: Origin | None = None, only_if_due: bool = False) -> bool:
     """The client leaves the session: each call it still owes fails, its tools go with it."""
     rows = ActiveClient.objects.select_for_update().filter(pk=active_client_pk)
     if only_if_due:

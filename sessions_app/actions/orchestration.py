@@ -109,14 +109,14 @@ def do_tool_create_session(principal: Principal, orchestration: Orchestration, p
 
 @transaction.atomic
 def do_tool_create_chat(principal: Principal, orchestration: Orchestration, session: Session, title: str,
-                        prompt: str | None = None, provider: str = "", origin: ChatOrigin | None = None,
+                        prompt: str | None = None, provider: str = "", source: ChatOrigin | None = None,
                         config: dict[str, Any] | None = None) -> tuple[Chat, Turn | PendingMessage | None]:
     """create_chat, or create_session with currentSession: a chat in `session`, on `provider`
     when that is not the session's own, with `config` as its own settings (its first turn on
-    their model), its first turn the prompt. Charged once it exists. `origin` names the calling
+    their model), its first turn the prompt. Charged once it exists. `source` names the calling
     chat and tool call: the new chat is a worker chat."""
     _check_budget(orchestration, "chat")
-    chat = do_create_chat(principal, session, uuid.uuid4(), title, origin)
+    chat = do_create_chat(principal, session, uuid.uuid4(), title, source)
     if (provider and provider != session.provider) or config:
         ChatBackend.objects.create(chat=chat, provider=provider if provider != session.provider else "",
                                    config=config or {})

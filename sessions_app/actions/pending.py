@@ -42,7 +42,7 @@ def do_send_message(principal: Principal, chat: Chat, text: str, sender_chat: Ch
 
 @transaction.atomic
 def do_set_pending_message(principal: Principal, chat: Chat, message_id: uuid.UUID | str, kind: str, text: str,
-                           origin: Origin | None = None) -> Turn | None:
+                           *, origin: Origin | None = None) -> Turn | None:
     """chat/pendingMessageSet from a client: the chat's one steering message is replaced, a queued
     message updated in place or appended. An idle chat takes a queued message at once: answers the
     turn it began (the caller runs it), else None. A steering message waits for a turn ("Steering
@@ -70,7 +70,7 @@ def do_set_pending_message(principal: Principal, chat: Chat, message_id: uuid.UU
 
 @transaction.atomic
 def do_remove_pending_message(principal: Principal, chat: Chat, message_id: uuid.UUID | str, kind: str,
-                              origin: Origin | None = None) -> None:
+                              *, origin: Origin | None = None) -> None:
     """chat/pendingMessageRemoved from a client: the message will not be sent."""
     require(principal, "chat:send", chat.session)
     row = PendingMessage.objects.select_for_update().filter(
@@ -84,7 +84,7 @@ def do_remove_pending_message(principal: Principal, chat: Chat, message_id: uuid
 
 
 @transaction.atomic
-def do_reorder_queued_messages(principal: Principal, chat: Chat, order: object, origin: Origin | None = None) -> None:
+def do_reorder_queued_messages(principal: Principal, chat: Chat, order: object, *, origin: Origin | None = None) -> None:
     """chat/queuedMessagesReordered: the ids in `order` first, in that order; ids not queued are
     ignored, queued ones `order` leaves out follow in their old order (a stale client drops none)."""
     require(principal, "chat:send", chat.session)

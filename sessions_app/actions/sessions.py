@@ -71,7 +71,7 @@ def do_dispose_session(principal: Principal, session: Session) -> None:
 
 
 @transaction.atomic
-def do_set_title(principal: Principal, session: Session, title: str, origin: Origin | None = None) -> None:
+def do_set_title(principal: Principal, session: Session, title: str, *, origin: Origin | None = None) -> None:
     require(principal, "session:rename", session)
     check_title(title)
     set_session_title(session, title, origin)
@@ -87,7 +87,7 @@ def set_session_title(session: Session, title: str, origin: Origin | None = None
 
 
 @transaction.atomic
-def do_set_flag(principal: Principal, session: Session, flag: str, value: object, origin: Origin | None = None) -> None:
+def do_set_flag(principal: Principal, session: Session, flag: str, value: object, *, origin: Origin | None = None) -> None:
     """session/isArchivedChanged and session/isReadChanged."""
     require(principal, "session:mark", session)
     if not isinstance(value, bool):
@@ -126,7 +126,7 @@ def _siblings(tenant: Tenant, parent_id: uuid.UUID, excluding: Session) -> list[
 
 @transaction.atomic
 def do_change_session_config(principal: Principal, session: Session, changes: object, schema: dict[str, Any],
-                             replace: bool = False, origin: Origin | None = None) -> None:
+                             replace: bool = False, *, origin: Origin | None = None) -> None:
     """session/configChanged: only the properties `schema` (the session's agent's) marks
     sessionMutable may change; the rest keep what the session started with."""
     require(principal, "session:configure", session)
@@ -154,7 +154,7 @@ NO_DEFAULT_CHAT = "session/defaultChatChanged needs a defaultChat: every session
 
 
 @transaction.atomic
-def do_set_default_chat(principal: Principal, session: Session, chat_uri: object, origin: Origin | None = None) -> None:
+def do_set_default_chat(principal: Principal, session: Session, chat_uri: object, *, origin: Origin | None = None) -> None:
     """session/defaultChatChanged {defaultChat}: another of the session's chats becomes the one it
     opens on. The protocol lets the hint be cleared (no defaultChat); a session here always has
     one, so clearing is refused."""
@@ -213,7 +213,7 @@ def do_move_session(principal: Principal, session: Session, into: Session | None
 
 
 @transaction.atomic
-def do_add_working_directory(principal: Principal, session: Session, directory: str, origin: Origin | None = None) -> None:
+def do_add_working_directory(principal: Principal, session: Session, directory: str, *, origin: Origin | None = None) -> None:
     """session/workingDirectorySet: the session's agent may work in `directory` too (a no-op when it
     already may); it must lie in the tenant's workspace root."""
     require(principal, "session:folders", session)
@@ -228,7 +228,7 @@ def do_add_working_directory(principal: Principal, session: Session, directory: 
 
 @transaction.atomic
 def do_remove_working_directory(principal: Principal, session: Session, directory: str,
-                                origin: Origin | None = None) -> None:
+                                *, origin: Origin | None = None) -> None:
     """session/workingDirectoryRemoved: the session's agent no longer works in `directory` (a no-op
     when it did not); a chat kept in that folder goes back to the session's first."""
     from ..models import ChatBackend

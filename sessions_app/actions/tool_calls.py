@@ -172,8 +172,8 @@ def _check_result(result: object) -> None:
         raise Refused("result.content must be an array of content items; a text item's text is a string.", "invalid")
 
 
-def do_client_complete_tool_call(principal: Principal, client_id: str, chat: Chat, turn_id: uuid.UUID | str,
-                                 tool_call_id: uuid.UUID | str, result: ToolResult, origin: Origin | None = None,
+def do_client_complete_tool_call(principal: Principal, chat: Chat, client_id: str, turn_id: uuid.UUID | str,
+                                 tool_call_id: uuid.UUID | str, result: ToolResult, *, origin: Origin | None = None,
                                  keep: Callable[[], object] | None = None) -> None:
     """A client's result for its call. `keep` (the caller's, e.g. the whole text of a result cut
     for the model) is written in the same transaction when this result is the call's, so nobody
@@ -240,7 +240,7 @@ def do_ask_about_tool_call(call_id: uuid.UUID | str, title: str) -> None:
 
 
 @transaction.atomic
-def do_confirm_tool_call(call_id: uuid.UUID | str, approved: bool, origin: Origin | None = None) -> None:
+def do_confirm_tool_call(call_id: uuid.UUID | str, approved: bool, *, origin: Origin | None = None) -> None:
     """The person's answer to a call's question (chat/toolCallConfirmed)."""
     call = ToolCall.objects.select_for_update(of=ITS_ROW).select_related("turn__chat__session").get(id=call_id)
     call.confirmation = "user-action" if approved else "denied"
@@ -261,9 +261,9 @@ def _check_partial_content(content: object) -> None:
                       "is a string.", "invalid")
 
 
-def do_client_tool_call_content(principal: Principal, client_id: str, chat: Chat, turn_id: uuid.UUID | str,
+def do_client_tool_call_content(principal: Principal, chat: Chat, client_id: str, turn_id: uuid.UUID | str,
                                 tool_call_id: uuid.UUID | str, content: list[dict[str, Any]],
-                                origin: Origin | None = None) -> None:
+                                *, origin: Origin | None = None) -> None:
     """chat/toolCallContentChanged: what the client running its call has so far, shown on the running
     call (`content` replaces the last); kept in the call's result until the real result replaces it."""
     with transaction.atomic():

@@ -31,7 +31,7 @@ ENDPOINT_TURN_CLIENT_ID = "ahp-mcp"
 
 @transaction.atomic
 def do_start_turn(principal: Principal, chat: Chat, turn_id: uuid.UUID | str, text: object, client_id: str = "",
-                  origin: Origin | None = None, model: str = "", agent: str | None = None) -> Turn:
+                  model: str = "", agent: str | None = None, *, origin: Origin | None = None) -> Turn:
     """`agent`: the message's AgentSelection uri, which must name the session's agent definition
     (its `agentDefinition`, fixed when the session starts)."""
     require(principal, "chat:send", chat.session)
@@ -199,7 +199,7 @@ def do_end_turn(turn_id: uuid.UUID | str, response_text: str | None = None, erro
 
 
 @transaction.atomic
-def do_cancel_turn(principal: Principal, chat: Chat, turn_id: uuid.UUID | str, origin: Origin | None = None) -> Turn:
+def do_cancel_turn(principal: Principal, chat: Chat, turn_id: uuid.UUID | str, *, origin: Origin | None = None) -> Turn:
     """A person stops the chat's running turn: the calls it still waits on end cancelled (their
     waiters wake with that result), the turn ends chat/turnCancelled. Whoever runs the agent
     interrupts it (tools_app.runtime.turns.interrupt_turn); what it answers after this is dropped."""
@@ -257,7 +257,7 @@ def finish_turn(turn: Turn, state: str, action_type: str, origin: Origin | None 
 
 @transaction.atomic
 def do_truncate_chat(principal: Principal, chat: Chat, turn_id: uuid.UUID | str | None = None,
-                     origin: Origin | None = None) -> None:
+                     *, origin: Origin | None = None) -> None:
     """chat/truncated (edit and resend): the turns after `turn_id` go (all of them without one),
     a running turn among them silently, and the chat is idle."""
     require(principal, "chat:truncate", chat.session)

@@ -67,6 +67,13 @@ def test_minttoken_refuses_a_person_outside_the_tenant(db):
         run("minttoken", "initech", "bob")
 
 
+def test_minttoken_refuses_a_name_the_tenant_already_uses(db):
+    run("createtenant", "initech")
+    run("minttoken", "initech", "--root", "--name", "ci")
+    with pytest.raises(CommandError, match="Tenant initech already has a token named ci."):
+        run("minttoken", "initech", "--root", "--name", "ci")
+
+
 def test_revoketoken_revokes_by_name(db):
     run("createtenant", "initech")
     token = run("minttoken", "initech", "--root", "--name", "ci").strip()

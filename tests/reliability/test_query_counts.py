@@ -183,7 +183,7 @@ def test_a_client_tool_call_begins_and_completes_in_a_handful_of_statements(plac
     chat = chat_at(place.chat.uri, place.session.tenant)  # as the consumer finds the action's target
     result = {"success": True, "pastTenseMessage": "pinged", "content": [{"type": "text", "text": "pong"}]}
     with CaptureQueriesContext(connection) as completed:
-        actions.do_client_complete_tool_call(place.principal, "ide", chat, str(turn.id), str(call_id), result)
+        actions.do_client_complete_tool_call(place.principal, chat, "ide", str(turn.id), str(call_id), result)
     assert ToolCall.objects.get(id=call_id).result == result
     # Begin: the catalog's stamp (the snapshot kept, with the client-tool timeout), the turn's
     # part with the call, and the tenant's numbers with the log. Completion: the call with

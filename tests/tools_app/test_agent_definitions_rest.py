@@ -120,6 +120,14 @@ def test_it_refuses_writes_without_config_change(acme, auditor_token):
     assert AgentDefinition.objects.get().name == "reviewer"
 
 
+def test_it_refuses_deleting_without_config_change(acme, auditor_token):
+    row = stored(acme.tenant, name="reviewer")
+    response = api(auditor_token).delete(f"/api/v1/agent-definitions/{row.pk}")
+    assert response.status_code == 403
+    assert response.json() == {"error": "You need config:change to change agent definitions."}
+    assert AgentDefinition.objects.get().name == "reviewer"
+
+
 def test_it_refuses_reads_without_config_settings(acme):
     row = stored(acme.tenant, name="reviewer")
     client = api(acme.tokens["member"])

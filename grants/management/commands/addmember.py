@@ -1,8 +1,8 @@
 import secrets
 
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from kernel.refusals import Refused
 from grants.actions import do_add_member, do_save_person
 
 from ._tenant import tenant_or_error
@@ -22,8 +22,8 @@ class Command(BaseCommand):
     def handle(self, slug: str, username: str, role: str, admin_login: bool = False, **options: object) -> None:
         try:
             membership = do_add_member(tenant_or_error(slug), username, role)
-        except ValidationError as exc:
-            raise CommandError("; ".join(exc.messages)) from None
+        except Refused as refused:
+            raise CommandError(refused.sentence) from None
         self.stdout.write(f"{membership.person.username} is {membership.role} in {slug}")
         if admin_login:
             person = membership.person

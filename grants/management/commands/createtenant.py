@@ -1,6 +1,7 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from kernel.refusals import Refused
 from grants.actions import do_create_tenant
 
 
@@ -14,6 +15,8 @@ class Command(BaseCommand):
     def handle(self, slug, name, **options):
         try:
             tenant = do_create_tenant(slug, name)
-        except ValidationError as exc:
+        except Refused as refused:
+            raise CommandError(refused.sentence) from None
+        except ValidationError as exc:  # the tenant model's own checks (its slug)
             raise CommandError("; ".join(exc.messages)) from None
         self.stdout.write(f"Created tenant {tenant.slug}")

@@ -1,7 +1,7 @@
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from kernel.refusals import Refused
 from grants.actions import do_mint_token
 
 from ._tenant import tenant_or_error
@@ -27,6 +27,6 @@ class Command(BaseCommand):
                 raise CommandError(f"No person {username}.")
         try:
             _, plaintext = do_mint_token(tenant, person=person, name=name)
-        except ValidationError as exc:
-            raise CommandError("; ".join(exc.messages)) from None
+        except Refused as refused:
+            raise CommandError(refused.sentence) from None
         self.stdout.write(plaintext)

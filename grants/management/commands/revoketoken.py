@@ -1,6 +1,6 @@
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from kernel.refusals import Refused
 from grants.actions import do_revoke_token
 
 from ._tenant import tenant_or_error
@@ -16,6 +16,6 @@ class Command(BaseCommand):
     def handle(self, slug, name, **options):
         try:
             do_revoke_token(tenant_or_error(slug), name)
-        except ValidationError as exc:
-            raise CommandError("; ".join(exc.messages)) from None
+        except Refused as refused:
+            raise CommandError(refused.sentence) from None
         self.stdout.write(f"Revoked {name}")

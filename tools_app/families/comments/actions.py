@@ -65,7 +65,7 @@ def _locked_annotation(session, annotation_id):
 
 
 @transaction.atomic
-def do_set_annotation(principal, session, annotation, origin=None):
+def do_set_annotation(principal, session, annotation, *, origin=None):
     """annotations/set: add an annotation, or replace it whole."""
     require(principal, "session:review", session)
     _check_annotation(annotation)
@@ -80,7 +80,7 @@ def do_set_annotation(principal, session, annotation, origin=None):
 
 
 @transaction.atomic
-def do_update_annotation(principal, session, annotation_id, changes, origin=None):
+def do_update_annotation(principal, session, annotation_id, changes, *, origin=None):
     """annotations/updated: resolve, reopen or re-anchor an annotation without its entries."""
     require(principal, "session:review", session)
     row = _locked_annotation(session, annotation_id)
@@ -104,14 +104,14 @@ def do_update_annotation(principal, session, annotation_id, changes, origin=None
 
 
 @transaction.atomic
-def do_remove_annotation(principal, session, annotation_id, origin=None):
+def do_remove_annotation(principal, session, annotation_id, *, origin=None):
     require(principal, "session:review", session)
     _locked_annotation(session, annotation_id).delete()
     _publish_annotations(session, {"type": "annotations/removed", "annotationId": annotation_id}, origin)
 
 
 @transaction.atomic
-def do_set_annotation_entry(principal, session, annotation_id, entry, origin=None):
+def do_set_annotation_entry(principal, session, annotation_id, entry, *, origin=None):
     """annotations/entrySet: add an entry to an annotation, or replace one by id."""
     require(principal, "session:review", session)
     _check_entry(entry)
@@ -126,7 +126,7 @@ def do_set_annotation_entry(principal, session, annotation_id, entry, origin=Non
 
 
 @transaction.atomic
-def do_remove_annotation_entry(principal, session, annotation_id, entry_id, origin=None):
+def do_remove_annotation_entry(principal, session, annotation_id, entry_id, *, origin=None):
     """annotations/entryRemoved; removing the last entry removes the annotation instead."""
     require(principal, "session:review", session)
     row = _locked_annotation(session, annotation_id)
@@ -173,7 +173,7 @@ def ask_and_wait(tool_call_id, title, seconds, poll_seconds):
 
 
 @transaction.atomic
-def do_answer_question(principal, chat, turn_id, tool_call_id, approved, origin=None):
+def do_answer_question(principal, chat, turn_id, tool_call_id, approved, *, origin=None):
     """The person answers a tool's question (chat/toolCallConfirmed)."""
     require(principal, "chat:answer", chat.session)
     question = Question.objects.select_for_update().filter(
@@ -184,5 +184,5 @@ def do_answer_question(principal, chat, turn_id, tool_call_id, approved, origin=
         raise Refused("approved must be true or false.", "invalid")
     question.approved = approved
     question.save(update_fields=["approved"])
-    session_actions.do_confirm_tool_call(tool_call_id, approved, origin)
+    session_actions.do_confirm_tool_call(tool_call_id, approved, origin=origin)
     return question

@@ -132,7 +132,7 @@ def create_session(context, arguments):
             raise Refused("currentSession needs a calling session; use independent", "invalid")
         chat, started = actions.do_tool_create_chat(principal, orchestration, context.session, arguments["title"],
                                                     arguments["prompt"], provider=agent,
-                                                    origin=worker_origin(context), config=config)
+                                                    source=worker_origin(context), config=config)
         launch_after_commit(started)
         return json.dumps({"relationship": relationship, "chat": chat.uri,
                            "openLink": open_link(context.session, chat), "agent": agent})
@@ -164,7 +164,7 @@ def create_chat(context, arguments):
         raise Refused(f'No agent "{agent}" to start; choose one of: {", ".join(startable)}.', "invalid")
     chat, started = actions.do_tool_create_chat(principal, orchestration_of(context), session, arguments["title"],
                                                 arguments.get("prompt"), provider=agent,
-                                                origin=worker_origin(context))
+                                                source=worker_origin(context))
     launch_after_commit(started)
     return json.dumps({"chat": chat.uri, "openLink": open_link(session, chat)})
 

@@ -208,7 +208,7 @@ def running_here(terminal: Terminal) -> None:
 
 
 @transaction.atomic
-def do_terminal_input(principal, terminal, data, origin=None):
+def do_terminal_input(principal, terminal, data, *, origin=None):
     """terminal/input: what a person types; the caller writes it to the PTY once applied."""
     require(principal, "terminal:write", terminal.session)
     if not isinstance(data, str):
@@ -219,7 +219,7 @@ def do_terminal_input(principal, terminal, data, origin=None):
 
 
 @transaction.atomic
-def do_resize_terminal(principal, terminal, cols, rows, origin=None):
+def do_resize_terminal(principal, terminal, cols, rows, *, origin=None):
     require(principal, "terminal:write", terminal.session)
     checked_size(cols, rows)
     running_here(terminal)
@@ -230,7 +230,7 @@ def do_resize_terminal(principal, terminal, cols, rows, origin=None):
 
 
 @transaction.atomic
-def do_claim_terminal(principal, terminal, client_id, claim, origin=None):
+def do_claim_terminal(principal, terminal, client_id, claim, *, origin=None):
     require(principal, "terminal:write", terminal.session)
     claim = checked_claim(claim, terminal.session, client_id)
     Terminal.objects.filter(pk=terminal.pk).update(claim=claim)
@@ -239,7 +239,7 @@ def do_claim_terminal(principal, terminal, client_id, claim, origin=None):
 
 
 @transaction.atomic
-def do_set_terminal_title(principal, terminal, title, origin=None):
+def do_set_terminal_title(principal, terminal, title, *, origin=None):
     """terminal/titleChanged from a client: the terminal is renamed."""
     require(principal, "terminal:write", terminal.session)
     if not isinstance(title, str) or len(title) > MAX_TITLE:
@@ -252,7 +252,7 @@ def do_set_terminal_title(principal, terminal, title, origin=None):
 
 
 @transaction.atomic
-def do_clear_terminal(principal, terminal, origin=None):
+def do_clear_terminal(principal, terminal, *, origin=None):
     """terminal/cleared from a client: the kept output goes (a fresh snapshot's content is empty);
     the shell runs on."""
     require(principal, "terminal:write", terminal.session)

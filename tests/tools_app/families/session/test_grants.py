@@ -72,9 +72,9 @@ def test_a_member_may_answer_tool_calls(acme, place):
     # Answered by the person whose connection announced the client in the session.
     actions.do_set_active_client(acme.principal("member"), place.session, "ide", {"clientId": "ide", "tools": []})
     call = actions.do_begin_tool_call(place.turn, "ide__open", {}, client_id="ide", timeout_ms=0)
-    actions.do_client_complete_tool_call(acme.principal("member"), "ide", place.chat, str(place.turn.id),
+    actions.do_client_complete_tool_call(acme.principal("member"), place.chat, "ide", str(place.turn.id),
                                          str(call.id), {"success": True, "pastTenseMessage": "done"})
     with pytest.raises(Refused) as refused:
-        actions.do_client_complete_tool_call(acme.principal("guest"), "ide", place.chat, str(place.turn.id),
+        actions.do_client_complete_tool_call(acme.principal("guest"), place.chat, "ide", str(place.turn.id),
                                              str(uuid.uuid4()), {"success": True, "pastTenseMessage": "done"})
     assert refused.value.sentence == "acme-guest may not chat:tool here"
