@@ -51,7 +51,7 @@ def _azure_base(base: str) -> str:
     return base if base.endswith("/openai/v1") else base + "/openai/v1"
 
 
-def _request(provider: str, connection: dict) -> httpx.Request:
+def _request(provider: str, connection: "AgentConnection") -> httpx.Request:
     """The one-token request for `connection` as its harness would make it: Anthropic's Messages,
     OpenAI's Chat Completions or Responses (an Azure resource's v1 route with its `api-key`), or,
     for GitHub's own models on a githubToken, GitHub's API asked who the token is."""
@@ -77,7 +77,7 @@ def _request(provider: str, connection: dict) -> httpx.Request:
                          json={"model": model, "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]})
 
 
-def _answer_problem(provider: str, connection: dict, response: httpx.Response) -> str | None:
+def _answer_problem(provider: str, connection: "AgentConnection", response: httpx.Response) -> str | None:
     """The sentence for an endpoint's answer that no turn could get past, or None."""
     base = connection.get("baseUrl")
     if base is None and response.status_code in (401, 403):

@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from grants.authentication import acting_principal
 from kernel.ids import parse_uuid
 from kernel.refusals import Refused
 from sessions_app.actions import require
@@ -50,11 +51,12 @@ class HostConfigView(APIView):
 
     @extend_schema(responses={200: HostConfigDocument, 403: Refusal})
     def get(self, request: Request) -> HttpResponse:
+        principal = acting_principal(request)
         try:
-            require(request.auth, "config:settings")
+            require(principal, "config:settings")
         except Refused as refused:
             return refusal_response(refused)
-        return Response(wire_values(HostConfig.for_tenant(request.auth.tenant)))
+        return Response(wire_values(HostConfig.for_tenant(principal.tenant)))
 
     def _change(self, request: Request, replace: bool) -> HttpResponse:
         """The saved configuration, with the same warnings the admin flashes on its save."""

@@ -95,7 +95,7 @@ def builtins(session: Session) -> list[dict]:
     """The CLI built-ins a harness provider hands its model itself (the host's catalog never
     holds them), as the provider's policy for this session's agent definition says."""
     provider = get_provider(session.provider)
-    if not hasattr(provider, "offered_builtins"):
+    if provider is None or not hasattr(provider, "offered_builtins"):
         return []
     name = (session.config or {}).get("agentDefinition")
     definition = None

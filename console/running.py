@@ -1,11 +1,16 @@
 """What runs now in a tenant, in words: each session's activity (waiting for a person, waiting for
 a client, running, failed, idle), for the live page's index, the dashboard and the session admin."""
+from typing import TYPE_CHECKING, TypedDict
+
 from django.core.paginator import Paginator
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from grants.models import Tenant
 from sessions_app.models import Session, ToolCall, Turn
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 PAGE_SIZE = 20
 
@@ -16,11 +21,18 @@ FAILED = "last turn failed"
 IDLE = "idle"
 
 
+class Activity(TypedDict):
+    """What `with_activity` annotates a session with."""
+    needs_person: bool
+    needs_client: bool
+    running: bool
+
+
 def _open_calls() -> QuerySet:
     return ToolCall.objects.filter(turn__chat__session=OuterRef("pk"), status="running", completed__isnull=True)
 
 
-def with_activity(sessions: QuerySet) -> QuerySet:
+def with_activity(sessions: QuerySet[Session]) -> "QuerySet[WithAnnotations[Session, Activity]]":
     """Sessions annotated with what their activity words are read from, one query for a page."""
     return sessions.annotate(
         needs_person=Exists(_open_calls().filter(confirmation="asked")),
@@ -29,7 +41,7 @@ def with_activity(sessions: QuerySet) -> QuerySet:
     )
 
 
-def activity(session: Session) -> str:
+def activity(session: "WithAnnotations[Session, Activity]") -> str:
     """The words for a session from `with_activity`: the most pressing first."""
     if session.needs_person:
         return NEEDS_PERSON
@@ -43,10 +55,10 @@ def activity(session: Session) -> str:
 
 
 def owner_name(session: Session) -> str:
-    return session.owner.username if session.owner_id else "the tenant's root token"
+    return session.owner.username if session.owner is not None else "the tenant's root token"
 
 
-def index_row(session: Session) -> dict:
+def index_row(session: "WithAnnotations[Session, Activity]") -> dict:
     return {"id": str(session.pk), "resource": session.uri, "title": session.title, "provider": session.provider,
             "owner": owner_name(session), "activity": activity(session), "needsPerson": session.needs_person,
             "modified": timezone.localtime(session.modified).strftime("%Y-%m-%d %H:%M:%S")}

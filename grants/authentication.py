@@ -1,6 +1,7 @@
 from rest_framework import authentication, exceptions
+from rest_framework.request import Request
 
-from .models import ApiToken
+from .models import ApiToken, Principal
 
 
 def token_from_headers(headers):
@@ -25,3 +26,10 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request):
         return "Bearer"
+
+
+def acting_principal(request: Request) -> Principal:
+    """request.auth as BearerTokenAuthentication sets it; a request it did not authenticate is refused."""
+    if not isinstance(request.auth, Principal):
+        raise exceptions.NotAuthenticated()
+    return request.auth

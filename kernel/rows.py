@@ -31,7 +31,11 @@ def column(field: "Field[Any, Any]") -> str:
 
 
 def concrete_field(model: type[Model], name: str) -> "Field[Any, Any]":
-    return cast("Field[Any, Any]", model._meta.get_field(name))
+    """`model`'s field `name`, one with a column (a reverse relation has none)."""
+    field = model._meta.get_field(name)
+    if not isinstance(field, Field):
+        raise TypeError(f"{model.__name__}.{name} is a reverse relation: it has no column.")
+    return field
 
 
 def marks(values: Sequence[object]) -> str:

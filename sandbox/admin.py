@@ -29,7 +29,7 @@ class SuperuserOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(OutboundAllow)
-class OutboundAllowAdmin(DeletesThroughActions, SuperuserOnlyAdmin):
+class OutboundAllowAdmin(DeletesThroughActions[OutboundAllow], SuperuserOnlyAdmin):
     list_display = ("entry", "note", "created")
     fields = ("entry", "note")
 

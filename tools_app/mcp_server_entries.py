@@ -3,6 +3,7 @@ root/configChanged, the admin's rows), so a value one door refuses no other stor
 entry is `{"type": "stdio", "server": "<an operator's stdio server>", "env"?}` or
 `{"type": "http", "url", "headers"?}`; each refusal is a sentence naming the server and field."""
 import re
+from typing import Any
 
 from django.apps import apps
 from django.conf import settings
@@ -16,6 +17,7 @@ TENANT_COMMAND = ("a tenant cannot name a command for the host to run; pick one 
                   'with {"type": "stdio", "server": "<name>"}')
 # The fields of one type that the other does not take.
 OWN_FIELDS = {"stdio": ("server", "env"), "http": ("url", "headers")}
+Problem = tuple[str | None, str]  # the entry's field it is about (None: the whole entry), the sentence
 
 
 def operator_stdio_servers():
@@ -30,7 +32,7 @@ def _string_map(value):
     return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
 
 
-def server_problem(name, entry):
+def server_problem(name: object, entry: object) -> Problem | None:
     """(the entry's field it is about, or None; the sentence) when `entry` may not be stored as
     server `name`, else None."""
     if not isinstance(name, str) or not NAME.match(name):
@@ -47,12 +49,18 @@ def server_problem(name, entry):
         for field in fields if other != kind else ():
             if field in entry:
                 return field, f"{where}.{field} is for {other} servers."
-    if kind == "stdio":
-        if not isinstance(entry.get("server"), str) or entry["server"] not in operator_stdio_servers():
-            return "server", f"{where}.server must name one of the operator's stdio servers."
-        if "env" in entry and not _string_map(entry["env"]):
-            return "env", f"{where}.env must map names to strings."
-        return None
+    return _stdio_problem(where, entry) if kind == "stdio" else _http_problem(where, entry)
+
+
+def _stdio_problem(where: str, entry: dict[str, Any]) -> Problem | None:
+    if not isinstance(entry.get("server"), str) or entry["server"] not in operator_stdio_servers():
+        return "server", f"{where}.server must name one of the operator's stdio servers."
+    if "env" in entry and not _string_map(entry["env"]):
+        return "env", f"{where}.env must map names to strings."
+    return None
+
+
+def _http_problem(where: str, entry: dict[str, Any]) -> Problem | None:
     if not is_http_url(entry.get("url")):
         return "url", f"{where}.url must be an http or https URL."
     if "headers" in entry and not _string_map(entry["headers"]):

@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 
 from grants.models import Tenant
-from kernel.rows import Columns, fetch_one, table, value_reader
+from kernel.rows import Columns, concrete_field, fetch_one, table, value_reader
 from sessions_app.models import PUBLISHED_TOOLS, ActiveClient, Chat, ChatBackend, Session, Turn
 
 from .chat_provider import answering
@@ -84,4 +84,4 @@ def _stamp_reading() -> tuple[str, tuple[Callable[[Any], Any], ...]]:
            "WHERE s.id = %s ORDER BY a.id")
     columns = ((HostConfig, "modified", "c"), (SessionMcpServers, "modified", "m"), (AgentDefinition, "modified", "d"),
                (ActiveClient, "id", "a"), (ActiveClient, "modified", "a"))
-    return sql, tuple(value_reader(model._meta.get_field(name), alias) for model, name, alias in columns)
+    return sql, tuple(value_reader(concrete_field(model, name), alias) for model, name, alias in columns)

@@ -202,7 +202,7 @@ async def end_when_quiet(turn_id: uuid.UUID) -> None:
     """End the host's turn for an attached agent once it is quiet. Every process that served one
     of its calls watches it and asks the rows, so it ends whichever process served its last call;
     a process that died with it is left to the sweep of abandoned turns."""
-    wait = QUIET_TURN_SECONDS
+    wait: float | None = QUIET_TURN_SECONDS
     try:
         while wait is not None:
             await asyncio.sleep(wait)

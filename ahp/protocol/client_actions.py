@@ -279,7 +279,7 @@ def truncate_chat(call: ActionCall[Chat]) -> Any:
 def complete_tool_call(call: ActionCall[Chat]) -> Any:
     call_id, result, full_text = call.fields["call_id"], call.action.get("result"), None
     content = result.get("content") if isinstance(result, dict) else None
-    if isinstance(content, list) and all(isinstance(c, dict) and isinstance(c.get("text", ""), str) for c in content):
+    if isinstance(result, dict) and isinstance(content, list) and all(isinstance(c, dict) and isinstance(c.get("text", ""), str) for c in content):
         result, full_text = bound_result(result, call_id)  # a client's text is cut as a host tool's is
     # The whole text is kept for ahp_resource, as a host tool's is, with the completion that
     # names it (a late result keeps nothing: the timeout that beat it is its call's result).

@@ -11,7 +11,7 @@ import asyncio
 import itertools
 import json
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
 from typing import Any
 from uuid import UUID
 
@@ -72,7 +72,7 @@ class AhpConsumer(AccessConsumer):
         offered = token_from_scope(self.scope)
         self.liveness_read = liveness.current()  # read before the token: a change meanwhile is re-read
         token, principal = await database_sync_to_async(authenticated)(offered)
-        if token is None:
+        if token is None or principal is None:
             # Only a failure waits (its refusal), so a good token is never slowed by another's failures.
             key = throttle.key_of(self.scope, offered)
             await throttle.HANDSHAKES.wait(key)
@@ -256,6 +256,13 @@ class AhpConsumer(AccessConsumer):
 
     # Lifecycle ---------------------------------------------------------------------------------
 
+    @property
+    def known_client_id(self) -> str:
+        """The client this connection initialized as: every method but a few runs only after initialize."""
+        if self.client_id is None:
+            raise errors.RpcError(errors.INVALID_REQUEST, "This connection is not initialized: send initialize first.")
+        return self.client_id
+
     async def begin(self, client_id: str) -> int:
         """Answers the tenant's newest serverSeq as the connection opened."""
         if self.client_id is not None:
@@ -380,7 +387,7 @@ class AhpConsumer(AccessConsumer):
         logger.warning("Left out a %s of %d bytes on %s for client %s: more than one message carries",
                        payload.get("method"), size, params.get("channel"), self.client_id)
 
-    async def send_notification(self, method: str, params: Message) -> None:
+    async def send_notification(self, method: str, params: Mapping[str, object]) -> None:
         await self.send_frame(events.notification_frame(method, params))
 
     async def send_error(self, request_id: Any, code: int, message: str, data: Any = None) -> None:

@@ -171,7 +171,7 @@ async def list_sessions(consumer: "AhpConsumer", params: Params) -> Params:
 
 
 def session_page(principal: Principal, limit: int, cursor: str | None) -> Params:
-    sessions = Session.objects.visible_to(principal).listed().order_by("-modified", "-id")
+    sessions = Session.objects.listed().visible_to(principal).order_by("-modified", "-id")
     if cursor:
         modified, session_id = decode_cursor(cursor)
         try:
@@ -206,7 +206,7 @@ def selected_agent(agent: Any) -> str | None:
 async def create_session(consumer: "AhpConsumer", params: Params) -> None:
     uri = errors.require(params, "channel", str)
     kind, session_id = parse(uri)
-    if kind != "session":
+    if kind != "session" or session_id is None:
         raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: channel must be ahp-session:/<uuid>.")
     provider = params.get("provider", "echo")
     folders = params.get("workingDirectories", [])
@@ -224,7 +224,7 @@ async def create_session(consumer: "AhpConsumer", params: Params) -> None:
                                  and isinstance(fork.get("turnId"), str)):
         raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: fork must be a SessionForkSource {session, turnId}.")
 
-    def create() -> None:
+    def create() -> tuple[str, uuid.UUID | None]:
         with transaction.atomic():
             if fork is None:
                 session = do_start_session(consumer.principal, session_id, provider, folders, config, model, agent)
@@ -232,7 +232,7 @@ async def create_session(consumer: "AhpConsumer", params: Params) -> None:
                 session = do_fork_session(consumer.principal, session_id, session_or_not_found(consumer, fork["session"]),
                                           fork["turnId"], config, model, agent)
             if active_client is not None:
-                actions.do_set_active_client(consumer.principal, session, consumer.client_id, active_client)
+                actions.do_set_active_client(consumer.principal, session, consumer.known_client_id, active_client)
             chat_id = session.chats.filter(is_default=True).values_list("id", flat=True).first()
         homes.make_home_here(session.id)
         refresh_server_tools([session])
@@ -263,7 +263,7 @@ async def create_chat(consumer: "AhpConsumer", params: Params) -> None:
     session_uri = errors.require(params, "channel", str)
     chat_uri = errors.require(params, "chat", str)
     kind, chat_id = parse(chat_uri)
-    if kind != "chat":
+    if kind != "chat" or chat_id is None:
         raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: chat must be ahp-chat:/<uuid>.")
     initial = params.get("initialMessage")
     if initial is not None and not (isinstance(initial, dict) and isinstance(initial.get("text"), str)):
@@ -273,7 +273,7 @@ async def create_chat(consumer: "AhpConsumer", params: Params) -> None:
 
     def create() -> Turn | None:
         session = session_or_not_found(consumer, session_uri)
-        origin = None
+        origin: actions.ChatOrigin | None = None
         if isinstance(source, dict) and source.get("kind") in ("fork", "sideChat"):
             origin_chat = chat_at(source.get("chat"), consumer.tenant)
             if origin_chat is None or origin_chat.session_id != session.id:
@@ -283,7 +283,7 @@ async def create_chat(consumer: "AhpConsumer", params: Params) -> None:
             chat = actions.do_create_chat(principal, session, chat_id, source=origin)
             if initial is None:
                 return None
-            return actions.do_start_turn(principal, chat, uuid.uuid4(), initial["text"], consumer.client_id)
+            return actions.do_start_turn(principal, chat, uuid.uuid4(), initial["text"], consumer.known_client_id)
 
     turn = await database_sync_to_async(create)()
     if turn is not None:
@@ -355,7 +355,7 @@ def readable_chat(consumer: "AhpConsumer", uri: Any) -> Chat:
     kind, _ = parse(uri) if isinstance(uri, str) else (None, None)
     if kind == "session":
         session = session_at(uri, consumer.tenant)
-        chat = session and session.chats.filter(is_default=True).first()
+        chat = session.chats.filter(is_default=True).first() if session is not None else None
     else:
         chat = chat_at(uri, consumer.tenant) if kind == "chat" else None
     if chat is None or not consumer.principal.may("chat:turns", chat.session):
@@ -368,10 +368,10 @@ async def dispatch_action(consumer: "AhpConsumer", params: Params) -> None:
     channel = errors.require(params, "channel", str)
     client_seq = errors.require(params, "clientSeq", int)
     action = errors.require(params, "action", dict)
-    origin = {"clientId": consumer.client_id, "clientSeq": client_seq}
+    origin = {"clientId": consumer.known_client_id, "clientSeq": client_seq}
     try:
         entry, outcome = await database_sync_to_async(client_actions.apply)(
-            consumer.principal, consumer.client_id, channel, action, origin)
+            consumer.principal, consumer.known_client_id, channel, action, origin)
     except client_actions.NoSuchChannel:
         return None
     except (Refused, errors.RpcError) as refusal:

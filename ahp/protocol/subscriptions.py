@@ -61,6 +61,8 @@ def read_snapshot(consumer: "AhpConsumer", uri: str) -> Params:
                                         root_terminals(consumer.principal, tenant))
         elif kind == "session":
             session = session_at(uri, tenant)
+            if session is None:  # ended since may_subscribe found it
+                raise errors.RpcError(errors.NOT_FOUND, f"No channel {uri} here.")
             snapshot = state.session_state(session, session_config_schema(session.provider))
         elif kind == "annotations":
             snapshot = annotations_state(annotations_session_at(uri, tenant))
@@ -92,7 +94,8 @@ async def envelope_seen(consumer: "AhpConsumer", envelope: Params) -> Params:
 
 
 def save_subscriptions(consumer: "AhpConsumer") -> None:
-    actions.do_set_subscriptions(consumer.connection_id, consumer.subscriptions)
+    if consumer.connection_id is not None:  # a connection not yet initialized has no row to keep them
+        actions.do_set_subscriptions(consumer.connection_id, consumer.subscriptions)
 
 
 async def join(consumer: "AhpConsumer", uri: str) -> None:

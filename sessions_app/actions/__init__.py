@@ -7,6 +7,7 @@ turn's end, a sweep), then the row it changes, then what changes, and last, keyw
 `origin`: the client action it answers (echoed in its envelope). It refuses only with kernel.refusals.Refused, whose
 sentence is what the person sees and whose kind picks each door's error code."""
 from .chats import (
+    ChatOrigin,
     do_archive_chat,
     do_copy_session_fork,
     do_create_chat,
@@ -77,7 +78,7 @@ from .tools_endpoints import ENDPOINT_TURN_CLIENT_ID, do_end_quiet_endpoint_turn
 from .turns import do_cancel_turn, do_end_turn, do_notify_turn, do_start_turn, do_stream_reply, do_truncate_chat
 
 __all__ = [
-    "ENDPOINT_TURN_CLIENT_ID", "do_end_quiet_endpoint_turn",
+    "ChatOrigin", "ENDPOINT_TURN_CLIENT_ID", "do_end_quiet_endpoint_turn",
     "MAX_MESSAGE_CHARS", "MAX_SPAWN_DEPTH", "ORCHESTRATION_LIMITS", "ORCHESTRATION_WINDOW", "Orchestration",
     "check_message_text", "check_working_directory", "do_add_turn_effect", "do_add_working_directory",
     "do_client_tool_call_content", "do_remove_chat_working_directory", "do_remove_working_directory",

@@ -30,9 +30,10 @@ def check_message_text(text: object) -> None:
         raise Refused(f"A message is a string of at most {MAX_MESSAGE_CHARS} characters.", "invalid")
 
 
-def check_title(title: object) -> None:
+def check_title(title: object) -> str:
     if not isinstance(title, str) or len(title) > MAX_TITLE_CHARS:
         raise Refused(f"A title is a string of at most {MAX_TITLE_CHARS} characters.", "invalid")
+    return title
 
 
 def check_working_directory(tenant: Tenant, directory: str) -> Path:

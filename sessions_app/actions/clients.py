@@ -34,8 +34,8 @@ def json_bytes(value: object) -> int:
     return len(json.dumps(value).encode())
 
 
-def _check_active_client(active_client: object, client_id: str) -> int:
-    """Refused unless `active_client` is a well-formed announcement within its budget; answers the size of its tools."""
+def _check_active_client(active_client: object, client_id: str) -> tuple[dict[str, Any], int]:
+    """Refused unless `active_client` is a well-formed announcement within its budget; answers it and the size of its tools."""
     if not isinstance(active_client, dict):
         raise Refused("activeClient must be an object.", "invalid")
     if active_client.get("clientId") != client_id:
@@ -50,7 +50,7 @@ def _check_active_client(active_client: object, client_id: str) -> int:
     if size > MAX_CLIENT_TOOL_BYTES:
         raise Refused(f"The tools {client_id} announced take {size} bytes; a client may announce at most "
                       f"{MAX_CLIENT_TOOL_BYTES} bytes of tool definitions.", "invalid")
-    return size
+    return active_client, size
 
 
 def _check_session_tool_budget(session: Session, client_id: str, size: int) -> None:
@@ -71,12 +71,14 @@ def _claimed_client(principal: Principal, session: Session, client_id: str) -> A
 
 
 @transaction.atomic
-def do_set_active_client(principal: Principal, session: Session, client_id: str, active_client: dict[str, Any],
+def do_set_active_client(principal: Principal, session: Session, client_id: str, active_client: object,
                          *, origin: Origin | None = None) -> ActiveClient:
+    """`active_client`: the announcement as the client sent it, refused unless well-formed."""
     require(principal, "session:attach", session)
-    _check_session_tool_budget(session, client_id, _check_active_client(active_client, client_id))
-    fields = {"display_name": active_client.get("displayName", ""), "tools": active_client["tools"],
-              "customizations": active_client.get("customizations"), "release_at": None, "modified": timezone.now()}
+    announcement, size = _check_active_client(active_client, client_id)
+    _check_session_tool_budget(session, client_id, size)
+    fields = {"display_name": announcement.get("displayName", ""), "tools": announcement["tools"],
+              "customizations": announcement.get("customizations"), "release_at": None, "modified": timezone.now()}
     row = _claimed_client(principal, session, client_id)
     if row is None:
         try:
@@ -95,10 +97,10 @@ def do_set_active_client(principal: Principal, session: Session, client_id: str,
     return row
 
 
-def do_remove_active_client(principal: Principal, session: Session, connection_client_id: str, client_id: str,
+def do_remove_active_client(principal: Principal, session: Session, connection_client_id: str, client_id: object,
                             *, origin: Origin | None = None) -> None:
     require(principal, "session:attach", session)
-    if client_id != connection_client_id:
+    if not isinstance(client_id, str) or client_id != connection_client_id:
         raise Refused(f"A client may remove only itself ({connection_client_id}).", "invalid")
     with transaction.atomic():
         row = _claimed_client(principal, session, client_id)

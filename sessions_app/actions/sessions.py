@@ -71,11 +71,12 @@ def do_dispose_session(principal: Principal, session: Session) -> None:
 
 
 @transaction.atomic
-def do_set_title(principal: Principal, session: Session, title: str, *, origin: Origin | None = None) -> None:
+def do_set_title(principal: Principal, session: Session, title: object, *, origin: Origin | None = None) -> None:
+    """`title` as a client sent it, refused unless a string short enough."""
     require(principal, "session:rename", session)
-    check_title(title)
-    set_session_title(session, title, origin)
-    summary_changed(session, title=title)
+    checked = check_title(title)
+    set_session_title(session, checked, origin)
+    summary_changed(session, title=checked)
 
 
 def set_session_title(session: Session, title: str, origin: Origin | None = None) -> None:

@@ -160,7 +160,7 @@ def do_refuse_tool_call(turn: Turn, tool_name: str, arguments: dict[str, Any], s
     return result
 
 
-def _check_result(result: object) -> None:
+def _check_result(result: object) -> ToolResult:
     if not isinstance(result, dict) or not isinstance(result.get("success"), bool):
         raise Refused("result.success must be true or false.", "invalid")
     message = result.get("pastTenseMessage")
@@ -170,17 +170,18 @@ def _check_result(result: object) -> None:
     if not isinstance(content, list) or not all(
             isinstance(c, dict) and (c.get("type") != "text" or isinstance(c.get("text"), str)) for c in content):
         raise Refused("result.content must be an array of content items; a text item's text is a string.", "invalid")
+    return result
 
 
 def do_client_complete_tool_call(principal: Principal, chat: Chat, client_id: str, turn_id: uuid.UUID | str,
-                                 tool_call_id: uuid.UUID | str, result: ToolResult, *, origin: Origin | None = None,
+                                 tool_call_id: uuid.UUID | str, result: object, *, origin: Origin | None = None,
                                  keep: Callable[[], object] | None = None) -> None:
-    """A client's result for its call. `keep` (the caller's, e.g. the whole text of a result cut
+    """A client's result for its call (as it sent it, refused unless a well-formed ToolCallResult). `keep` (the caller's, e.g. the whole text of a result cut
     for the model) is written in the same transaction when this result is the call's, so nobody
     woken by the completion can look for it before it is there."""
     with transaction.atomic():
         require(principal, "chat:tool", chat.session)
-        _check_result(result)
+        checked = _check_result(result)
         call, announced = _clients_call(chat, turn_id, tool_call_id, client_id, principal.person_id)
         if call.completed is not None:
             raise Refused(f"Tool call {tool_call_id} is already complete.", "conflict")
@@ -190,7 +191,7 @@ def do_client_complete_tool_call(principal: Principal, chat: Chat, client_id: st
         if call.deadline is None or call.deadline > timezone.now():
             if keep is not None:
                 keep()
-            finish_call(call, result, origin)
+            finish_call(call, checked, origin)
             return
         # Past its deadline the call has failed, whether or not a waiter or the sweep got to it
         # yet: the timeout is its result (committed here), and this late one is refused.

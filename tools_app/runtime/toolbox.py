@@ -157,7 +157,8 @@ class ChatToolbox:
             kept = arguments if isinstance(arguments, dict) and input_problem(name, arguments) is None else {}
             return actions.do_refuse_tool_call(self.turn, name, kept, refusal.sentence)
         if binding.client_id:
-            return binding, self.begin_client_call(call_id, binding, arguments, snapshot.client_tool_timeout_ms), None
+            return binding, self.begin_client_call(call_id, binding, binding.client_id, arguments,
+                                                   snapshot.client_tool_timeout_ms), None
         return binding, *self.begin_host_call(binding, arguments, call_id)
 
     def begin_host_call(self, binding: Binding, arguments: Any,
@@ -189,8 +190,9 @@ class ChatToolbox:
             result = actions.failure(binding.name, f"{binding.name} raised {exc.__class__.__name__}: {exc}")
         return await database_sync_to_async(complete_host_call)(call.id, result, self.turn)
 
-    def begin_client_call(self, call_id: uuid.UUID, binding: Binding, arguments: Any, timeout_ms: int) -> ToolCall:
-        """Hand the call to its client, due within `timeout_ms` (0: no deadline); its completion
+    def begin_client_call(self, call_id: uuid.UUID, binding: Binding, client_id: str, arguments: Any,
+                          timeout_ms: int) -> ToolCall:
+        """Hand the call to its client (`client_id`, the binding's), due within `timeout_ms` (0: no deadline); its completion
         wakes this process's WAKER. No task per call for its deadline: its waiter expires it
         then, or, if the waiter's process died, the sweep (sweep_due_work) within seconds."""
         # Drawn under the name the client announced, as the reference host does; the model
@@ -198,7 +200,7 @@ class ChatToolbox:
         name = binding.client_tool_name or binding.name
         return actions.do_begin_tool_call(
             self.turn, name, arguments, display_name=binding.tool.title or name,
-            client_id=binding.client_id, timeout_ms=timeout_ms, call_id=call_id, waker=WAKER.channel)
+            client_id=client_id, timeout_ms=timeout_ms, call_id=call_id, waker=WAKER.channel)
 
 
 def complete_host_call(call_id: uuid.UUID, result: ToolResult, turn: Turn | None = None) -> ToolResult:
