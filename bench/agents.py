@@ -97,8 +97,15 @@ def host_turns(provider, model, first_parts, turns=TURNS, prewarm=False):
 async def claude_alone(cli, model, home, count):
     """`count` turns of one CLI (started for the first): per turn (seconds, seconds to the first
     streamed text), and the last reply."""
-    from claude_agent_sdk import (AssistantMessage, ClaudeAgentOptions, ClaudeSDKClient, StreamEvent, TextBlock,
-                                  create_sdk_mcp_server, tool)
+    from claude_agent_sdk import (
+        AssistantMessage,
+        ClaudeAgentOptions,
+        ClaudeSDKClient,
+        StreamEvent,
+        TextBlock,
+        create_sdk_mcp_server,
+        tool,
+    )
 
     @tool("add", "Add two numbers", ADD_SCHEMA)
     async def add_tool(arguments):

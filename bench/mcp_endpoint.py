@@ -77,11 +77,11 @@ class StatementCount:
 
 def host_session():
     """A member's session with the endpoint open and `add` registered as a host tool."""
-    from grants.actions import do_add_member, do_create_tenant, do_mint_token
     from django.contrib.auth import get_user_model
+
+    from grants.actions import do_add_member, do_create_tenant, do_mint_token
     from grants.models import Principal
-    from sessions_app.actions import do_open_tools_endpoint
-    from sessions_app.actions import do_create_session
+    from sessions_app.actions import do_create_session, do_open_tools_endpoint
     from tools_app.catalog.host_tools import REGISTRY
     from tools_app.catalog.registry import Tool
 

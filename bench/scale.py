@@ -24,8 +24,8 @@ import sys
 import time
 import uuid
 
-from .stores import DEFAULT_DATABASE, environment, fresh_database
 from .servers import ROOT, host_install
+from .stores import DEFAULT_DATABASE, environment, fresh_database
 
 BATCH = 5000
 ROUNDS = 7

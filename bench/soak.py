@@ -20,8 +20,8 @@ import os
 import time
 
 from .load_clients import KINDS, TURN_TIMEOUT, Agent, Connection, Stats, opened, percentile, watch
-from .stores import DEFAULT_DATABASE, DEFAULT_REDIS, environment, fresh_database, more_tokens, own_redis_db
 from .servers import free_port, host_install, serving, tree_rss_kib
+from .stores import DEFAULT_DATABASE, DEFAULT_REDIS, environment, fresh_database, more_tokens, own_redis_db
 
 # A turn still running after this long is stuck, not slow: its client calls would have timed out
 # by then (clientToolTimeoutMs, 600 s by default).

@@ -11,10 +11,22 @@ from kernel.admin_deletes import DeletesThroughActions
 from sandbox.workspaces import root_problem
 
 from .actions import (
-    NO_SUCH_ROLE, NOT_A_MEMBER, PAGE_TOKEN_PREFIX, TOKEN_NAME_TAKEN, do_add_member, do_delete_person, do_delete_role,
-    do_delete_tenant, do_delete_token, do_mint_token, do_remove_member, do_revoke_token, do_save_person, do_save_tenant, do_set_role,
+    NO_SUCH_ROLE,
+    NOT_A_MEMBER,
+    PAGE_TOKEN_PREFIX,
+    TOKEN_NAME_TAKEN,
+    do_add_member,
+    do_delete_person,
+    do_delete_role,
+    do_delete_tenant,
+    do_delete_token,
+    do_mint_token,
+    do_remove_member,
+    do_revoke_token,
+    do_save_person,
+    do_save_tenant,
+    do_set_role,
 )
-
 from .algebra import holds
 from .models import BUILTIN_ROLES, ApiToken, Membership, Principal, Role, Tenant
 

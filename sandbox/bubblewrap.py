@@ -44,8 +44,8 @@ from django.conf import settings
 from . import cgroups, identity, seccomp
 from .beneath import as_identity, open_beneath, open_root, remove_tree
 from .homes import home_folder, remove_home
-from .outbound import check_destination
 from .mounts import Mounts
+from .outbound import check_destination
 from .proxy import PROXIES, Destinations, Launch, StandIn
 from .workspaces import folder_path, host_root, relative_to_host_root
 

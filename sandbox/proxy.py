@@ -18,8 +18,8 @@ import socket
 import ssl
 import threading
 import uuid
-from pathlib import Path
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import urlsplit
 

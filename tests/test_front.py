@@ -17,6 +17,7 @@ from ahp.front import Tenants, route_of
 from .ahp.protocol.harness import AhpClient
 from .conftest import PROCESS_DEADLINE_SECONDS, ROOT, child_env, free_port, stop, wait_for_port
 
+
 @contextlib.contextmanager
 def front(log, processes=2):
     """The front on a free port with `processes` serving processes, its output to `log`; (port, its process)."""

@@ -6,8 +6,16 @@ import sys
 
 import pytest
 
-from ahp.internals import (INTERNALS, Internal, Moved, normalized, patch, pinned_versions, refuse_to_start_if_moved,
-                           resolved)
+from ahp.internals import (
+    INTERNALS,
+    Internal,
+    Moved,
+    normalized,
+    patch,
+    pinned_versions,
+    refuse_to_start_if_moved,
+    resolved,
+)
 
 from .conftest import PROCESS_DEADLINE_SECONDS, ROOT, child_env
 

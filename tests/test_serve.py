@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from .conftest import production_server
 from .ahp.protocol.harness import AhpClient
+from .conftest import production_server
 
 pytestmark = pytest.mark.e2e  # a daphne process
 

@@ -1,7 +1,6 @@
 import copy
 
 from asgiref.sync import async_to_sync
-
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -10,16 +9,17 @@ from django.template.response import TemplateResponse
 from django.urls import path
 from django.utils.html import escape
 
-from grants.admin import TenantScopedAdmin, admin_principal, administered_tenants
-
 from agents.harness import host_connection
 from agents.model_check import model_problem
 from agents.registry import PROVIDERS, provider_choices
+from grants.admin import TenantScopedAdmin, admin_principal, administered_tenants
 from kernel.refusals import Refused
 
-from .agent_connections import opened_connection
-from .agent_connection_rows import ConnectionRowFormSet, from_rows as connections_from_rows, to_rows as connection_rows
 from .actions import do_change_host_config, do_delete_agent_definition, do_save_agent_definition
+from .agent_connection_rows import ConnectionRowFormSet
+from .agent_connection_rows import from_rows as connections_from_rows
+from .agent_connection_rows import to_rows as connection_rows
+from .agent_connections import opened_connection
 from .config import KEYS, ConfigInvalid, HostConfig, apply_changes, checked_changes, wire_values
 from .credentials import masked_mcp_servers
 from .destinations import unreachable_endpoints

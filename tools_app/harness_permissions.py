@@ -5,7 +5,6 @@ for `chat/toolCallConfirmed`. A tenant's agentConnections entry may say `"permis
 "approve-all"` instead."""
 import asyncio
 
-
 from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
 from sessions_app import actions

@@ -6,9 +6,9 @@ from django.db import models
 from grants.models import Tenant, TenantScopedManager
 from sessions_app.models import ToolCall
 
+from .config import HostConfig, StampedManager  # noqa: F401  (HostConfig is defined beside its table of keys)
 from .definitions.agent_definitions import AgentDefinitionInvalid, validate_definition
 from .definitions.copilot_policy import builtin_tool_policy, builtin_tools_pointer
-from .config import HostConfig, StampedManager  # noqa: F401  (HostConfig is defined beside its table of keys)
 
 logger = logging.getLogger(__name__)
 
@@ -141,10 +141,9 @@ class FullToolOutput(models.Model):
 
 
 # The tool families' rows, models of this app kept beside the family they serve.
-from .families.agent_merge.models import (  # noqa: E402,F401
-    AgentMergeConfig, AgentMergeRepair, CIEvidence, DeferredRerun, PullRequestWatch)
+from .families.agent_merge.models import AgentMergeConfig, AgentMergeRepair, CIEvidence, DeferredRerun, PullRequestWatch  # noqa: E402,F401
 from .families.comments.models import Annotation, Question  # noqa: E402,F401
 from .families.computers.models import Computer  # noqa: E402,F401
 from .families.mcp_servers.models import SessionMcpServers, StdioServer  # noqa: E402,F401
-from .families.wakeups.models import Wakeup  # noqa: E402,F401
 from .families.terminals.models import Terminal  # noqa: E402,F401
+from .families.wakeups.models import Wakeup  # noqa: E402,F401

@@ -8,10 +8,9 @@ from pathlib import Path
 
 from django.db import transaction
 
-from grants.models import Principal
-
 from agents.registry import PROVIDERS, get_provider
 from agents.warm import WARM
+from grants.models import Principal
 from kernel.after_commit import after_commit
 from kernel.refusals import Refused
 from sandbox.bubblewrap import end_sandbox
@@ -20,14 +19,14 @@ from sessions_app import actions
 from sessions_app.actions.homes import ended_elsewhere, home_of
 from sessions_app.models import Session
 
-from .families.mcp_servers.actions import do_capture_mcp_servers
 from .families.computers.tools import end_session_computers
+from .families.mcp_servers.actions import do_capture_mcp_servers
+from .families.mcp_servers.pool import POOL
+from .families.mcp_servers.server_tools import list_in_background
+from .families.session.listing import session_config_schema
 from .families.terminals import pty
 from .families.terminals.actions import SESSIONS_FOLDER, terminals_changed
 from .families.terminals.models import Terminal
-from .families.session.listing import session_config_schema
-from .families.mcp_servers.pool import POOL
-from .families.mcp_servers.server_tools import list_in_background
 from .models import AgentDefinition
 
 

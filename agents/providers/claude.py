@@ -33,10 +33,24 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from claude_agent_sdk import (AgentDefinition, AssistantMessage, CanUseToolShadowedWarning, ClaudeAgentOptions,
-                              ClaudeSDKClient, ClaudeSDKError, HookMatcher, McpSdkServerConfig, PermissionResult,
-                              PermissionResultAllow, PermissionResultDeny, ResultMessage, StreamEvent, TextBlock,
-                              ToolPermissionContext, UserMessage)
+from claude_agent_sdk import (
+    AgentDefinition,
+    AssistantMessage,
+    CanUseToolShadowedWarning,
+    ClaudeAgentOptions,
+    ClaudeSDKClient,
+    ClaudeSDKError,
+    HookMatcher,
+    McpSdkServerConfig,
+    PermissionResult,
+    PermissionResultAllow,
+    PermissionResultDeny,
+    ResultMessage,
+    StreamEvent,
+    TextBlock,
+    ToolPermissionContext,
+    UserMessage,
+)
 from claude_agent_sdk.types import McpHttpServerConfig, McpStdioServerConfig, ToolsPreset
 from mcp import types
 from mcp.server.lowlevel import Server

@@ -14,10 +14,10 @@ resumes the conversation from its transcript) rather than patching it: most of t
 in a running CLI, and one rule keeps what the model is offered exactly the chat's snapshot.
 """
 import logging
-from pathlib import Path
 import shutil
 from collections import deque
 from dataclasses import asdict, replace
+from pathlib import Path
 from typing import Any, AsyncIterator
 
 from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, HookContext, HookInput, PermissionResultDeny

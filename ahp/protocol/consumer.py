@@ -27,13 +27,12 @@ from grants.algebra import holds
 from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
 from sessions_app import events, quotas
-from sessions_app.models import ActiveClient, Turn
-from tools_app.families.mcp_servers.server_tools import learn_client_plugins
-from tools_app.runtime.turns import interrupt_turn, run_turn
-
 from sessions_app.events import sockets  # this process's sockets
 from sessions_app.events.catch_up import Heard
 from sessions_app.events.heartbeat import ensure_started
+from sessions_app.models import ActiveClient, Turn
+from tools_app.families.mcp_servers.server_tools import learn_client_plugins
+from tools_app.runtime.turns import interrupt_turn, run_turn
 
 from . import bookkeeping, errors, frames, homes, methods, subscriptions, throttle, watches
 from .access import AccessConsumer, authenticated, token_from_scope

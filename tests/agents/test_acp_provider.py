@@ -7,14 +7,14 @@ import textwrap
 
 import pytest
 
+from agents.registry import PROVIDERS
 from agents.warm import WARM
 from sandbox import identity
 from sandbox.bubblewrap import bubblewrap
 from sessions_app.models import ToolCall, Turn
-from agents.registry import PROVIDERS
 
-from ..ahp.protocol.harness import AhpClient, default_chat, set_config
 from ..ahp.mcp.helpers import tools_endpoint
+from ..ahp.protocol.harness import AhpClient, default_chat, set_config
 from .test_claude_provider import harness_pids
 from .test_warm_harnesses import chat_id, wait_for
 

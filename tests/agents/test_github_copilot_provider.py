@@ -9,9 +9,9 @@ import threading
 import pytest
 from copilot import RuntimeConnection
 
+from agents.providers.github_copilot import EMPTY_MODE_NEEDS_STORAGE, GitHubCopilotProvider
 from tools_app.definitions.agent_definitions import AgentDefinitionInvalid
 from tools_app.models import AgentDefinition
-from agents.providers.github_copilot import EMPTY_MODE_NEEDS_STORAGE, GitHubCopilotProvider
 
 BUILTIN = "github-cli-builtin-tools"
 

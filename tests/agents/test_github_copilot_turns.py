@@ -1,8 +1,8 @@
 """The `github-copilot` provider's turns: the real Copilot CLI, in the session's sandbox, on a BYOK
 OpenAI Chat Completions endpoint (a scripted model), over a real socket."""
-import pytest
-
 import os
+
+import pytest
 
 from agents.harness import copilot_cli
 from agents.instructions import SET_WORKSPACE_HINT
@@ -15,7 +15,10 @@ from ..ahp.protocol.test_worker_chats import PICK
 from ..tools_app.catalog.test_catalog_inputs import data_uri
 from .model_server import ModelServer, Text, ToolUse, tool_result_text, use_tool
 from .test_claude_provider import (
-    cancel_a_turn_waiting_on_a_client_tool, harness_pids, offered, the_reply_streams_as_a_part_then_deltas,
+    cancel_a_turn_waiting_on_a_client_tool,
+    harness_pids,
+    offered,
+    the_reply_streams_as_a_part_then_deltas,
 )
 
 HARNESS_PROGRAM = os.path.realpath(copilot_cli() or "copilot")

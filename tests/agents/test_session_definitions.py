@@ -2,11 +2,11 @@
 one of another provider is refused with a sentence naming both."""
 import pytest
 
+from kernel.refusals import Refused
 from sessions_app.models import Session
 from tools_app.models import AgentDefinition
 
 from ..ahp.protocol.harness import AhpClient, RpcFailed
-from kernel.refusals import Refused
 
 
 @pytest.fixture

@@ -7,8 +7,9 @@ import pytest
 from django.utils import timezone
 
 from tools_app.admin import PluginsField
+from tools_app.agent_connection_rows import EDITED as CONNECTION_FIELDS
+from tools_app.agent_connection_rows import to_rows as to_connection_rows
 from tools_app.config import HostConfig, wire_values
-from tools_app.agent_connection_rows import EDITED as CONNECTION_FIELDS, to_rows as to_connection_rows
 from tools_app.families.mcp_servers.forms import to_rows
 from tools_app.models import StdioServer
 

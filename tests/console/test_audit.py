@@ -116,6 +116,7 @@ def made_at(call, seconds_ago):
     from datetime import timedelta
 
     from django.utils import timezone
+
     from sessions_app.models import ToolCall
 
     ToolCall.objects.filter(pk=call.pk).update(created=timezone.now().replace(microsecond=0)
@@ -154,6 +155,7 @@ def test_the_tool_call_turn_and_chat_lists_are_newest_first(acme, acme_work, ten
     from datetime import timedelta
 
     from django.utils import timezone
+
     from sessions_app.models import Chat, Turn
 
     sessions = [acme_work.session() for _ in range(3)]

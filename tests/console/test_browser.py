@@ -8,9 +8,9 @@ import pytest
 from selenium.webdriver.common.by import By
 
 from tools_app.catalog.host_tools import PLUGINS
-from tools_app.models import HostConfig
 from tools_app.catalog.registry import Tool
 from tools_app.families.computers.tools import COMPUTER_TOOLS
+from tools_app.models import HostConfig
 
 from ..ahp.protocol.harness import AhpClient
 from .browser import chromium, log_in, submit

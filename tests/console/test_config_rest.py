@@ -2,11 +2,11 @@
 import pytest
 from rest_framework.test import APIClient
 
-from tools_app.families.mcp_servers.servers import revealed
 from tools_app.catalog.host_tools import PLUGINS
-from tools_app.models import HostConfig, StdioServer
 from tools_app.catalog.registry import Tool
 from tools_app.families.computers.tools import COMPUTER_TOOLS
+from tools_app.families.mcp_servers.servers import revealed
+from tools_app.models import HostConfig, StdioServer
 
 from ..ahp.mcp.helpers import tools_endpoint, with_mcp
 from ..ahp.protocol.harness import AhpClient

@@ -4,11 +4,11 @@ credentials masked and kept, and a save applied live to running sessions."""
 import pytest
 
 from tools_app.catalog.host_tools import PLUGINS
+from tools_app.catalog.registry import Tool
 from tools_app.config import wire_values
+from tools_app.families.computers.tools import COMPUTER_TOOLS
 from tools_app.families.mcp_servers.servers import revealed
 from tools_app.models import HostConfig, StdioServer
-from tools_app.catalog.registry import Tool
-from tools_app.families.computers.tools import COMPUTER_TOOLS
 
 from ..ahp.protocol.harness import AhpClient
 from .conftest import change_url, host_config_form, server_rows

@@ -2,8 +2,8 @@
 ends by itself."""
 import json
 import re
-import uuid
 import time
+import uuid
 from datetime import timedelta
 
 import pytest

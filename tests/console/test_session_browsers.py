@@ -1,8 +1,7 @@
 """Read-only browsers (sessions by tree, chats by origin, tool calls) and per-session grants
 given and taken back on the session page."""
-from sessions_app.models import Chat, Session
-
 from grants.models import Principal
+from sessions_app.models import Chat, Session
 
 
 def test_sessions_are_listed_per_tree_with_parent_and_depth(acme, acme_work, tenant_admin):

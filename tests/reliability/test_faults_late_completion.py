@@ -4,7 +4,7 @@ import time
 import uuid
 
 from sessions_app import actions
-from sessions_app.models import Chat, Turn, ToolCall
+from sessions_app.models import Chat, ToolCall, Turn
 
 from ..ahp.protocol.harness import AhpClient, default_chat
 from ..ahp.protocol.test_client_tools import announce, complete, setup

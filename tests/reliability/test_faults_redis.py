@@ -5,16 +5,23 @@ import shutil
 import time
 
 import pytest
-from websockets.exceptions import ConnectionClosed
 from django.conf import settings
 from django.db import connection
+from websockets.exceptions import ConnectionClosed
 
 from sessions_app.models import ToolCall, Turn
 
 from ..ahp.protocol.harness import AhpClient, RpcFailed, default_chat, set_config
 from ..ahp.protocol.test_client_tools import announce, call_open_file, complete
-from .fault_helpers import (PrivateRedis, assert_log_gap_free, close_code, completions_per_call, log_marks,
-                            start_daphne, wait_until)
+from .fault_helpers import (
+    PrivateRedis,
+    assert_log_gap_free,
+    close_code,
+    completions_per_call,
+    log_marks,
+    start_daphne,
+    wait_until,
+)
 
 pytestmark = [
     pytest.mark.e2e,  # a private Redis and daphne

@@ -20,7 +20,7 @@ from sessions_app.models import ToolCall, Turn
 from tools_app.families.wakeups import actions as wakeup_actions
 from tools_app.models import Wakeup
 
-from ..conftest import ROOT, PROCESS_DEADLINE_SECONDS, child_env, stop
+from ..conftest import PROCESS_DEADLINE_SECONDS, ROOT, child_env, stop
 from .fault_helpers import PrivateRedis, assert_log_gap_free, completions_per_call, log_marks, wait_until
 
 pytestmark = pytest.mark.e2e  # Celery worker and beat processes

@@ -1,12 +1,11 @@
 """schemathesis against the host's own OpenAPI schema (/api/v1/schema/), with a valid token:
 whatever it sends, the REST API answers without a 5xx."""
 import pytest
+import schemathesis
 from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from hypothesis import given, settings
-
-import schemathesis
 
 from .fuzz_strategies import FUZZ
 

@@ -13,7 +13,15 @@ from ahp.protocol.client_actions import CLIENT_ACTIONS
 
 from ..ahp.protocol.harness import AhpClient, default_chat
 from .fuzz_strategies import (
-    FUZZ, FrameChecker, encode, fresh_uri, fuzzed, json_values, non_json_constants, params_for, texts,
+    FUZZ,
+    FrameChecker,
+    encode,
+    fresh_uri,
+    fuzzed,
+    json_values,
+    non_json_constants,
+    params_for,
+    texts,
 )
 
 ROOT = "ahp-root://"

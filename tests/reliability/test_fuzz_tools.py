@@ -14,9 +14,9 @@ from rest_framework.test import APIClient
 from sessions_app.actions import do_create_session, do_start_turn
 from tools_app.catalog.host_tools import REGISTRY
 from tools_app.catalog.loader import catalog_for_chat
+from tools_app.families.comments import tools as comments
 from tools_app.models import HostConfig
 from tools_app.runtime.toolbox import ChatToolbox
-from tools_app.families.comments import tools as comments
 
 from .fuzz_strategies import FUZZ, huge_texts, json_values, texts, unknown_fields
 

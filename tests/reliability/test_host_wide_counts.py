@@ -11,8 +11,8 @@ from websockets.exceptions import ConnectionClosed
 from ahp.protocol import throttle
 from sessions_app import quotas
 
-from ..conftest import production_server
 from ..ahp.protocol.harness import AhpClient
+from ..conftest import production_server
 from ..sessions_app.test_quotas import CONNECTIONS_FULL, closed_with
 from ..test_front import connected, front
 from .test_security_tokens import failed_handshake

@@ -10,9 +10,8 @@ from kernel import orm
 from sessions_app.actions import do_create_session
 from sessions_app.models import Session, Turn
 from tools_app.catalog.host_tools import REGISTRY
-from tools_app.runtime.toolbox import ChatToolbox
 from tools_app.families.session import SESSION_TOOLS
-
+from tools_app.runtime.toolbox import ChatToolbox
 
 WRITE_ARGUMENTS = {
     "send_message": lambda s: {"session": s.uri, "message": "hi"},

@@ -10,8 +10,8 @@ from websockets.sync.client import connect
 from ahp.protocol import throttle
 from grants.actions import do_revoke_token
 
-from ..conftest import production_server
 from ..ahp.protocol.harness import AhpClient
+from ..conftest import production_server
 
 PING = {"channel": "ahp-root://"}
 

@@ -6,8 +6,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import uvicorn
 
-from ..conftest import free_port
 from ..ahp.mcp.helpers import wait_until
+from ..conftest import free_port
 
 
 @contextlib.contextmanager

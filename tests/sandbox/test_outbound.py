@@ -7,15 +7,14 @@ import json
 import pytest
 from django.test import Client
 
-from tools_app.models import SessionMcpServers
 from sandbox.models import OutboundAllow
 from sandbox.outbound import OutboundRefused, check_destination
 from tools_app.families.agent_merge.github import GitHub, GitHubError
+from tools_app.models import SessionMcpServers
 
 from ..ahp.mcp.helpers import wait_until
 from ..ahp.protocol.harness import AhpClient, default_chat, set_config
 from .servers import http_server, mcp_server
-
 
 
 def loopback_refused(port, address="127.0.0.1"):

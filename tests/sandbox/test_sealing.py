@@ -6,9 +6,9 @@ import pytest
 from cryptography.fernet import Fernet
 from django.apps import apps
 
-from tools_app.families.mcp_servers.servers import revealed
 from sandbox.sealing import UNREADABLE, SecretUnreadable, seal, unseal
 from tools_app.actions import do_change_host_config
+from tools_app.families.mcp_servers.servers import revealed
 from tools_app.models import HostConfig
 
 

@@ -9,8 +9,8 @@ import pytest
 from django.test import Client
 
 from grants.models import Tenant
-from sessions_app import actions
 from kernel.refusals import Refused
+from sessions_app import actions
 from sessions_app.models import Session
 from tools_app.families.session.workspace import settle_turn_effects
 

@@ -4,7 +4,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from sessions_app import actions
-from sessions_app.models import ActiveClient, ActionLog, ClientConnection, Session, ToolCall, Turn
+from sessions_app.models import ActionLog, ActiveClient, ClientConnection, Session, ToolCall, Turn
 from sessions_app.tasks import expire_tool_call, release_client, sweep_due_work
 
 

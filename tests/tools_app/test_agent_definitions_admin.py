@@ -1,6 +1,5 @@
 import html
 
-
 from tools_app.models import AgentDefinition
 
 BUILTIN = "github-cli-builtin-tools"

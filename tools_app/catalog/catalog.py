@@ -10,20 +10,28 @@ operators' explainer shows exactly what the model is (not) offered.
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain
 from operator import attrgetter
 from types import MappingProxyType
-from collections.abc import Iterable
 from typing import Any
 
 from grants.algebra import holds
 
 from .clients import rule_body
 from .hidden import HiddenTool
-from .registry import (GATE_ADVANCED, GATE_ENABLED_HOOK, GATE_SESSION_GROUP, GATE_USER_CHATS, SHARED_ACTIONS, Binding,
-                       CatalogRow, Tool)
+from .registry import (
+    GATE_ADVANCED,
+    GATE_ENABLED_HOOK,
+    GATE_SESSION_GROUP,
+    GATE_USER_CHATS,
+    SHARED_ACTIONS,
+    Binding,
+    CatalogRow,
+    Tool,
+)
 from .validation import ToolRefusal, input_problem, input_validator
 
 

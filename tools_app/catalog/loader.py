@@ -25,8 +25,8 @@ from ..queries import catalog_stamp
 from .catalog import CatalogInputs, CatalogSnapshot, HostSwitches, PermissionRule, assemble_catalog
 from .client_rules import published_rules
 from .clients import client_tool_entries
-from .host_tools import REGISTRY
 from .hidden import HiddenTool
+from .host_tools import REGISTRY
 from .registry import Binding, Tool
 
 _CLIENT_TOOLS = Kept(2048)  # (active client pk, modified) -> its bindings and hidden tools

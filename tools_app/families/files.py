@@ -20,8 +20,14 @@ from pathlib import Path
 from kernel.refusals import Refused
 from sandbox.beneath import as_identity, open_beneath, open_root, remove_tree
 from sandbox.bubblewrap import Sandbox
-from sandbox.workspaces import OutsideWorkspace, checked_folder, folder_path, host_root, is_within, \
-    relative_to_host_root
+from sandbox.workspaces import (
+    OutsideWorkspace,
+    checked_folder,
+    folder_path,
+    host_root,
+    is_within,
+    relative_to_host_root,
+)
 from sessions_app.models import Session
 
 MAX_READ_BYTES = 4 * 1024 * 1024

@@ -41,8 +41,8 @@ def read_host_resource(principal, uri):
                                        else [], turn__chat__session__in=visible).first()
         if call is None or call.result is None:
             raise Refused(f"No resource {uri} here.")
-        from tools_app.models import FullToolOutput
         from tools_app.catalog.bounding import result_text
+        from tools_app.models import FullToolOutput
 
         full = FullToolOutput.objects.filter(call=call).first()
         return full.text if full else result_text(call.result)

@@ -2,8 +2,8 @@ import secrets
 
 from django.core.management.base import BaseCommand, CommandError
 
-from kernel.refusals import Refused
 from grants.actions import do_add_member, do_save_person
+from kernel.refusals import Refused
 
 from ._tenant import tenant_or_error
 

@@ -1,8 +1,8 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from kernel.refusals import Refused
 from grants.actions import do_create_tenant
+from kernel.refusals import Refused
 
 
 class Command(BaseCommand):

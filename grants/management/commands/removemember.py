@@ -1,8 +1,8 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from kernel.refusals import Refused
 from grants.actions import do_remove_member
+from kernel.refusals import Refused
 
 from ._tenant import tenant_or_error
 

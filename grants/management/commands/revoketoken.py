@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from kernel.refusals import Refused
 from grants.actions import do_revoke_token
+from kernel.refusals import Refused
 
 from ._tenant import tenant_or_error
 

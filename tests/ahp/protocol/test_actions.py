@@ -2,8 +2,8 @@
 import pytest
 
 from tools_app.catalog.host_tools import PLUGINS, REGISTRY
-from tools_app.models import HostConfig
 from tools_app.catalog.registry import Tool
+from tools_app.models import HostConfig
 
 from .harness import AhpClient, set_config
 

@@ -32,8 +32,8 @@ from tools_app.models import Computer, HostConfig
 from tools_app.runtime.turns import launch_turn
 
 from ...agents.model_server import ModelServer, Text
-from ..mcp.helpers import tools_endpoint, with_mcp
 from ...conftest import ROOT, child_env, free_port, stop, tenant_made, wait_for_port
+from ..mcp.helpers import tools_endpoint, with_mcp
 from .harness import AhpClient, RpcFailed, default_chat
 from .test_client_tools import announce, call_open_file
 from .test_terminals import output_until

@@ -5,7 +5,12 @@ import pytest
 
 from tools_app.catalog.bounding import bound_output
 from tools_app.catalog.catalog import (
-    CatalogInputs, Caller, HostSwitches, PermissionRule, assemble_catalog, sessionless_tools,
+    Caller,
+    CatalogInputs,
+    HostSwitches,
+    PermissionRule,
+    assemble_catalog,
+    sessionless_tools,
 )
 from tools_app.catalog.clients import client_tools
 from tools_app.catalog.registry import Tool

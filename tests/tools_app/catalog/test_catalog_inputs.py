@@ -88,8 +88,8 @@ def test_an_always_applied_rule_a_client_publishes_joins_the_instructions(acme, 
 
 
 def test_an_mcp_entry_names_its_servers_tools_or_only_its_allowed_ones():
-    from tools_app.definitions.agent_definitions import catalog_allowlist
     from tools_app.catalog.registry import Tool
+    from tools_app.definitions.agent_definitions import catalog_allowlist
 
     tools = (Tool("read"), Tool("issues", namespace="github", source="mcp"),
              Tool("pulls", namespace="github", source="mcp"), Tool("pages", namespace="wiki", source="mcp"))
@@ -102,8 +102,8 @@ def test_an_mcp_entry_names_its_servers_tools_or_only_its_allowed_ones():
 
 
 def test_an_mcp_entry_whose_server_offers_nothing_names_nothing_and_restricts_the_agent():
-    from tools_app.definitions.agent_definitions import catalog_allowlist
     from tools_app.catalog.registry import Tool
+    from tools_app.definitions.agent_definitions import catalog_allowlist
 
     tools = (Tool("read"), Tool("pages", namespace="wiki", source="mcp"))
     unlisted = {"name": "a", "provider": "echo", "tools": [{"kind": "mcp", "serverName": "github"}]}

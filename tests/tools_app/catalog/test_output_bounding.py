@@ -4,10 +4,11 @@ import json
 from rest_framework.test import APIClient
 
 from tools_app.catalog.host_tools import PLUGINS
-from tools_app.models import FullToolOutput
 from tools_app.catalog.registry import Tool
+from tools_app.models import FullToolOutput
 
 from ...ahp.protocol.harness import AhpClient, default_chat
+
 
 def fetch(token, call_id):
     client = APIClient()

@@ -15,7 +15,7 @@ from tools_app.families.wakeups import actions
 from tools_app.families.wakeups.tasks import fire_wakeups_at_start
 from tools_app.models import Wakeup
 
-from ...conftest import ROOT, PROCESS_DEADLINE_SECONDS, child_env, stop
+from ...conftest import PROCESS_DEADLINE_SECONDS, ROOT, child_env, stop
 from .helpers import Desk
 
 

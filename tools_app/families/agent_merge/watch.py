@@ -22,7 +22,6 @@ from ..session.orchestration import launch_after_commit
 from . import actions, github
 from .models import PullRequestWatch
 
-
 GITHUB_REMOTE = re.compile(r"github\.com[:/]+([\w.-]+/[\w.-]+?)(?:\.git)?/?$")
 NO_GIT = "The folder is not a Git checkout of a GitHub repository (no github.com origin and branch in its .git)."
 NO_PULL_REQUEST = "No open pull request from branch {branch} of {repository}."

@@ -6,8 +6,8 @@ import time
 from django.db import transaction
 
 from kernel.refusals import Refused
-from sessions_app import events
 from sessions_app import actions as session_actions
+from sessions_app import events
 from sessions_app.actions import require
 from sessions_app.channels import annotations_uri
 from sessions_app.models import ToolCall

@@ -4,12 +4,11 @@ field with the sentence REST gives. Credentials read `<set>` and, sent back so, 
 values (do_change_host_config does that for every door). `check` lists a saved server's tools the
 way a session would."""
 import asyncio
-
 from concurrent.futures import ThreadPoolExecutor
 
 from django import forms
-from django.db import connections
 from django.core.exceptions import ValidationError
+from django.db import connections
 from django.forms import formset_factory
 
 from ...mcp_server_entries import server_problem

@@ -17,8 +17,16 @@ from kernel.refusals import Refused
 from kernel.rows import ITS_ROW
 from sandbox.beneath import open_beneath, open_root
 from sandbox.bubblewrap import Sandbox
-from sandbox.workspaces import (OutsideWorkspace, checked_folder, folder_path, host_root, is_folder, is_within,
-                                prepared_root, relative_to_host_root)
+from sandbox.workspaces import (
+    OutsideWorkspace,
+    checked_folder,
+    folder_path,
+    host_root,
+    is_folder,
+    is_within,
+    prepared_root,
+    relative_to_host_root,
+)
 from sessions_app import events
 from sessions_app.actions import require
 from sessions_app.actions.homes import LEASE_SECONDS, alive, ended_elsewhere

@@ -5,16 +5,16 @@ import logging
 import time
 from pathlib import Path
 
-
+from sessions_app.models import Session
 from tools_app.families.mcp_servers.pool import POOL
 from tools_app.families.mcp_servers.server_tools import effective_servers
 from tools_app.families.mcp_servers.servers import revealed, usable_servers
 from tools_app.models import HostConfig, SessionMcpServers, StdioServer
-from sessions_app.models import Session
 
-from ....conftest import free_port
-from ....ahp.protocol.harness import AhpClient, default_chat, set_config
 from ....ahp.mcp.helpers import tools_endpoint, wait_until, with_mcp
+from ....ahp.protocol.harness import AhpClient, default_chat, set_config
+from ....conftest import free_port
+
 
 def session_row(uri):
     return SessionMcpServers.objects.get(session_id=uri.split("/")[-1])

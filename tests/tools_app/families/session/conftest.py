@@ -5,10 +5,10 @@ import uuid
 
 import pytest
 
-from sessions_app import actions
-from sessions_app.models import Session
 from agents.providers.echo import EchoProvider
 from agents.registry import PROVIDERS
+from sessions_app import actions
+from sessions_app.models import Session
 from tools_app.catalog.host_tools import REGISTRY
 from tools_app.catalog.loader import catalog_for_chat
 from tools_app.runtime.context import ToolCallContext

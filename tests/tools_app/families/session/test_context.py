@@ -3,8 +3,8 @@ import uuid
 
 import pytest
 
-from sessions_app import actions
 from kernel.refusals import Refused
+from sessions_app import actions
 
 from .conftest import Place
 
@@ -77,8 +77,8 @@ def test_messages_sent_by_me_are_listed(place, watched):
 
 
 def test_a_sessionless_call_must_name_a_session(acme):
-    from tools_app.catalog.loader import catalog_for_chat  # noqa: F401  (the door validates the same schema)
     from tools_app.catalog.host_tools import REGISTRY
+    from tools_app.catalog.loader import catalog_for_chat  # noqa: F401  (the door validates the same schema)
     from tools_app.families.session.api import input_error
 
     assert input_error(REGISTRY.get("get_session_context"), {}) == (

@@ -3,8 +3,8 @@ import uuid
 
 import pytest
 
-from sessions_app import actions
 from kernel.refusals import Refused
+from sessions_app import actions
 from sessions_app.models import Turn
 from tools_app.runtime.toolbox import ChatToolbox
 

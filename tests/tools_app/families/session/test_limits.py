@@ -6,8 +6,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from sessions_app import actions
 from kernel.refusals import Refused
+from sessions_app import actions
 from sessions_app.actions import Orchestration
 from sessions_app.models import OrchestrationCharge, Session
 from tools_app.catalog.validation import ToolRefusal

@@ -4,9 +4,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from sessions_app import actions
 from kernel.refusals import Refused
-from sessions_app.models import ChatBackend, Chat, Session
+from sessions_app import actions
+from sessions_app.models import Chat, ChatBackend, Session
 from tools_app.families.session.links import open_link
 
 from .conftest import sessionless

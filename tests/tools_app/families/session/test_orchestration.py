@@ -3,11 +3,11 @@ import uuid
 
 import pytest
 
-from sessions_app import actions, state
 from kernel.refusals import Refused
-from sessions_app.models import ChatBackend, Chat, PendingMessage, Session, Turn
-from tools_app.families.session.links import open_link
+from sessions_app import actions, state
+from sessions_app.models import Chat, ChatBackend, PendingMessage, Session, Turn
 from tools_app.catalog.validation import ToolRefusal
+from tools_app.families.session.links import open_link
 from tools_app.models import HostConfig
 
 from .conftest import Place

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from kernel.refusals import Refused
 from sandbox import identity
 from sessions_app import actions
-from kernel.refusals import Refused
 from sessions_app.models import ChatBackend, Session, TurnEffect
 from tools_app.families.session.workspace import settle_turn_effects
 
