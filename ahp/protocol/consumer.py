@@ -257,10 +257,7 @@ class AhpConsumer(AccessConsumer):
 
     @property
     def known_client_id(self) -> str:
-        """The client this connection initialized as: every method but a few runs only after initialize."""
-        if self.client_id is None:
-            raise errors.RpcError(errors.INVALID_REQUEST, "This connection is not initialized: send initialize first.")
-        return self.client_id
+        return errors.initialized(self.client_id)
 
     async def begin(self, client_id: str) -> int:
         """Answers the tenant's newest serverSeq as the connection opened."""

@@ -30,6 +30,13 @@ class RpcError(Exception):
         self.closes = closes
 
 
+def initialized(client_id: str | None) -> str:
+    """The client a connection initialized as: every method but a few runs only after initialize."""
+    if client_id is None:
+        raise RpcError(INVALID_REQUEST, "This connection is not initialized: send initialize first.")
+    return client_id
+
+
 def valid_id(request_id: Any) -> bool:
     """JSON-RPC 2.0: an id is a string, a number or null (never an object, an array or a boolean)."""
     return request_id is None or isinstance(request_id, str) or (

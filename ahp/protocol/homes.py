@@ -190,6 +190,10 @@ class Visitor:
         self.client_id = client_id
         self.notifications: list[tuple[str, dict]] = []
 
+    @property
+    def known_client_id(self) -> str:
+        return errors.initialized(self.client_id)
+
     async def send_notification(self, method: str, params: dict) -> None:
         self.notifications.append((method, params))
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import httpx
 import pytest
@@ -344,8 +345,9 @@ def test_a_tool_called_through_the_other_nodes_mcp_endpoint_runs_at_the_sessions
     assert (ran["exitCode"], ran["stdout"]) == (0, "made-on-the-home\n")
     key = Computer.objects.get(pk=computer).sandbox_key
     relative = sandbox_root().relative_to(sandbox_root().parent)
-    assert (tmp_path / "node-1" / relative / key / "home" / "note").is_file()
+    assert (tmp_path / "node-1" / relative / key).is_dir()  # its launch folder: node 1 ran it
     assert not (tmp_path / "node-2" / relative / key).exists()
+    assert (Path(settings.AHP_WORKSPACE_ROOT) / ".homes" / key / "note").is_file()  # its home, on the shared root
     # Refused at the home in the words it refuses its own caller with.
     missing = "00000000-0000-4000-8000-000000000000"
     refusals = [with_mcp(url, endpoint["token"], lambda mcp: mcp.call_tool(
