@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 
 from django.conf import settings
 
-from kernel.kept import Kept
+from kernel.lru_cache import LruCache
 
 if TYPE_CHECKING:
     from tools_app.runtime.toolbox import ChatToolbox
@@ -51,7 +51,7 @@ def installed_program(harness: str, *parts: str) -> str:
 
 # (path, device, inode, modified) -> the real path. Every model request asks which agents can
 # start (their programs' paths are part of the catalog's key), and realpath reads each component.
-_REAL_PATHS = Kept(64)
+_REAL_PATHS = LruCache(64)
 
 
 def executable(path: str | None) -> str | None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from kernel.kept import Kept
+from kernel.lru_cache import LruCache
 from sandbox.outbound import AsyncOutboundTransport, OutboundRefused
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ COPILOT_CHECK_MODEL = "gpt-4.1"
 ALLOW_HINT = "add it to AHP_OUTBOUND_ALLOW or the admin's outbound allow-list"
 GITHUB_API = "https://api.github.com"  # where a githubToken's Copilot CLI signs in
 
-_passed = Kept(256)  # the connection's fingerprint -> when it last answered
+_passed = LruCache(256)  # the connection's fingerprint -> when it last answered
 
 
 def _setting(provider: str, field: str) -> str:

@@ -18,7 +18,7 @@ from django.db.models.expressions import Combinable
 from django.utils import timezone
 
 from grants.models import Tenant, TenantScopedQuerySet
-from kernel.kept import Kept
+from kernel.lru_cache import LruCache
 
 from .agent_connections import check_agent_connections, masked_agent_connections, stored_agent_connections
 from .credentials import masked_mcp_servers, stored_mcp_servers
@@ -273,7 +273,7 @@ class HostConfig(models.Model):
         return _KEPT_CONFIGS.put(tenant.pk, (stamp, config))[1]
 
 
-_KEPT_CONFIGS = Kept(4096)  # tenant id -> (the stamp it was read under, HostConfig)
+_KEPT_CONFIGS = LruCache(4096)  # tenant id -> (the stamp it was read under, HostConfig)
 
 
 def checked_changes(changes: Any, replace: bool = False) -> dict[str, Any]:

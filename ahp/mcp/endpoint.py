@@ -37,7 +37,7 @@ from ahp.protocol import errors, frames, homes, methods
 from grants import liveness
 from grants.authentication import token_from_headers
 from grants.models import Principal, Tenant
-from kernel.kept import Kept
+from kernel.lru_cache import LruCache
 from kernel.orm import database_sync_to_async
 from kernel.outbox import serve_from
 from kernel.refusals import Refused
@@ -148,7 +148,7 @@ def tool_definitions(session_id: uuid.UUID) -> list[dict[str, Any]]:
 
 # Snapshot (by identity) -> (the snapshot, its definitions as MCP has them, those as MCP Tools):
 # a chat's snapshot is kept while its rows are unchanged, and so is what `tools/list` makes of it.
-_OFFERED = Kept(1024)
+_OFFERED = LruCache(1024)
 
 
 def offered(snapshot: CatalogSnapshot) -> tuple[list[dict[str, Any]], list[types.Tool]]:

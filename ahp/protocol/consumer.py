@@ -28,13 +28,13 @@ from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
 from sessions_app import events, quotas
 from sessions_app.events import sockets  # this process's sockets
-from sessions_app.events.catch_up import Heard
+from sessions_app.events.catch_up import SentOfChannel
 from sessions_app.events.heartbeat import ensure_started
 from sessions_app.models import ActiveClient, Turn
 from tools_app.families.mcp_servers.server_tools import learn_client_plugins
 from tools_app.runtime.turns import interrupt_turn, run_turn
 
-from . import bookkeeping, errors, frames, homes, methods, subscriptions, throttle, watches
+from . import errors, frames, homes, methods, socket_rows, subscriptions, throttle, watches
 from .access import AccessConsumer, authenticated, token_from_scope
 from .watches import Watch
 
@@ -61,7 +61,7 @@ class AhpConsumer(AccessConsumer):
     connection_id: UUID | None  # its ClientConnection row, once initialized
     subscriptions: set[str]
     watches: dict[str, Watch]  # channel -> the resource watches this connection made
-    heard: dict[str, Heard]  # channel -> what this socket has sent of it
+    heard: dict[str, SentOfChannel]  # channel -> what this socket has sent of it
     turn_tasks: set[asyncio.Task]
     background: set[asyncio.Task]  # tasks that must not block this consumer's own messages
     server_requests: dict[int, str]  # JSON-RPC id of a request this host sent -> channel awaiting the answer
@@ -182,7 +182,7 @@ class AhpConsumer(AccessConsumer):
             logger.info("Could not leave the channel layer's groups (%s); they expire there", exc)
         connection_id = getattr(self, "connection_id", None)
         if connection_id:
-            await bookkeeping.close_connection(connection_id, self.tenant, schedule=layer_up)
+            await socket_rows.close_connection(connection_id, self.tenant, schedule=layer_up)
 
     # Frames ------------------------------------------------------------------------------------
 
@@ -265,7 +265,7 @@ class AhpConsumer(AccessConsumer):
             raise errors.RpcError(errors.INVALID_REQUEST, "This connection is already initialized.")
         # The host may ask this client things (resourceRead) from any process: at this socket's
         # channel, which the connection's row names (tools_app.client_requests).
-        connection, seq = await bookkeeping.open_connection(self.tenant, client_id, events.PROCESS,
+        connection, seq = await socket_rows.open_connection(self.tenant, client_id, events.PROCESS,
                                                             self.principal.person, self.channel_name)
         self.client_id = client_id
         self.connection_id = connection.id
@@ -301,7 +301,7 @@ class AhpConsumer(AccessConsumer):
             return
         heard = self.heard.get(channel)
         if heard is None:
-            heard = self.heard[channel] = Heard(seqs[0] - 1)
+            heard = self.heard[channel] = SentOfChannel(seqs[0] - 1)
         for seq, frame in zip(seqs, message["frames"], strict=True):
             if heard.take(seq):  # not already sent from the log
                 await self.send_frame(await subscriptions.frame_seen(self, channel, frame))

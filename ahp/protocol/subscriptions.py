@@ -10,7 +10,7 @@ from grants.algebra import holds
 from kernel.orm import database_sync_to_async
 from sessions_app import actions, events, state
 from sessions_app.channels import RESOURCE_WATCH_PREFIX, ROOT, annotations_session_at, chat_at, parse, session_at
-from sessions_app.events.catch_up import Heard
+from sessions_app.events.catch_up import SentOfChannel
 from sessions_app.models import ActionLog, ActiveClient
 from tools_app.config import HostConfig, config_schema, wire_values
 from tools_app.families.resources import annotations_state
@@ -115,7 +115,7 @@ async def subscribe_to(consumer: "AhpConsumer", uri: str) -> Params:
     # Join first, so nothing published between the snapshot and the join is missed.
     await join(consumer, uri)
     snapshot = await database_sync_to_async(read_snapshot)(consumer, uri)
-    consumer.heard.setdefault(uri, Heard(snapshot["fromSeq"])).complete_to(snapshot["fromSeq"])
+    consumer.heard.setdefault(uri, SentOfChannel(snapshot["fromSeq"])).complete_to(snapshot["fromSeq"])
     return snapshot
 
 

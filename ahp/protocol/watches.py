@@ -17,7 +17,7 @@ from kernel.orm import database_sync_to_async
 from kernel.refusals import Refused
 from sessions_app import events
 from sessions_app.channels import RESOURCE_WATCH_PREFIX as PREFIX
-from sessions_app.events.catch_up import Heard
+from sessions_app.events.catch_up import SentOfChannel
 from tools_app.families import watched
 
 from . import errors, subscriptions
@@ -82,7 +82,7 @@ async def subscribe(consumer: "AhpConsumer", uri: str) -> dict:
         raise errors.RpcError(errors.NOT_FOUND, f"No channel {uri} here.")
     await subscriptions.join(consumer, uri)
     from_seq = await database_sync_to_async(events.current_seq)(consumer.tenant.pk)
-    consumer.heard.setdefault(uri, Heard(from_seq)).complete_to(from_seq)
+    consumer.heard.setdefault(uri, SentOfChannel(from_seq)).complete_to(from_seq)
     if watch.task is None:
         watch.task = asyncio.get_running_loop().create_task(follow(consumer, watch))
     return {"resource": uri, "state": watch.state(), "fromSeq": from_seq}

@@ -165,7 +165,7 @@ def streamed_reply(turn: Turn) -> str | None:
     return next((p["content"] for p in turn.response_parts if p.get("id") == reply_part_id(turn)), None)
 
 
-class Aftermath(NamedTuple):
+class AfterTurn(NamedTuple):
     """What an ended turn leaves to do: effects to carry out or drop, a pending message to start."""
 
     effects: bool
@@ -173,9 +173,9 @@ class Aftermath(NamedTuple):
 
 
 @transaction.atomic
-def do_end_turn(turn_id: uuid.UUID | str, response_text: str | None = None, error: str | None = None) -> Aftermath | None:
+def do_end_turn(turn_id: uuid.UUID | str, response_text: str | None = None, error: str | None = None) -> AfterTurn | None:
     """Finish a turn with the agent's reply (a markdown part, or the rest of the one it streamed)
-    or an error; answers its Aftermath. A turn no longer active (cancelled or truncated meanwhile)
+    or an error; answers its AfterTurn. A turn no longer active (cancelled or truncated meanwhile)
     keeps its end: the agent's late answer is dropped, and the answer is None (not known here)."""
     turn = queries.locked_turn(turn_id)
     if turn is None or turn.state != "active":  # truncated away, or cancelled
@@ -195,7 +195,7 @@ def do_end_turn(turn_id: uuid.UUID | str, response_text: str | None = None, erro
     # Read in the ending's transaction, which holds the turn's row: a message queued meanwhile
     # either committed before (seen here) or waited for this row and found the chat free (it
     # began its turn itself).
-    return Aftermath(*queries.turn_leftovers(turn.pk, turn.chat_id))
+    return AfterTurn(*queries.turn_leftovers(turn.pk, turn.chat_id))
 
 
 @transaction.atomic

@@ -21,7 +21,7 @@ TAIL_SECONDS = 0.2
 CATCH_UP_ROWS = 1000
 
 
-class Heard:
+class SentOfChannel:
     """What one socket has sent of one channel: every logged action numbered up to `complete`,
     and the numbers above it sent since (a channel's numbers are not contiguous, so a gap alone
     tells nothing). The heartbeat sends from the log whatever is missing above `complete`."""

@@ -13,7 +13,7 @@ and the registry's tools are part of the key as the caller holds them.
 import json
 from collections.abc import Sequence
 
-from kernel.kept import Kept
+from kernel.lru_cache import LruCache
 from sessions_app.models import ActiveClient, Chat, Session
 
 from ..definitions.agent_definitions import catalog_allowlist
@@ -29,7 +29,7 @@ from .hidden import HiddenTool
 from .host_tools import REGISTRY
 from .registry import Binding, Tool
 
-_CLIENT_TOOLS = Kept(2048)  # (active client pk, modified) -> its bindings and hidden tools
+_CLIENT_TOOLS = LruCache(2048)  # (active client pk, modified) -> its bindings and hidden tools
 
 
 def _entries_of(active_client: ActiveClient) -> tuple[Binding | HiddenTool, ...]:
@@ -70,7 +70,7 @@ def catalog_inputs(session: Session, chat_origin_kind: str = "user",
     )
 
 
-_SNAPSHOTS = Kept(1024)  # (tenant id, session id, chat origin kind) -> (key, registry tools, snapshot)
+_SNAPSHOTS = LruCache(1024)  # (tenant id, session id, chat origin kind) -> (key, registry tools, snapshot)
 
 
 def catalog_for_session(session: Session, chat_origin_kind: str = "user") -> CatalogSnapshot:

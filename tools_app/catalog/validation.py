@@ -5,13 +5,13 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from kernel.kept import Kept
+from kernel.lru_cache import LruCache
 
 MAX_INPUT_BYTES = 256 * 1024  # a tool input, serialized as JSON
 NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")  # \u0000 not itself behind an escaped backslash
 
 
-_VALIDATORS = Kept(512)  # a schema as canonical JSON -> its compiled validator
+_VALIDATORS = LruCache(512)  # a schema as canonical JSON -> its compiled validator
 
 
 def input_validator(schema: dict[str, Any]) -> Draft202012Validator:

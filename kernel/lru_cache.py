@@ -10,7 +10,7 @@ from typing_extensions import TypeVar
 V = TypeVar("V", default=Any)  # what a cache made without naming it keeps
 
 
-class Kept(Generic[V]):
+class LruCache(Generic[V]):
     """The `size` entries stored or used most recently, safe to share between the ORM's threads."""
 
     def __init__(self, size: int) -> None:
