@@ -12,6 +12,11 @@ REQUEST_DEADLINE = float(os.environ.get("AHP_REQUEST_DEADLINE_SECONDS", "20"))
 # The most of a request head the front reads before handing the connection over; a larger head
 # goes over as it is, for the server to refuse.
 HANDOFF_BYTES = 64 * 1024
+# How long a WebSocket handshake may take from its upgrade request to the application's answer
+# (ahp.serve; daphne's own default, 5 s, drops a connection without a word). It must outlast the
+# handshake throttle's longest wait (ahp.protocol.throttle.MAX_DELAY) and the token check on a
+# loaded machine, so a slowed failure still gets its refusal.
+HANDSHAKE_SECONDS = 15
 # The most a serving process holds for a WebSocket client that does not read (16 frames of the
 # largest size) before it drops the connection (ahp.serve).
 UNREAD_BYTES = int(os.environ.get("AHP_UNREAD_BYTES") or 16 * 1024 * 1024)

@@ -11,6 +11,8 @@
 - a WebSocket client that stops reading (a laptop asleep, a peer that only writes) is dropped
   once UNREAD_BYTES wait for it, rather than kept in the process's memory without bound (the
   reactor buffers every action of every channel it subscribed to); it catches up by `reconnect`;
+- a WebSocket handshake may take HANDSHAKE_SECONDS: daphne's 5 s would drop a failure the
+  handshake throttle slowed, with no refusal, on a loaded machine;
 - a close's reason (the host's sentence: why a token or a version was refused) reaches the client;
   daphne sends the close code alone;
 - with `--handoff-fd N` it listens on nothing and serves the connections the front
@@ -32,7 +34,14 @@ from daphne.ws_protocol import WebSocketFactory, WebSocketProtocol
 from twisted.internet import reactor
 from twisted.web.http import HTTPChannel
 
-from ahp.deployment import HANDOFF_BYTES, REQUEST_DEADLINE, UNREAD_BYTES, refusal_to_start, secrets_key_refusal
+from ahp.deployment import (
+    HANDOFF_BYTES,
+    HANDSHAKE_SECONDS,
+    REQUEST_DEADLINE,
+    UNREAD_BYTES,
+    refusal_to_start,
+    secrets_key_refusal,
+)
 from ahp.internals import internal, patch, refuse_to_start_if_moved
 
 _GenericHTTPChannelProtocol = internal("twisted.web.http._GenericHTTPChannelProtocol")
@@ -191,6 +200,14 @@ class QuietAccessLog(AccessLogGenerator):
         super().__call__(protocol, action, details)
 
 
+class HostCommandLine(CommandLineInterface):
+    """daphne's command line, its handshake deadline the host's (HANDSHAKE_SECONDS) unless told."""
+
+    def __init__(self):
+        super().__init__()
+        self.parser.set_defaults(websocket_connect_timeout=HANDSHAKE_SECONDS)
+
+
 def listening_hosts(argv):
     """The TCP hosts daphne's command line binds, or None when it names other endpoints."""
     args, _ = CommandLineInterface().parser.parse_known_args(argv)
@@ -205,7 +222,7 @@ def main(argv):
     if "--handoff-fd" in argv:
         at = argv.index("--handoff-fd")
         HandoffServer.handoff_fd = int(argv[at + 1])
-        CommandLineInterface.server_class = HandoffServer
+        HostCommandLine.server_class = HandoffServer
         # It would say "Starting server at" the address its command line defaults to, which it never listens on.
         logging.getLogger("daphne.cli").setLevel(logging.WARNING)
         argv = argv[:at] + argv[at + 2:]
@@ -217,7 +234,7 @@ def main(argv):
             refusal = secrets_key_refusal()
         if refusal:
             sys.exit(refusal)
-    CommandLineInterface().run(argv)
+    HostCommandLine().run(argv)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from kernel import shared_counts
 
 FREE_FAILURES = 5
 BASE_DELAY = 0.25
-MAX_DELAY = 4.0  # under daphne's 5 s handshake timeout: a slowed failure still gets its refusal
+MAX_DELAY = 4.0  # well under ahp.deployment.HANDSHAKE_SECONDS: a slowed failure still gets its refusal
 FORGET_AFTER = 300.0
 MAX_KEYS = 10_000
 PREFIX_CHARS = 24  # "ahp_" and a 16-character key id; what a token shows in the clear

@@ -137,6 +137,16 @@ def test_ten_failed_handshakes_from_one_address_never_slow_a_good_token(acme, ho
     assert time.monotonic() - started < throttle.HandshakeThrottle().delay_for(10)
 
 
+def test_a_failure_held_longer_than_daphnes_own_handshake_timeout_still_gets_its_refusal(acme, host, handshakes,
+                                                                                         monkeypatch):
+    # daphne drops a handshake after 5 s without a word; the host's serving process allows
+    # HANDSHAKE_SECONDS, so a guesser slowed for 6 s (the longest wait and a loaded machine's token
+    # check) still learns it was refused.
+    monkeypatch.setattr(handshakes, "delay_for", lambda count: 6.0 if count else 0.0)
+    failed_handshake(host.port)
+    assert failed_handshake(host.port) >= 6.0
+
+
 def test_failed_handshakes_with_a_persons_key_id_never_slow_that_persons_good_token(acme, host, handshakes):
     guess = f"ahp_{acme.tokens['member'].split('_')[1]}_guessed"  # their public key id, a wrong secret
     failures = throttle.FREE_FAILURES + 4

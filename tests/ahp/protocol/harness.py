@@ -22,7 +22,7 @@ class ServerThread:
     def __init__(self) -> None:
         from daphne.server import Server
 
-        from ahp.serve import CommandLineInterface
+        from ahp.serve import HostCommandLine
 
         test_server = self
 
@@ -31,7 +31,7 @@ class ServerThread:
                 super().__init__(**options, signal_handlers=False)  # only the main thread may
                 test_server.daphne = self
 
-        class InThreadCommandLine(CommandLineInterface):
+        class InThreadCommandLine(HostCommandLine):
             server_class = InThreadServer
 
         self.daphne: Server | None = None
