@@ -203,7 +203,7 @@ class QuietAccessLog(AccessLogGenerator):
 class HostCommandLine(CommandLineInterface):
     """daphne's command line, its handshake deadline the host's (HANDSHAKE_SECONDS) unless told."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.parser.set_defaults(websocket_connect_timeout=HANDSHAKE_SECONDS)
 
