@@ -129,17 +129,23 @@ def refusal(error, path):
 
 def allowed_place(principal, uri, grant):
     """The Place `uri` names, when it lies in a working directory of a session `principal` holds
-    `grant` on; refused otherwise, in the same words whatever lies there."""
+    `grant` on; refused otherwise, in the same words whatever lies there. Where several sessions'
+    folders hold it, the session of the deepest folder acts, and of equally deep ones the oldest
+    session: the same hands every time, whichever node asks."""
     target = target_path(uri)
+    found = None
     for session in Session.objects.visible_to(principal).exclude(working_directories=[]).only(
-            "id", "tenant", "owner", "working_directories"):
+            "id", "tenant", "owner", "working_directories", "created").order_by("created", "id"):
         for directory in session.working_directories:
             try:
                 folder = checked_folder(principal.tenant, directory)
             except OutsideWorkspace:
                 continue
-            if is_within(target, folder) and principal.may(grant, session):
-                return Place(target, folder, str(session.id), session.tenant_id)
+            if (is_within(target, folder) and (found is None or len(folder.parts) > len(found.folder.parts))
+                    and principal.may(grant, session)):
+                found = Place(target, folder, str(session.id), session.tenant_id)
+    if found is not None:
+        return found
     doing = "change files in" if grant == "session:folders" else "read"
     raise Refused(f"{target} is outside the working directories of every session you may {doing}.", "permission")
 

@@ -156,3 +156,22 @@ def test_mkdir_refuses_a_file_or_a_link_on_the_way(member, project, workspace):
     assert refused(member, "resourceMkdir", uri=(project / "elsewhere").as_uri()) == (
         -32009, f"{project / 'elsewhere'} is reached through a link; this host follows no link in a session's folders.")
     assert list(secret.iterdir()) == [] and (project / "README.md").read_text() == "hello\n"
+
+
+def test_a_file_in_nested_folders_is_written_by_the_session_of_the_deepest_one_whatever_their_order(
+        acme, host, member, project):
+    from sandbox.bubblewrap import Sandbox
+
+    def owner_of(session_uri):
+        return Sandbox(session_uri.rsplit("/", 1)[1], tenant_id=acme.tenant.id).owner()[0]
+
+    [whole] = [s["resource"] for s in member.call("listSessions", {})["items"]]  # `member` made it on the project
+    sources = member.create_session(workingDirectories=[(project / "src").as_uri()])
+    again = member.create_session(workingDirectories=[(project / "src").as_uri()])  # as deep, younger
+    for name in ("a.py", "b.py"):
+        member.call("resourceWrite", {"channel": ROOT, "uri": (project / "src" / name).as_uri(), "data": "x",
+                                      "encoding": "utf-8"})
+        assert (project / "src" / name).stat().st_uid == owner_of(sources) != owner_of(again)
+    member.call("resourceWrite", {"channel": ROOT, "uri": (project / "notes.md").as_uri(), "data": "x",
+                                  "encoding": "utf-8"})
+    assert (project / "notes.md").stat().st_uid == owner_of(whole) != owner_of(sources)
