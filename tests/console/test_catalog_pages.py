@@ -31,6 +31,7 @@ def test_the_session_page_says_why_a_tool_is_hidden(acme, tenant_admin, advanced
     page = tenant_admin.get(f"/console/sessions/{session.pk}/catalog").content.decode()
     assert "hidden" in row(page, "deploy") and ADVANCED_HIDDEN in row(page, "deploy")
     assert "offered" in row(page, "list_sessions")
+    assert page.index("<h2>Offered (") < page.index("<h2>Hidden (")  # what the model sees first, as the README shows
 
 
 def test_another_tenants_session_does_not_exist_for_them(globex, tenant_admin):
