@@ -119,6 +119,7 @@ def test_the_explainer_says_why_an_advanced_tool_is_hidden_until_advanced_tools_
     log_in(browser, base, operator.username, OPERATOR_PASSWORD, explainer)
     row = browser.find_element(By.CSS_SELECTOR, '#catalog tr[data-tool="deploy"]')
     assert row.text == "deploy plugin hidden\ndeploy needs advanced permission, and advancedTools is off for this tenant."
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", row)  # below the offered tools
     screenshot(browser, "catalog-explainer.png")
     submit(browser, browser.find_element(By.LINK_TEXT, "Change the host configuration"))
     browser.find_element(By.ID, "id_advancedTools").click()
