@@ -382,7 +382,7 @@ async def tools_endpoint_app(scope: Scope, receive: Receive, send: Send) -> None
     # so are the requests other processes hand it for the sessions it is home to.
     serve_from(asyncio.get_running_loop())
     keep_process_alive()
-    homes.ensure_serving(methods.METHODS)
+    homes.ensure_serving(methods.AT_HOME)
     if scope["method"] != "POST":
         # Stateless: there is no stream to GET and no session to DELETE.
         await send_json(send, 405, rpc_error(None, errors.INVALID_REQUEST, NOT_POST), [(b"allow", b"POST")])

@@ -29,7 +29,7 @@ from tools_app.families.terminals.models import Terminal
 from . import terminals
 
 if TYPE_CHECKING:
-    from .consumer import AhpConsumer
+    from .homes import Asker
 
 Action = dict[str, Any]  # a client action as sent: {"type": ..., its fields}
 Fields = dict[str, Any]  # the checked fields a handler takes
@@ -360,22 +360,22 @@ def remove_annotation_entry(call: ActionCall[Session]) -> Any:
 
 # What the connection starts once an action is applied: (consumer, outcome). ---------------------
 
-def run_the_turn(consumer: "AhpConsumer", turn: Turn | None) -> None:
+def run_the_turn(consumer: "Asker", turn: Turn | None) -> None:
     if turn is not None:
         consumer.launch_turn(turn.id)
 
 
-def interrupt_its_agent(consumer: "AhpConsumer", turn: Turn) -> None:
+def interrupt_its_agent(consumer: "Asker", turn: Turn) -> None:
     consumer.interrupt_turn(turn)
 
 
-def learn_its_plugins(consumer: "AhpConsumer", active_client: ActiveClient) -> None:
+def learn_its_plugins(consumer: "Asker", active_client: ActiveClient) -> None:
     if active_client.customizations:
         consumer.learn_client_plugins(active_client)
 
 
 Handler = Callable[[ActionCall[Any]], Any]
-Then = Callable[["AhpConsumer", Any], None]
+Then = Callable[["Asker", Any], None]
 
 
 @dataclass(frozen=True)

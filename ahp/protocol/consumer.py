@@ -107,7 +107,7 @@ class AhpConsumer(AccessConsumer):
             return
         await self.accept()
         ensure_started()
-        homes.ensure_serving(methods.METHODS)
+        homes.ensure_serving(methods.AT_HOME)
 
     async def dispatch(self, message: Message) -> None:
         """As Channels' own, without its hop onto the database thread before every message

@@ -6,13 +6,15 @@ other process is reachable, and every request runs where it arrives.
 
 The home runs the request through the same handler as a socket of its own would, for a
 `Visitor`: the asking connection's tenant, person, grants and client id. What the handler sends
-that connection (a rejected action's echo) travels back with the answer."""
+that connection (a rejected action's echo) travels back with the answer. Such a handler takes an
+`Asker`, what a socket and a visitor both are, so mypy tells when it uses what a visitor lacks."""
 import asyncio
 import logging
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Protocol, TypeVar
+from uuid import UUID
 
 from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
@@ -24,8 +26,9 @@ from sessions_app.actions.homes import ENDED_HERE, LEASE_SECONDS, alive, do_find
 from sessions_app.channels import parse
 from sessions_app.events import PROCESS
 from sessions_app.events.sockets import HEARTBEAT_SECONDS, is_layer_failure
-from sessions_app.models import Chat, Session
+from sessions_app.models import ActiveClient, Chat, Session, Turn
 from tools_app.families import files
+from tools_app.families.mcp_servers.server_tools import learn_client_plugins
 from tools_app.families.terminals.models import Terminal
 from tools_app.runtime.turns import interrupt_turn, run_turn
 from tools_app.sessions import end_here
@@ -41,7 +44,28 @@ HOME_SILENT = (f"The node running this session did not answer within {ANSWER_SEC
 HOMED_ACTIONS = ("chat/turnStarted", "chat/turnCancelled", "chat/pendingMessageSet", "terminal/input",
                  "terminal/resized")
 
-Handler = Callable[[Any, dict], Awaitable[Any]]
+
+class Asker(Protocol):
+    """The connection a request acts for: a socket (consumer.AhpConsumer) where it arrived, or
+    a `Visitor` at its session's home. What a handler that may run at a home uses of it."""
+    tenant: Tenant
+    principal: Principal
+    client_id: str | None  # None until the connection is initialized
+
+    @property
+    def known_client_id(self) -> str: ...
+
+    async def send_notification(self, method: str, params: Mapping[str, object]) -> None: ...
+
+    def launch_turn(self, turn_id: UUID) -> None: ...
+
+    def interrupt_turn(self, turn: Turn) -> None: ...
+
+    def learn_client_plugins(self, active_client: ActiveClient) -> None: ...
+
+
+Handler = Callable[[Asker, dict[str, Any]], Awaitable[Any]]
+Connection = TypeVar("Connection", bound=Asker)  # at_home's: its handler runs there for the connection it was given
 # Message type -> what answers it at the home, for the doors other than the socket's (the MCP
 # endpoint's tools/call, ahp.mcp.at_home): its result, sent back as the socket's is.
 Answerer = Callable[[dict[str, Any]], Awaitable[Any]]
@@ -68,31 +92,31 @@ def session_named(tenant: Tenant, uri: Any) -> str | None:
     return str(found) if found else None
 
 
-def session_of_file(consumer: Any, params: dict, name: str = "uri") -> str | None:
+def session_of_file(consumer: Asker, params: dict, name: str = "uri") -> str | None:
     try:
         return files.allowed_place(consumer.principal, params.get(name), "session:read").session_id
     except Refused:
         return None  # refused where it arrives, in the same words
 
 
-def session_of_terminal(consumer: Any, params: dict) -> str | None:
+def session_of_terminal(consumer: Asker, params: dict) -> str | None:
     claim = params.get("claim")
     return session_named(consumer.tenant, params.get("session") or (claim.get("session") if isinstance(claim, dict)
                                                                     else None))
 
 
-def session_of_action(consumer: Any, params: dict) -> str | None:
+def session_of_action(consumer: Asker, params: dict) -> str | None:
     action = params.get("action")
     if not isinstance(action, dict) or action.get("type") not in HOMED_ACTIONS:
         return None
     return session_named(consumer.tenant, params.get("channel"))
 
 
-def session_of_channel(consumer: Any, params: dict) -> str | None:
+def session_of_channel(consumer: Asker, params: dict) -> str | None:
     return session_named(consumer.tenant, params.get("channel"))
 
 
-SESSION_OF = {
+SESSION_OF: dict[str, Callable[[Asker, dict], str | None]] = {
     **{method: session_of_file for method in (
         "resourceResolve", "resourceList", "resourceRead", "resourceWrite", "resourceMkdir", "resourceDelete")},
     "resourceCopy": lambda consumer, params: session_of_file(consumer, params, "source"),
@@ -104,7 +128,7 @@ SESSION_OF = {
 }
 
 
-def home_for(consumer: Any, method: str, params: dict) -> str:
+def home_for(consumer: Asker, method: str, params: dict) -> str:
     """The process that must run `method`: the home of the session it touches, or this one."""
     session_id = SESSION_OF[method](consumer, params)
     return do_find_home(session_id) if session_id else PROCESS
@@ -118,8 +142,10 @@ def make_home_here(session_id: str) -> None:
 
 # Asking the home -------------------------------------------------------------------------------
 
-async def at_home(consumer: Any, method: str, params: dict, handler: Handler) -> Any:
-    """`handler`'s answer to the request, run at the home of the session it touches."""
+async def at_home(consumer: Connection, method: str, params: dict,
+                  handler: Callable[[Connection, dict], Awaitable[Any]]) -> Any:
+    """`handler`'s answer to the request, run at the home of the session it touches (there by
+    the home's own handler of `method`, which `ensure_serving` was given)."""
     if method not in SESSION_OF or not shared_layer():
         return await handler(consumer, params)
     while True:
@@ -133,7 +159,7 @@ async def at_home(consumer: Any, method: str, params: dict, handler: Handler) ->
         # taken by a live process (this one, or one that took it meanwhile).
 
 
-async def relay(consumer: Any, home: str, method: str, params: dict) -> tuple[bool, Any]:
+async def relay(consumer: Asker, home: str, method: str, params: dict) -> tuple[bool, Any]:
     """(True, the home's answer), or (False, None) once the home's lease lapsed unanswered."""
     principal = consumer.principal
     answer = await ask_home(home, {
@@ -188,20 +214,25 @@ class Visitor:
         self.tenant = tenant
         self.principal = principal
         self.client_id = client_id
-        self.notifications: list[tuple[str, dict]] = []
+        self.notifications: list[tuple[str, Mapping[str, object]]] = []
 
     @property
     def known_client_id(self) -> str:
         return errors.initialized(self.client_id)
 
-    async def send_notification(self, method: str, params: dict) -> None:
+    async def send_notification(self, method: str, params: Mapping[str, object]) -> None:
         self.notifications.append((method, params))
 
-    def launch_turn(self, turn_id: Any) -> None:
+    def launch_turn(self, turn_id: UUID) -> None:
         keep(run_turn(turn_id))
 
-    def interrupt_turn(self, turn: Any) -> None:
+    def interrupt_turn(self, turn: Turn) -> None:
         keep(interrupt_turn(turn))
+
+    def learn_client_plugins(self, active_client: ActiveClient) -> None:
+        # What session/activeClientSet starts: not handed to a home today, but any action's `then` may run here.
+        keep(learn_client_plugins(self.tenant.pk, active_client.session_id, active_client.client_id,
+                                  active_client.owner_id, active_client.customizations))
 
 
 def keep(work: Awaitable) -> None:

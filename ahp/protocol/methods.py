@@ -2,6 +2,7 @@
 params and returns the result; a refusal is an RpcError or a Refused the transport answers."""
 import base64
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -62,7 +63,7 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         raise errors.RpcError(errors.INVALID_PARAMS, "Invalid params: cursor is not one this host gave.") from None
 
 
-def session_or_not_found(consumer: "AhpConsumer", uri: Any) -> Session:
+def session_or_not_found(consumer: homes.Asker, uri: Any) -> Session:
     session = session_at(uri, consumer.tenant) if isinstance(uri, str) else None
     if session is None or not consumer.principal.may("session:read", session):
         raise errors.RpcError(errors.NOT_FOUND, f"No session {uri} here.")
@@ -249,7 +250,7 @@ async def create_session(consumer: "AhpConsumer", params: Params) -> None:
     return None
 
 
-async def dispose_session(consumer: "AhpConsumer", params: Params) -> None:
+async def dispose_session(consumer: homes.Asker, params: Params) -> None:
     uri = errors.require(params, "channel", str)
 
     def dispose() -> None:
@@ -363,7 +364,7 @@ def readable_chat(consumer: "AhpConsumer", uri: Any) -> Chat:
     return chat
 
 
-async def dispatch_action(consumer: "AhpConsumer", params: Params) -> None:
+async def dispatch_action(consumer: homes.Asker, params: Params) -> None:
     """A client's action: applied, or answered with the same envelope carrying rejectionReason."""
     channel = errors.require(params, "channel", str)
     client_seq = errors.require(params, "clientSeq", int)
@@ -384,7 +385,15 @@ async def dispatch_action(consumer: "AhpConsumer", params: Params) -> None:
     return None
 
 
-METHODS = {
+# The methods that touch a session's files or processes (homes.SESSION_OF): run at its home, for
+# the connection there or a homes.Visitor.
+AT_HOME: dict[str, homes.Handler] = {
+    "disposeSession": dispose_session,
+    "dispatchAction": dispatch_action,
+    **resources.AT_HOME,
+    **terminals.COMMANDS,
+}
+METHODS: dict[str, Callable[["AhpConsumer", Params], Awaitable[Any]]] = {
     "initialize": initialize,
     "ping": ping,
     "authenticate": authenticate,
@@ -393,18 +402,16 @@ METHODS = {
     "unsubscribe": unsubscribe,
     "listSessions": list_sessions,
     "createSession": create_session,
-    "disposeSession": dispose_session,
     "createChat": create_chat,
     "disposeChat": dispose_chat,
     "moveChat": move_chat,
-    "dispatchAction": dispatch_action,
     "fetchTurns": fetch_turns,
     "resolveSessionConfig": session_config.resolve_session_config,
     "sessionConfigCompletions": session_config.session_config_completions,
     **completions.COMMANDS,
     **resources.COMMANDS,
     **watches.COMMANDS,
-    **terminals.COMMANDS,
+    **AT_HOME,
 }
 BEFORE_INITIALIZE = {"initialize", "reconnect", "ping"}
 

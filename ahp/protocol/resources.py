@@ -12,6 +12,7 @@ from .errors import Params
 
 if TYPE_CHECKING:
     from .consumer import AhpConsumer
+    from .homes import Asker, Handler
 
 
 def answered(work: Callable[[], Any]) -> Awaitable[Any]:
@@ -26,17 +27,17 @@ def flag(params: Params, name: str) -> bool:
     return value
 
 
-async def resource_resolve(consumer: "AhpConsumer", params: Params) -> Params:
+async def resource_resolve(consumer: "Asker", params: Params) -> Params:
     uri = errors.require(params, "uri", str)
     return await answered(lambda: files.resolve(consumer.principal, uri))
 
 
-async def resource_list(consumer: "AhpConsumer", params: Params) -> Params:
+async def resource_list(consumer: "Asker", params: Params) -> Params:
     uri = errors.require(params, "uri", str)
     return await answered(lambda: files.list_folder(consumer.principal, uri))
 
 
-async def resource_read(consumer: "AhpConsumer", params: Params) -> Params:
+async def resource_read(consumer: "Asker", params: Params) -> Params:
     uri = errors.require(params, "uri", str)
     encoding = params.get("encoding")
     if encoding is not None and encoding not in files.ENCODINGS:
@@ -44,7 +45,7 @@ async def resource_read(consumer: "AhpConsumer", params: Params) -> Params:
     return await answered(lambda: files.read(consumer.principal, uri, encoding))
 
 
-async def resource_write(consumer: "AhpConsumer", params: Params) -> Params:
+async def resource_write(consumer: "Asker", params: Params) -> Params:
     uri = errors.require(params, "uri", str)
     data = errors.require(params, "data", str)
     encoding = errors.require(params, "encoding", str)
@@ -60,24 +61,24 @@ async def resource_write(consumer: "AhpConsumer", params: Params) -> Params:
     return await answered(lambda: files.do_write_file(consumer.principal, uri, data, encoding, create_only, if_match))
 
 
-async def resource_mkdir(consumer: "AhpConsumer", params: Params) -> Params:
+async def resource_mkdir(consumer: "Asker", params: Params) -> Params:
     uri = errors.require(params, "uri", str)
     return await answered(lambda: files.do_make_folder(consumer.principal, uri))
 
 
-async def resource_delete(consumer: "AhpConsumer", params: Params) -> Params:
+async def resource_delete(consumer: "Asker", params: Params) -> Params:
     uri = errors.require(params, "uri", str)
     recursive = flag(params, "recursive")
     return await answered(lambda: files.do_delete_file(consumer.principal, uri, recursive))
 
 
-async def resource_copy(consumer: "AhpConsumer", params: Params) -> Params:
+async def resource_copy(consumer: "Asker", params: Params) -> Params:
     source, destination = errors.require(params, "source", str), errors.require(params, "destination", str)
     fail_if_exists = flag(params, "failIfExists")
     return await answered(lambda: files.do_copy_file(consumer.principal, source, destination, fail_if_exists))
 
 
-async def resource_move(consumer: "AhpConsumer", params: Params) -> Params:
+async def resource_move(consumer: "Asker", params: Params) -> Params:
     source, destination = errors.require(params, "source", str), errors.require(params, "destination", str)
     fail_if_exists = flag(params, "failIfExists")
     return await answered(lambda: files.do_move_file(consumer.principal, source, destination, fail_if_exists))
@@ -89,8 +90,9 @@ async def resource_request(consumer: "AhpConsumer", params: Params) -> Params:
     return await answered(lambda: files.request_access(consumer.principal, uri, read, write))
 
 
-COMMANDS = {
-    "resourceRequest": resource_request,
+COMMANDS = {"resourceRequest": resource_request}
+# Those that touch a session's files, run at its home (homes.SESSION_OF).
+AT_HOME: dict[str, "Handler"] = {
     "resourceCopy": resource_copy,
     "resourceMove": resource_move,
     "resourceResolve": resource_resolve,

@@ -12,7 +12,7 @@ from . import errors
 from .errors import Params
 
 if TYPE_CHECKING:
-    from .consumer import AhpConsumer
+    from .homes import Asker, Handler
 
 
 def size(params: Params, name: str, default: int) -> int:
@@ -22,7 +22,7 @@ def size(params: Params, name: str, default: int) -> int:
     return value
 
 
-async def create_terminal(consumer: "AhpConsumer", params: Params) -> None:
+async def create_terminal(consumer: "Asker", params: Params) -> None:
     uri = errors.require(params, "channel", str)
     kind, terminal_id = parse(uri)
     if kind != "terminal":
@@ -55,7 +55,7 @@ async def create_terminal(consumer: "AhpConsumer", params: Params) -> None:
     return None
 
 
-async def dispose_terminal(consumer: "AhpConsumer", params: Params) -> None:
+async def dispose_terminal(consumer: "Asker", params: Params) -> None:
     uri = errors.require(params, "channel", str)
 
     def dispose() -> None:
@@ -67,18 +67,19 @@ async def dispose_terminal(consumer: "AhpConsumer", params: Params) -> None:
     await database_sync_to_async(dispose)()
 
 
-def type_into(consumer: "AhpConsumer", outcome: tuple[Terminal, str]) -> None:
+def type_into(consumer: "Asker", outcome: tuple[Terminal, str]) -> None:
     terminal, data = outcome
     running = pty.running(terminal.id)
     if running is not None:
         running.write(data)
 
 
-def resize(consumer: "AhpConsumer", outcome: tuple[Terminal, tuple[int, int]]) -> None:
+def resize(consumer: "Asker", outcome: tuple[Terminal, tuple[int, int]]) -> None:
     terminal, (cols, rows) = outcome
     running = pty.running(terminal.id)
     if running is not None:
         running.resize(cols, rows)
 
 
-COMMANDS = {"createTerminal": create_terminal, "disposeTerminal": dispose_terminal}
+# Both run at the home of the terminal's session (homes.SESSION_OF), where its shell runs.
+COMMANDS: dict[str, "Handler"] = {"createTerminal": create_terminal, "disposeTerminal": dispose_terminal}
