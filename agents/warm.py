@@ -106,23 +106,32 @@ class Warm:
     idle: asyncio.TimerHandle | None = field(default=None, repr=False)
 
 
+def child_pids(pid: int) -> list[int]:
+    """The processes `pid` started, from its threads' /proc children lists."""
+    found: list[int] = []
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:  # it ended
+        return found
+    for thread in threads:
+        try:
+            with open(f"/proc/{pid}/task/{thread}/children") as children:
+                found.extend(int(child) for child in children.read().split())
+        except OSError:
+            continue
+    return found
+
+
 def tree_memory(pid: int | None) -> int:
-    """Resident bytes of `pid` and every process below it (the sandbox's launcher, the CLI, what it started)."""
+    """Resident bytes of `pid` and every process below it (the sandbox's launcher, the CLI, what it
+    started). It runs at every warm turn's end: it reads the tree's own /proc entries, not every
+    process of the node's."""
     if pid is None:
         return 0
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    parent = int(stat.read().rpartition(")")[2].split()[1])
-            except OSError:
-                continue
-            children.setdefault(parent, []).append(int(entry))
     total, pending = 0, [pid]
     while pending:
         current = pending.pop()
-        pending.extend(children.get(current, ()))
+        pending.extend(child_pids(current))
         try:
             with open(f"/proc/{current}/statm") as statm:
                 total += int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

@@ -361,7 +361,10 @@ class ClaudeProvider:
                     elif isinstance(message, UserMessage):
                         await agents.finish(message)
                     elif isinstance(message, ResultMessage):
-                        await do_keep_conversation(chat_id, self.id, message.session_id)
+                        # A warm CLI goes on in the conversation its first turn kept: no write per turn.
+                        if message.session_id != process.conversation:
+                            await do_keep_conversation(chat_id, self.id, message.session_id)
+                            process.conversation = message.session_id
                         # An interrupted turn ends as an error: the turn is already over, cancelled.
                         if message.is_error and session_id not in self.turns.interrupted:
                             raise RuntimeError(message.result or f"The claude harness ended the turn: {message.subtype}.")

@@ -101,6 +101,7 @@ class ClaudeProcess:
     def __init__(self, client: ClaudeSDKClient, transport: SandboxedCli, current: CurrentTurn,
                  stderr: deque) -> None:
         self.client, self.transport, self.current, self.stderr = client, transport, current, stderr
+        self.conversation: str | None = None  # the one the chat's next cold start resumes, once a turn kept it
 
     @classmethod
     async def start(cls, options: ClaudeAgentOptions, sandbox: Sandbox, environment: dict[str, str],

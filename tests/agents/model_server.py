@@ -169,6 +169,9 @@ class ModelHandler(BaseHTTPRequestHandler):
 
     model: ModelServer
     protocol_version = "HTTP/1.1"
+    # Its headers and body are two writes: on a kept-alive connection Nagle's algorithm held the
+    # body until the client's delayed ACK (40 ms), twice a Claude turn, as no real endpoint does.
+    disable_nagle_algorithm = True
 
     def log_message(self, *args):
         pass

@@ -118,7 +118,9 @@ def harness_pids(session_uri, program=HARNESS_PROGRAM):
             pid = parents.get(pid, 0)
         return False
 
-    return [pid for pid, command in commands.items() if command.startswith(program) and in_session(pid)]
+    # A CLI's fork shows the CLI's command line until it execs what it starts: not a second CLI.
+    return [pid for pid, command in commands.items() if command.startswith(program) and in_session(pid)
+            and not commands.get(parents.get(pid, 0), "").startswith(program)]
 
 
 def the_reply_streams_as_a_part_then_deltas(acme, host, model, provider):

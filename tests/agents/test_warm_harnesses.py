@@ -47,6 +47,20 @@ def test_two_turns_of_a_chat_go_to_one_claude_process_holding_the_conversation(a
     assert "remember 17" in str(second.body["messages"]) and "first answer" in str(second.body["messages"])
 
 
+def test_after_warm_turns_a_restarted_process_resumes_the_conversation_with_every_turn(acme, host, model):
+    model.add(Text("first answer"), Text("second answer"), Text("third answer"))
+    with AhpClient(host.port, acme.tokens["member"]) as alice:
+        session = alice.create_session(provider="claude")
+        chat = default_chat(alice, session)
+        alice.subscribe(chat)
+        assert alice.reply_to(alice.start_turn(chat, "remember 17"), timeout=90) == "first answer"
+        assert alice.reply_to(alice.start_turn(chat, "and 23"), timeout=90) == "second answer"
+        stop_warm()
+        assert alice.reply_to(alice.start_turn(chat, "what were they?"), timeout=90) == "third answer"
+    third = str(model.agent_requests()[2].body["messages"])
+    assert all(said in third for said in ("remember 17", "first answer", "and 23", "second answer"))
+
+
 def test_a_changed_catalog_between_turns_reaches_the_model_and_the_conversation_goes_on(acme, host, model):
     model.add(Text("first answer"), Text("second answer"))
     with AhpClient(host.port, acme.tokens["member"], "alice") as alice, \
