@@ -131,8 +131,9 @@ def test_the_page_connects_again_by_itself_after_the_socket_drops(acme, host, op
         open_live(browser, host, operator, acme.tenant, session, port=proxy.port)
         proxy.cut()
         until(browser, lambda: text(browser, "#live-status").startswith("Disconnected (1006); connecting again in "))
+        assert not browser.find_element(By.CSS_SELECTOR, "#live-compose").is_displayed()  # nowhere to send it
         until(browser, lambda: text(browser, "#live-status") == "Connected as a client of this host.")
-        send(browser, "hello again")
+        send(browser, "hello again")  # at once: "Connected" means the chat is subscribed again
         until(browser, lambda: last_turn_state(browser) == "complete")
         assert text(browser, ".live-turn:last-child .live-markdown") == "hello again"
     finally:

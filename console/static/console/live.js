@@ -61,6 +61,7 @@
   function onClose(e) {
     pending.forEach((waiting) => waiting.reject({message: "the connection closed"}));
     pending.clear();
+    $("live-compose").hidden = true;  // nothing typed now could be sent; it shows again once the chat is back
     if (e.code === 4401) { status("The page's token ended: reload the page."); return; }
     const delay = RETRY_MS[Math.min(retries++, RETRY_MS.length - 1)];
     status(`Disconnected (${e.code}); connecting again in ${delay / 1000} s…`);
@@ -72,11 +73,12 @@
                               clientInfo: {name: "Operators' console"}});
     retries = 0;
     await call("subscribe", {channel: "ahp-root://"});
-    status("Connected as a client of this host.");
     refreshIndex();
     const again = session || (root.dataset.session && "ahp-session:/" + root.dataset.session);
     session = chat = null;
     if (again) await openSession(again);
+    // Only now: a message sent before the chat was subscribed again would have had nowhere to go.
+    status("Connected as a client of this host.");
   }
 
   // The index: the tenant's sessions, those waiting for a person first, searchable, in pages.
