@@ -194,7 +194,8 @@ def test_only_the_terminals_a_subscriber_may_read_are_listed_to_it(acme, globex,
 def test_a_client_renames_and_clears_a_terminal(acme, host, member, project):
     session = member.create_session(workingDirectories=[project.as_uri()])
     uri = open_terminal(member, session)
-    member.dispatch(uri, {"type": "terminal/input", "data": "echo before-$((3*3))\n"})
+    # No prompt after the output (PS1 is empty from then on): the clear finds the shell quiet.
+    member.dispatch(uri, {"type": "terminal/input", "data": "PS1=''; echo before-$((3*3))\n"})
     output_until(member, uri, "before-9")
     member.dispatch(uri, {"type": "terminal/cleared"})
     assert member.action("terminal/cleared")["action"] == {"type": "terminal/cleared"}
