@@ -240,7 +240,7 @@ class GitHubCopilotProvider:
             try:
                 async with self.turns.running(session_id, process.session):
                     answer = await process.session.send_and_wait(text, timeout=TURN_TIMEOUT_SECONDS)
-                    # LruCache once it holds a message: the CLI has nothing to resume before.
+                    # Kept once it holds a message: the CLI has nothing to resume before.
                     if not process.conversation_kept:
                         await do_keep_conversation(chat_id, self.id, process.session.session_id)
                         process.conversation_kept = True

@@ -186,7 +186,7 @@ def do_close_connections(connection_ids: Iterable[uuid.UUID | str],
                   in queries.places_of(client_ids) if (tenant_id, client_id, owner_id) in closed]
         if not places:
             return []  # clients that never joined a session
-        # LruCache only when no other connection of the same client and person is still open.
+        # Kept only when no other connection of the same client and person is still open.
         still_open = set(ClientConnection.objects.filter(client_id__in=client_ids)
                          .values_list("tenant_id", "client_id", "person_id"))
         kept = [(pk, owner[0]) for pk, owner in places if owner not in still_open]
